@@ -1,0 +1,72 @@
+// Command allot is the one binary of allot: validate, plan, render and sim for CI
+// and laptops; manager and agent in the cluster.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// commands are the verbs; each file of this package registers its own in init.
+var commands []func() *cobra.Command
+
+// exitError carries an exit code without printing anything more: the command has
+// already said what went wrong.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFindings = 1 // the input has errors (findings), or a check failed
+	exitUsage    = 2 // bad flags or arguments, unreadable input, internal failure
+)
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "allot",
+		Short: "GitOps capacity and quota manager for GPU fleets",
+		Long: `allot manages GPU capacity and quotas declared as CUE in a Git repository.
+
+validate, plan, render and sim need no cluster and no network: CI and laptops run them.
+manager and agent run in the cluster.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+	})
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+// usageError marks an error in how allot was called (exit 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(os.Stderr, "allot:", err)
+		return exitUsage
+	}
+}

@@ -1,0 +1,197 @@
+package schema
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/allot-dev/allot/schema/quantity"
+)
+
+// Typed identifiers keep names of different kinds apart.
+type (
+	ClusterName string
+	PoolName    string
+	TierName    string
+	CohortName  string
+	TeamName    string
+	// Flavor is a GPU model or pool class, e.g. h100-80gb.
+	Flavor string
+)
+
+// GPUs counts whole GPUs.
+type GPUs = int64
+
+// Provider is where a cluster runs: it decides how its pools are rendered.
+type Provider string
+
+// The providers a cluster may name.
+const (
+	ProviderGKE    Provider = "gke"
+	ProviderEKS    Provider = "eks"
+	ProviderOnPrem Provider = "onprem"
+	ProviderKwok   Provider = "kwok"
+)
+
+// Config is a loaded capacity repository. Maps are keyed by name; use the sorted
+// name helpers for deterministic iteration.
+type Config struct {
+	Clusters map[ClusterName]*Cluster
+	Pools    map[PoolName]*Pool
+	Tiers    map[TierName]*Tier
+	Cohorts  map[CohortName]*Cohort
+	Teams    map[TeamName]*Team
+	Policy   Policy
+
+	// Files are the CUE files read, relative to the repository root, sorted.
+	Files []string
+	// Index locates every field of the user's files.
+	Index *Index
+}
+
+// Cluster is a Kubernetes cluster that hosts node pools.
+type Cluster struct {
+	Name     ClusterName
+	Provider Provider
+	Region   string
+	Pos      Pos
+}
+
+// Pool is a group of identical GPU nodes in one cluster.
+type Pool struct {
+	Name        PoolName
+	Cluster     ClusterName
+	Flavor      Flavor
+	MachineType string
+	GPUsPerNode int64
+	MinNodes    int64
+	MaxNodes    int64
+	Topology    *Topology
+	Price       Price
+	Headroom    quantity.Decimal
+	SpareNodes  int64
+	Pos         Pos
+}
+
+// Topology lays a pool's nodes out in nested domains, widest level first.
+type Topology struct {
+	Levels []string
+	// Sizes holds, per level, how many domains of the next narrower level (or
+	// nodes, for the narrowest) one domain of it holds; 0 means unbounded.
+	Sizes map[string]int64
+}
+
+// Price is what one node of a pool costs per hour, in USD.
+type Price struct {
+	OnDemandPerNodeHour  quantity.Decimal
+	CommittedPerNodeHour quantity.Decimal
+	HasCommittedPrice    bool
+	CommittedNodes       int64
+}
+
+// Tier is a priority tier.
+type Tier struct {
+	Name        TierName
+	Priority    int64
+	Preemptible bool
+	BorrowOnly  bool
+	Description string
+	Pos         Pos
+}
+
+// Cohort groups teams that borrow each other's idle quota.
+type Cohort struct {
+	Name   CohortName
+	Parent CohortName // empty: a root cohort
+	Pos    Pos
+}
+
+// Team owns quota and pays for it.
+type Team struct {
+	Name       TeamName
+	CostCenter string
+	Owners     []string
+	Cohort     CohortName // empty: borrows and lends nothing
+	Tiers      []TierName // empty: all tiers
+	Quota      map[Flavor]Quota
+	// BudgetMonthlyUSD is nil when the team has no budget.
+	BudgetMonthlyUSD *quantity.Decimal
+	Weight           quantity.Decimal
+	Pos              Pos
+}
+
+// Quota is a team's GPUs of one flavor. A nil limit is unlimited.
+type Quota struct {
+	Nominal        GPUs
+	BorrowingLimit *GPUs
+	LendingLimit   *GPUs
+}
+
+// Policy holds organisation-wide settings.
+type Policy struct {
+	// FinanceApprovalAboveMonthlyUSD: a plan whose monthly cost grows by more needs finance.
+	FinanceApprovalAboveMonthlyUSD quantity.Decimal
+	FinanceApprovers               []string
+	AllowDisruption                bool
+}
+
+// ClusterNames returns the cluster names, sorted.
+func (c *Config) ClusterNames() []ClusterName { return slices.Sorted(maps.Keys(c.Clusters)) }
+
+// PoolNames returns the pool names, sorted.
+func (c *Config) PoolNames() []PoolName { return slices.Sorted(maps.Keys(c.Pools)) }
+
+// TierNames returns the tier names, highest priority first (then by name).
+func (c *Config) TierNames() []TierName {
+	names := slices.Sorted(maps.Keys(c.Tiers))
+	slices.SortStableFunc(names, func(a, b TierName) int {
+		pa, pb := c.Tiers[a].Priority, c.Tiers[b].Priority
+		switch {
+		case pa > pb:
+			return -1
+		case pa < pb:
+			return 1
+		}
+		return 0
+	})
+	return names
+}
+
+// CohortNames returns the cohort names, sorted.
+func (c *Config) CohortNames() []CohortName { return slices.Sorted(maps.Keys(c.Cohorts)) }
+
+// TeamNames returns the team names, sorted.
+func (c *Config) TeamNames() []TeamName { return slices.Sorted(maps.Keys(c.Teams)) }
+
+// Flavors returns every flavor a pool carries or a team asks for, sorted.
+func (c *Config) Flavors() []Flavor {
+	set := map[Flavor]bool{}
+	for _, p := range c.Pools {
+		set[p.Flavor] = true
+	}
+	for _, t := range c.Teams {
+		for f := range t.Quota {
+			set[f] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// PoolsOf returns the pools that carry flavor f, sorted by name.
+func (c *Config) PoolsOf(f Flavor) []*Pool {
+	var out []*Pool
+	for _, n := range c.PoolNames() {
+		if p := c.Pools[n]; p.Flavor == f {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Pos returns the position of the field at path (e.g. "teams", "nlp", "quota"),
+// or of its nearest ancestor that is written in a user file.
+func (c *Config) Pos(path ...string) Pos {
+	if c == nil || c.Index == nil {
+		return Pos{}
+	}
+	return c.Index.Lookup(path...)
+}
