@@ -1,0 +1,113 @@
+package fleet
+
+import (
+	"fmt"
+
+	"github.com/allot-dev/allot/schema"
+)
+
+// Node labels allot sets on the nodes of a pool, and reads back.
+const (
+	LabelPool    = "allot.dev/pool"
+	LabelFlavor  = "allot.dev/flavor"
+	LabelCluster = "allot.dev/cluster"
+	// TopologyLabelPrefix + level is the label that names a node's domain at level.
+	TopologyLabelPrefix = "topology.allot.dev/"
+)
+
+// TopologyLabel returns the node label that names the domain of level.
+func TopologyLabel(level string) string { return TopologyLabelPrefix + level }
+
+// Domain is one topology domain a node belongs to.
+type Domain struct {
+	Level string `json:"level"`
+	Name  string `json:"name"`
+}
+
+// Node is one node of a pool.
+type Node struct {
+	Name    string
+	Pool    schema.PoolName
+	Cluster schema.ClusterName
+	Flavor  schema.Flavor
+	GPUs    int64
+	// Domains are ordered widest level first.
+	Domains []Domain
+}
+
+// Labels returns the node labels that describe n.
+func (n Node) Labels() map[string]string {
+	l := map[string]string{
+		LabelPool:    string(n.Pool),
+		LabelFlavor:  string(n.Flavor),
+		LabelCluster: string(n.Cluster),
+	}
+	for _, d := range n.Domains {
+		l[TopologyLabel(d.Level)] = d.Name
+	}
+	return l
+}
+
+// NodeName is the name of node index of pool: "<pool>-<index>", index from 0.
+func NodeName(pool schema.PoolName, index int64) string { return fmt.Sprintf("%s-%d", pool, index) }
+
+// NodesPerDomain returns, per topology level of the pool, how many nodes one domain
+// of that level holds; 0 means the level is unbounded (the whole pool is one domain).
+// The narrowest level without a size is the host itself: one node per domain.
+func NodesPerDomain(t *schema.Topology) map[string]int64 {
+	out := map[string]int64{}
+	if t == nil {
+		return out
+	}
+	below := int64(1) // nodes per domain of the next narrower level
+	for i := len(t.Levels) - 1; i >= 0; i-- {
+		l := t.Levels[i]
+		s := t.Sizes[l]
+		switch {
+		case s > 0 && i == len(t.Levels)-1:
+			below = s
+		case s > 0 && below > 0:
+			below *= s
+		case i == len(t.Levels)-1:
+			below = 1
+		default:
+			below = 0
+		}
+		out[l] = below
+	}
+	return out
+}
+
+// Layout returns the nodes of every pool at the given node counts, in pool-name
+// order and index order within a pool, laid out in topology domains in index order
+// (hosts 0..3 in rack 0 when a rack holds 4 hosts, and so on). Pools missing from
+// counts have no nodes.
+func Layout(cfg *schema.Config, counts map[schema.PoolName]int64) []Node {
+	var out []Node
+	for _, name := range cfg.PoolNames() {
+		p := cfg.Pools[name]
+		n := counts[name]
+		per := NodesPerDomain(p.Topology)
+		for i := range n {
+			node := Node{Name: NodeName(name, i), Pool: name, Cluster: p.Cluster, Flavor: p.Flavor, GPUs: p.GPUsPerNode}
+			if p.Topology != nil {
+				node.Domains = make([]Domain, 0, len(p.Topology.Levels))
+				for _, l := range p.Topology.Levels {
+					node.Domains = append(node.Domains, Domain{Level: l, Name: domainName(name, l, per[l], i)})
+				}
+			}
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+func domainName(pool schema.PoolName, level string, per, index int64) string {
+	switch per {
+	case 0:
+		return fmt.Sprintf("%s-%s-0", pool, level)
+	case 1:
+		return NodeName(pool, index)
+	}
+	return fmt.Sprintf("%s-%s-%d", pool, level, index/per)
+}
