@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	cuelang.org/go v0.17.1
+	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.10.2
 )
 
