@@ -327,6 +327,7 @@ type raw struct {
 	Policy *struct {
 		FinanceApprovalAbove *json.Number `json:"financeApprovalAboveMonthlyUSD"`
 		FinanceApprovers     []string     `json:"financeApprovers"`
+		PlatformApprovers    []string     `json:"platformApprovers"`
 		AllowDisruption      bool         `json:"allowDisruption"`
 	} `json:"policy"`
 }
@@ -415,10 +416,14 @@ func decode(v cue.Value, ix *Index) (*Config, Findings) {
 			cfg.Policy.FinanceApprovalAboveMonthlyUSD = num(*p.FinanceApprovalAbove, "policy", "financeApprovalAboveMonthlyUSD")
 		}
 		cfg.Policy.FinanceApprovers = p.FinanceApprovers
+		cfg.Policy.PlatformApprovers = p.PlatformApprovers
 		cfg.Policy.AllowDisruption = p.AllowDisruption
 	}
 	if len(cfg.Policy.FinanceApprovers) == 0 {
 		cfg.Policy.FinanceApprovers = []string{"finance"}
+	}
+	if len(cfg.Policy.PlatformApprovers) == 0 {
+		cfg.Policy.PlatformApprovers = []string{"platform"}
 	}
 	if len(findings) > 0 {
 		return nil, findings

@@ -65,7 +65,7 @@ func unknownFieldMessage(fieldPath []string) string {
 	}
 	msg := fmt.Sprintf("unknown field %q %s", name, where)
 	allowed := allowedFields(parent)
-	if best := closest(name, allowed); best != "" {
+	if best := Closest(name, allowed); best != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	if len(allowed) > 0 {
@@ -74,9 +74,9 @@ func unknownFieldMessage(fieldPath []string) string {
 	return msg
 }
 
-// closest returns the candidate nearest to s by edit distance, if it is near enough
-// to be a plausible typo.
-func closest(s string, candidates []string) string {
+// Closest returns the candidate nearest to s by edit distance, if it is near enough
+// to be a plausible typo, or "".
+func Closest(s string, candidates []string) string {
 	best, bestD := "", len(s)/2+2
 	for _, c := range candidates {
 		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {

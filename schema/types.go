@@ -131,6 +131,7 @@ type Policy struct {
 	// FinanceApprovalAboveMonthlyUSD: a plan whose monthly cost grows by more needs finance.
 	FinanceApprovalAboveMonthlyUSD quantity.Decimal
 	FinanceApprovers               []string
+	PlatformApprovers              []string
 	AllowDisruption                bool
 }
 

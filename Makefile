@@ -1,0 +1,63 @@
+# allot — make help lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+BIN       := bin
+ALLOT     := $(BIN)/allot
+PKGS      := ./...
+SHARED    ?= ../shared
+CONTROLLER_GEN_VERSION ?= v0.19.0
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/allot.
+	$(GO) build -o $(ALLOT) ./cmd/allot
+
+.PHONY: demo
+demo: build ## Validate and plan the example fleet (the quick start's main job).
+	$(ALLOT) validate examples
+	$(ALLOT) plan examples
+	$(ALLOT) sim examples --workload examples/workloads/mixed.csv
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet $(PKGS)
+
+.PHONY: lint
+lint: vet ## Check formatting, vet and the architecture rules (pure cores stay pure).
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) test ./ci/ -run TestArchitecture -count=1
+
+.PHONY: generate
+generate: ## Regenerate deepcopy functions and CRD YAML from api/.
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=config/crd
+
+.PHONY: test
+test: build ## Run every test, then the contract check on the built binary.
+	$(GO) test -count=1 $(PKGS)
+	python3 $(SHARED)/contract/check.py $(ALLOT)
+
+.PHONY: test-update
+test-update: ## Rewrite golden files from the current output.
+	$(GO) test $(PKGS) -count=1 -update
+
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz the parsers for a while (FUZZTIME, default 30s each).
+	$(GO) test ./schema/ -run '^$$' -fuzz FuzzLoad -fuzztime $${FUZZTIME:-30s}
+
+.PHONY: bench
+bench: ## Run the benchmarks.
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: verify
+verify: generate fmt ## Regenerate and format, then fail if anything changed.
+	@git diff --exit-code || { echo "generated or formatted files are out of date: run make generate fmt and commit"; exit 1; }

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/policies"
+	"github.com/allot-dev/allot/schema"
+)
+
+func init() { commands = append(commands, newPlanCommand) }
+
+func newPlanCommand() *cobra.Command {
+	var base, output string
+	c := &cobra.Command{
+		Use:   "plan DIR",
+		Short: "Show the capacity, quota and cost plan, and its diff against a base",
+		Long: `Show the capacity, quota and cost plan of a capacity repository: pool sizes,
+monthly cost per pool, team and cost centre. With --base (a directory, or a Git ref
+of the repository containing DIR, read without touching the work tree) also the
+diff: quota changes, node changes, the monthly cost delta and the approvals needed.
+
+Output: text (terminal tables), markdown (the pull-request comment) or json.
+Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
+		Example: `  allot plan examples
+  allot plan . --base origin/main -o markdown > comment.md
+  allot plan examples -o json --base ../main/examples`,
+		Args: exactArgs(1, "DIR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			write, err := planWriter(output)
+			if err != nil {
+				return err
+			}
+			in := report.Input{Name: dir}
+			var b checked
+			if base != "" {
+				if b, err = loadBase(dir, base); err != nil {
+					return err
+				}
+				if b.cfg == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "allot: the base %s does not load:\n", base)
+					printFindings(cmd.ErrOrStderr(), base, b.findings)
+					return exitError{exitUsage}
+				}
+			}
+			c, err := checkDir(dir, b.cfg)
+			if err != nil {
+				return err
+			}
+			in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
+			if b.cfg != nil && c.cfg != nil {
+				in.BaseName, in.Base = base, b.plan
+				in.Diff = planner.Compare(b.plan, c.plan)
+				in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
+			}
+			if err := write(cmd.OutOrStdout(), in); err != nil {
+				return fmt.Errorf("writing the plan: %w", err)
+			}
+			if output != "json" && os.Getenv("GITHUB_ACTIONS") == "true" {
+				printFindingsAnnotationsOnly(cmd.ErrOrStderr(), dir, c.findings)
+			}
+			if c.findings.HasErrors() {
+				return exitError{exitFindings}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text, markdown or json")
+	return c
+}
+
+func planWriter(format string) (func(io.Writer, report.Input) error, error) {
+	switch format {
+	case "text":
+		return report.Text, nil
+	case "markdown", "md":
+		return report.Markdown, nil
+	case "json":
+		return report.JSON, nil
+	}
+	return nil, usageError{fmt.Errorf("-o %q: want text, markdown or json", format)}
+}
+
+func printFindingsAnnotationsOnly(w io.Writer, dir string, findings schema.Findings) {
+	for _, f := range findings {
+		fmt.Fprintln(w, githubAnnotation(dir, f))
+	}
+}

@@ -1,0 +1,105 @@
+package policies
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
+)
+
+// Approvals returns who must approve the change from base to head, and why:
+//   - finance, when the monthly cost grows by more than the base's
+//     policy.financeApprovalAboveMonthlyUSD, or when the change edits the policy;
+//   - a team's owners, when its quota changes (the base's owners, so a change cannot
+//     approve itself by editing them);
+//   - the platform approvers, when clusters, pools, tiers or cohorts change.
+//
+// Settings come from the base: a change cannot lower the bar it is measured by.
+func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval {
+	policy := base.Policy
+	var out []planner.Approval
+	add := func(who []string, why string) {
+		out = append(out, planner.Approval{Who: strings.Join(who, ", "), Why: why})
+	}
+	threshold := policy.FinanceApprovalAboveMonthlyUSD
+	if diff.Delta.Cmp(threshold) > 0 {
+		why := fmt.Sprintf("monthly cost %s", quantity.SignedUSD(diff.Delta))
+		if threshold.IsZero() {
+			why += ", and every increase needs finance"
+		} else {
+			why += fmt.Sprintf(", above the %s threshold", quantity.USD(threshold))
+		}
+		add(policy.FinanceApprovers, why)
+	}
+	if !reflect.DeepEqual(base.Policy, head.Policy) {
+		add(policy.FinanceApprovers, "the change edits the organisation's policy")
+	}
+
+	byTeam := map[schema.TeamName][]string{}
+	for _, q := range diff.Quotas {
+		byTeam[q.Team] = append(byTeam[q.Team], fmt.Sprintf("%s %d → %d", q.Flavor, q.NominalBefore, q.NominalAfter))
+	}
+	for _, tn := range slices.Sorted(maps.Keys(byTeam)) {
+		owners := ownersOf(base, head, tn)
+		add(owners, fmt.Sprintf("quota of team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
+	}
+	if kinds := platformChanges(base, head); len(kinds) > 0 {
+		add(policy.PlatformApprovers, "the change edits "+strings.Join(kinds, ", "))
+	}
+	return out
+}
+
+func ownersOf(base, head *schema.Config, tn schema.TeamName) []string {
+	if t := base.Teams[tn]; t != nil && len(t.Owners) > 0 {
+		return t.Owners
+	}
+	if t := head.Teams[tn]; t != nil && len(t.Owners) > 0 && base.Teams[tn] == nil {
+		return append(append([]string{}, t.Owners...), base.Policy.PlatformApprovers...) // a new team
+	}
+	return base.Policy.PlatformApprovers
+}
+
+// platformChanges names the kinds of platform-owned objects that differ, ignoring
+// source positions.
+func platformChanges(base, head *schema.Config) []string {
+	var kinds []string
+	if !sameObjects(base.Clusters, head.Clusters, func(c schema.Cluster) schema.Cluster { c.Pos = schema.Pos{}; return c }) {
+		kinds = append(kinds, "clusters")
+	}
+	if !sameObjects(base.Pools, head.Pools, func(p schema.Pool) schema.Pool { p.Pos = schema.Pos{}; return p }) {
+		kinds = append(kinds, "pools")
+	}
+	if !sameObjects(base.Tiers, head.Tiers, func(t schema.Tier) schema.Tier { t.Pos = schema.Pos{}; return t }) {
+		kinds = append(kinds, "tiers")
+	}
+	if !sameObjects(base.Cohorts, head.Cohorts, func(c schema.Cohort) schema.Cohort { c.Pos = schema.Pos{}; return c }) {
+		kinds = append(kinds, "cohorts")
+	}
+	return kinds
+}
+
+func sameObjects[K comparable, V any](a, b map[K]*V, strip func(V) V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !bytes.Equal(canonical(strip(*va)), canonical(strip(*vb))) {
+			return false
+		}
+	}
+	return true
+}
+
+// canonical encodes v for comparison: decimals by value, pointers by what they point at.
+func canonical(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,76 @@
+package policies
+
+import (
+	"slices"
+
+	"github.com/allot-dev/allot/schema"
+)
+
+// Rule describes one policy rule.
+type Rule struct {
+	Name        string
+	Severity    schema.Severity
+	Description string
+}
+
+// Rule names; they are stable: CI configurations and suppressions refer to them.
+const (
+	RuleNameFormat       = "name-format"
+	RuleUnknownCluster   = "unknown-cluster"
+	RuleUnknownFlavor    = "unknown-flavor"
+	RuleUnknownCohort    = "unknown-cohort"
+	RuleCohortCycle      = "cohort-cycle"
+	RuleUnknownTier      = "unknown-tier"
+	RuleTierPriority     = "tier-priority-unique"
+	RuleFlavorCapacity   = "flavor-capacity"
+	RuleFlavorHeadroom   = "flavor-headroom"
+	RuleTeamBudget       = "team-budget"
+	RuleTopologyLevels   = "topology-levels"
+	RuleFinanceApproval  = "finance-approval"
+	RulePoolNodesRange   = "pool-nodes-range"
+	RuleCommittedPrice   = "pool-committed-price"
+	RuleCommittedAboveMx = "pool-committed-above-max"
+	RuleTeamCostCenter   = "team-cost-center"
+	RuleTeamOwners       = "team-owners"
+	RuleLimitsNoCohort   = "quota-limits-without-cohort"
+	RuleLendingNominal   = "quota-lending-above-nominal"
+	RuleTeamNoQuota      = "team-empty-quota"
+)
+
+// Rules lists every rule, by name.
+var Rules = []Rule{
+	{RuleNameFormat, schema.SeverityError, "names of clusters, pools, tiers, cohorts, teams and flavors are lowercase DNS labels (they become namespaces, node names and labels)"},
+	{RuleUnknownCluster, schema.SeverityError, "a pool names a cluster that is not declared"},
+	{RuleUnknownFlavor, schema.SeverityError, "a team asks for a flavor no pool carries"},
+	{RuleUnknownCohort, schema.SeverityError, "a team or cohort names a cohort that is not declared"},
+	{RuleCohortCycle, schema.SeverityError, "cohort parents form a cycle"},
+	{RuleUnknownTier, schema.SeverityError, "a team names a tier that is not declared"},
+	{RuleTierPriority, schema.SeverityError, "two tiers have one priority, so their order is undefined"},
+	{RuleFlavorCapacity, schema.SeverityError, "the teams' nominal quota of a flavor exceeds the GPUs its pools have at nodes.max"},
+	{RuleFlavorHeadroom, schema.SeverityWarning, "a flavor's pools reach its nominal quota at nodes.max only without their headroom or spare nodes"},
+	{RuleTeamBudget, schema.SeverityError, "a team's monthly cost exceeds its budget"},
+	{RuleTopologyLevels, schema.SeverityError, "topology levels are unique, and sizes name declared levels"},
+	{RuleFinanceApproval, schema.SeverityWarning, "a change whose monthly cost grows by more than policy.financeApprovalAboveMonthlyUSD needs finance's approval"},
+	{RulePoolNodesRange, schema.SeverityError, "a pool's nodes.min is above its nodes.max"},
+	{RuleCommittedPrice, schema.SeverityError, "a pool with committed nodes has no committedPerNodeHour price"},
+	{RuleCommittedAboveMx, schema.SeverityWarning, "a pool commits to more nodes than its nodes.max: some are paid for and never used"},
+	{RuleTeamCostCenter, schema.SeverityWarning, "a team has no costCenter, so finance cannot charge its cost back"},
+	{RuleTeamOwners, schema.SeverityWarning, "a team has no owners to approve changes to its quota"},
+	{RuleLimitsNoCohort, schema.SeverityWarning, "a team sets borrowing or lending limits but belongs to no cohort, so they have no effect"},
+	{RuleLendingNominal, schema.SeverityWarning, "a lendingLimit above nominal has no effect beyond nominal"},
+	{RuleTeamNoQuota, schema.SeverityWarning, "a team has no quota of any flavor"},
+}
+
+// RuleByName returns the rule called name.
+func RuleByName(name string) (Rule, bool) {
+	i := slices.IndexFunc(Rules, func(r Rule) bool { return r.Name == name })
+	if i < 0 {
+		return Rule{}, false
+	}
+	return Rules[i], true
+}
+
+func finding(rule string, pos schema.Pos, msg string, related ...schema.Pos) schema.Finding {
+	r, _ := RuleByName(rule)
+	return schema.Finding{Severity: r.Severity, Rule: rule, Pos: pos, Message: msg, Related: related}
+}

@@ -1,0 +1,122 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"testing/fstest"
+)
+
+// Dir returns the files under dir, or an error when dir is not a readable directory.
+func Dir(dir string) (fs.FS, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	return os.DirFS(dir), nil
+}
+
+// ErrNotARepository is returned when dir is not inside a Git work tree.
+var ErrNotARepository = errors.New("not inside a Git repository")
+
+// GitRef returns the files that the directory dir holds at ref (a branch, tag or
+// commit of the Git repository that contains dir), read from Git's objects. Only
+// .cue files are read; the work tree and the index are not touched.
+func GitRef(dir, ref string) (fs.FS, error) {
+	top, err := git(dir, nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, ErrNotARepository)
+	}
+	prefix, err := git(dir, nil, "rev-parse", "--show-prefix")
+	if err != nil {
+		return nil, err
+	}
+	root, prefixPath := strings.TrimSpace(string(top)), strings.TrimSpace(string(prefix))
+	commit, err := git(root, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}")
+	if err != nil {
+		return nil, fmt.Errorf("git ref %q: not found in %s", ref, root)
+	}
+	rev := strings.TrimSpace(string(commit))
+	args := []string{"ls-tree", "-r", "-z", "--full-tree", rev}
+	if prefixPath != "" {
+		args = append(args, "--", prefixPath)
+	}
+	list, err := git(root, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	type entry struct{ name, sha string }
+	var entries []entry
+	for _, rec := range bytes.Split(list, []byte{0}) {
+		meta, name, ok := strings.Cut(string(rec), "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta) // mode type sha
+		if len(f) != 3 || f[1] != "blob" || path.Ext(name) != ".cue" {
+			continue
+		}
+		rel := strings.TrimPrefix(name, prefixPath)
+		entries = append(entries, entry{rel, f[2]})
+	}
+	var in bytes.Buffer
+	for _, e := range entries {
+		in.WriteString(e.sha + "\n")
+	}
+	out, err := git(root, &in, "cat-file", "--batch")
+	if err != nil {
+		return nil, err
+	}
+	files := fstest.MapFS{}
+	r := bufio.NewReader(bytes.NewReader(out))
+	for _, e := range entries {
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+		}
+		h := strings.Fields(header) // sha type size
+		if len(h) != 3 {
+			return nil, fmt.Errorf("reading %s at %s: unexpected header %q", e.name, ref, header)
+		}
+		size, err := strconv.Atoi(h[2])
+		if err != nil {
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+		}
+		data := make([]byte, size)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+		}
+		if _, err := r.Discard(1); err != nil { // the newline after each object
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+		}
+		files[e.name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	return files, nil
+}
+
+func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Stdin = stdin
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, fmt.Errorf("git is not installed: %w", err)
+		}
+		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
