@@ -54,17 +54,17 @@ func TestPoolSizingByHand(t *testing.T) {
 		},
 		// In float64, 100 * 1.1 = 110.00000000000001 and its ceiling is 111 nodes.
 		"headroom float artefact, 1 gpu per node": {
-			pool: func() *schema.Pool { p := pool("p", 1, 0, 1000, "1"); p.Headroom = d("0.1"); return p }(),
+			pool:    func() *schema.Pool { p := pool("p", 1, 0, 1000, "1"); p.Headroom = d("0.1"); return p }(),
 			nominal: 100, wantNodes: 110, wantCost: "80300",
 		},
 		// 70 * 1.1 / 7 = 11 exactly; float64 says 11.000000000000002 -> 12.
 		"headroom float artefact, 7 gpus per node": {
-			pool: func() *schema.Pool { p := pool("p", 7, 0, 1000, "2.5"); p.Headroom = d("0.1"); return p }(),
+			pool:    func() *schema.Pool { p := pool("p", 7, 0, 1000, "2.5"); p.Headroom = d("0.1"); return p }(),
 			nominal: 70, wantNodes: 11, wantCost: "20075",
 		},
 		// 0.29 * 100 = 28.999999999999996 in float64: ceil((100*(1+0.29))/1) must be 129.
 		"headroom 0.29": {
-			pool: func() *schema.Pool { p := pool("p", 1, 0, 1000, "1"); p.Headroom = d("0.29"); return p }(),
+			pool:    func() *schema.Pool { p := pool("p", 1, 0, 1000, "1"); p.Headroom = d("0.29"); return p }(),
 			nominal: 100, wantNodes: 129, wantCost: "94170",
 		},
 		"clamped to max": {pool: pool("p", 8, 0, 4, "10"), nominal: 1000, wantNodes: 4, wantCost: "29200"},

@@ -308,4 +308,3 @@ func checkBudgets(cfg *schema.Config, plan *planner.Plan) schema.Findings {
 	}
 	return out
 }
-

@@ -13,7 +13,9 @@ import (
 // money is a Decimal rounded to the cent in JSON.
 type money quantity.Decimal
 
-func (m money) MarshalJSON() ([]byte, error) { return []byte(quantity.Decimal(m).Round(2).String()), nil }
+func (m money) MarshalJSON() ([]byte, error) {
+	return []byte(quantity.Decimal(m).Round(2).String()), nil
+}
 
 type jsonPlan struct {
 	Pools                 []jsonPool       `json:"pools"`

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -23,54 +22,54 @@ func Text(w io.Writer, in Input) error {
 	p := in.Plan
 	fmt.Fprintf(ew, "Plan of %s: %d pools, %d teams, total %s a month\n\n", in.Name, len(p.Pools), len(p.Teams), quantity.USD(p.TotalMonthlyUSD))
 
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "POOL\tCLUSTER\tFLAVOR\tNODES\tGPUS\tCOMMITTED\tMONTHLY\t")
+	t := newTable("POOL", "CLUSTER", "FLAVOR", "NODES", "GPUS", "COMMITTED", "MONTHLY").alignRight(3, 4, 5, 6)
 	for _, pp := range p.Pools {
-		note := ""
+		nodes := fmt.Sprint(pp.NodesTarget)
 		if pp.AtMax {
-			note = " (at max)"
+			nodes += " (at max)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%d\t%d\t%s\t\n", pp.Pool, pp.Cluster, pp.Flavor, pp.NodesTarget, note, pp.GPUsTarget, pp.CommittedNodes, quantity.USD(pp.MonthlyUSD))
+		t.add(string(pp.Pool), string(pp.Cluster), string(pp.Flavor), nodes, fmt.Sprint(pp.GPUsTarget), fmt.Sprint(pp.CommittedNodes), quantity.USD(pp.MonthlyUSD))
 	}
-	tw.Flush()
+	t.write(ew)
 	fmt.Fprintln(ew)
 
-	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TEAM\tCOST CENTER\tQUOTA\tMONTHLY\t")
-	for _, t := range p.Teams {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", t.Team, orDash(t.CostCenter), quotaString(t.Quota), quantity.USD(t.MonthlyUSD))
+	t = newTable("TEAM", "COST CENTER", "QUOTA", "MONTHLY").alignRight(3)
+	for _, tp := range p.Teams {
+		t.add(string(tp.Team), orDash(tp.CostCenter), quotaString(tp.Quota), quantity.USD(tp.MonthlyUSD))
 	}
-	tw.Flush()
+	t.write(ew)
 	fmt.Fprintln(ew)
 
-	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "COST CENTER\tTEAMS\tMONTHLY\t")
+	t = newTable("COST CENTER", "TEAMS", "MONTHLY").alignRight(1, 2)
 	for _, c := range p.CostCenters {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", c.CostCenter, len(c.Teams), quantity.USD(c.MonthlyUSD))
+		t.add(c.CostCenter, fmt.Sprint(len(c.Teams)), quantity.USD(c.MonthlyUSD))
 	}
 	if !p.UnallocatedMonthlyUSD.Round(2).IsZero() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", "(unallocated)", "", quantity.USD(p.UnallocatedMonthlyUSD))
+		t.add("(unallocated)", "", quantity.USD(p.UnallocatedMonthlyUSD))
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t\n", "TOTAL", "", quantity.USD(p.TotalMonthlyUSD))
-	tw.Flush()
+	t.add("TOTAL", "", quantity.USD(p.TotalMonthlyUSD))
+	t.write(ew)
 
 	if d := in.Diff; d != nil {
 		fmt.Fprintf(ew, "\nAgainst %s: %s\n", in.BaseName, Verdict(d))
 		if len(d.Quotas) > 0 {
-			tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "TEAM\tFLAVOR\tBEFORE\tAFTER\tDELTA\t")
+			fmt.Fprintln(ew)
+			t = newTable("TEAM", "FLAVOR", "BEFORE", "AFTER", "DELTA").alignRight(2, 3, 4)
 			for _, q := range d.Quotas {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%+d\t\n", q.Team, q.Flavor, q.NominalBefore, q.NominalAfter, q.NominalAfter-q.NominalBefore)
+				t.add(string(q.Team), string(q.Flavor), fmt.Sprint(q.NominalBefore), fmt.Sprint(q.NominalAfter), fmt.Sprintf("%+d", q.NominalAfter-q.NominalBefore))
 			}
-			tw.Flush()
+			t.write(ew)
 		}
 		if len(d.Pools) > 0 {
-			tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "POOL\tNODES BEFORE\tNODES AFTER\tMONTHLY DELTA\t")
+			fmt.Fprintln(ew)
+			t = newTable("POOL", "NODES BEFORE", "NODES AFTER", "MONTHLY DELTA").alignRight(1, 2, 3)
 			for _, c := range d.Pools {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t\n", c.Pool, c.NodesBefore, c.NodesAfter, quantity.SignedUSD(c.MonthlyUSDAfter.Sub(c.MonthlyUSDBefore)))
+				t.add(string(c.Pool), fmt.Sprint(c.NodesBefore), fmt.Sprint(c.NodesAfter), quantity.SignedUSD(c.MonthlyUSDAfter.Sub(c.MonthlyUSDBefore)))
 			}
-			tw.Flush()
+			t.write(ew)
+		}
+		if len(d.Approvals) > 0 {
+			fmt.Fprintln(ew)
 		}
 		for _, a := range d.Approvals {
 			fmt.Fprintf(ew, "needs approval: %s — %s\n", a.Who, a.Why)
