@@ -12,6 +12,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// testdata is absolute: some tests change directory.
+var testdata, _ = filepath.Abs("testdata")
+
 // allot runs the CLI in-process and returns its exit code, stdout and stderr.
 func allot(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
@@ -84,7 +87,7 @@ func lineOf(t *testing.T, dir, file, s string) int {
 // golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
+	p := filepath.Join(testdata, name)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

@@ -81,7 +81,7 @@ func TestValidateCatchesEveryErrorClass(t *testing.T) {
 			wantFile: "teams/ads.cue", wantAt: "tiers:", wantRule: "unknown-tier", wantMsg: `did you mean "research"?`,
 		},
 		"one field, two values, two files": {
-			changes:  []change{{"teams/platform.cue", "budget: monthlyUSD: 80000", "budget: monthlyUSD: 80000\n}\nteams: robotics: quota: \"h100-80gb\": nominal: 64\nteams: platform: {"}},
+			changes:  []change{{"teams/platform.cue", "budget: monthlyUSD: 100000", "budget: monthlyUSD: 100000\n}\nteams: robotics: quota: \"h100-80gb\": nominal: 64\nteams: platform: {"}},
 			wantFile: "teams/robotics.cue", wantAt: "nominal: 128", wantRule: "conflict", wantMsg: "also set at teams/platform.cue:15:",
 		},
 		"quota beyond what the pools reach": {
@@ -89,7 +89,7 @@ func TestValidateCatchesEveryErrorClass(t *testing.T) {
 			wantFile: "pools.cue", wantAt: "max: 64}", wantRule: "flavor-capacity", wantMsg: "pools reach at most 1152",
 		},
 		"team over budget": {
-			changes:  []change{{"teams/speech.cue", "monthlyUSD: 120000", "monthlyUSD: 90000"}},
+			changes:  []change{{"teams/speech.cue", "monthlyUSD: 140000", "monthlyUSD: 90000"}},
 			wantFile: "teams/speech.cue", wantAt: "monthlyUSD: 90000", wantRule: "team-budget", wantMsg: "over its budget of $90,000.00",
 		},
 		"two tiers, one priority": {
@@ -134,7 +134,7 @@ func TestValidateReportsAllFindingsInOneRun(t *testing.T) {
 	dir := copyExamples(t)
 	edit(t, dir, "pools.cue", `cluster:     "eks-use1"`, `cluster:     "eks-use9"`)
 	edit(t, dir, "teams/ads.cue", `"research"]`, `"reserch"]`)
-	edit(t, dir, "teams/speech.cue", "monthlyUSD: 120000", "monthlyUSD: 1")
+	edit(t, dir, "teams/speech.cue", "monthlyUSD: 140000", "monthlyUSD: 1")
 	edit(t, dir, "tiers.cue", "research: {priority: 100", "research: {priority: 0")
 	code, out, _ := allot(t, nil, "validate", dir)
 	if code != 1 {
@@ -160,7 +160,7 @@ func TestValidateWithBaseBlamesTheRaisedQuota(t *testing.T) {
 
 func TestValidateGitHubAnnotations(t *testing.T) {
 	dir := copyExamples(t)
-	edit(t, dir, "teams/speech.cue", "monthlyUSD: 120000", "monthlyUSD: 1")
+	edit(t, dir, "teams/speech.cue", "monthlyUSD: 140000", "monthlyUSD: 1")
 	code, out, _ := allot(t, map[string]string{"GITHUB_ACTIONS": "true"}, "validate", dir)
 	line := lineOf(t, dir, "teams/speech.cue", "monthlyUSD: 1")
 	want := fmt.Sprintf("::error file=%s,line=%d,col=", escapeProperty(filepath.ToSlash(filepath.Join(dir, "teams/speech.cue"))), line)
