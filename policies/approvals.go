@@ -46,9 +46,14 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 	for _, q := range diff.Quotas {
 		byTeam[q.Team] = append(byTeam[q.Team], fmt.Sprintf("%s %d → %d", q.Flavor, q.NominalBefore, q.NominalAfter))
 	}
+	for tn, t := range head.Teams {
+		if b := base.Teams[tn]; b != nil && !bytes.Equal(canonical(teamSettings(*b)), canonical(teamSettings(*t))) {
+			byTeam[tn] = append(byTeam[tn], "its settings (owners, cohort, tiers, limits, budget or cost centre)")
+		}
+	}
 	for _, tn := range slices.Sorted(maps.Keys(byTeam)) {
 		owners := ownersOf(base, head, tn)
-		add(owners, fmt.Sprintf("quota of team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
+		add(owners, fmt.Sprintf("team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
 	}
 	if kinds := platformChanges(base, head); len(kinds) > 0 {
 		add(policy.PlatformApprovers, "the change edits "+strings.Join(kinds, ", "))
@@ -102,4 +107,16 @@ func sameObjects[K comparable, V any](a, b map[K]*V, strip func(V) V) bool {
 func canonical(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// teamSettings is a team without its position and nominal quotas (reported apart).
+func teamSettings(t schema.Team) schema.Team {
+	t.Pos = schema.Pos{}
+	q := map[schema.Flavor]schema.Quota{}
+	for f, v := range t.Quota {
+		v.Nominal = 0
+		q[f] = v
+	}
+	t.Quota = q
+	return t
 }

@@ -1,0 +1,148 @@
+package policies
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/schema"
+)
+
+// valid passes every rule: each case below breaks it in one place.
+const valid = `package capacity
+clusters: lab: provider: "kwok"
+pools: a: {
+	cluster: "lab"
+	flavor: "f"
+	gpusPerNode: 8
+	nodes: {min: 0, max: 4}
+	topology: {levels: ["rack", "host"], hostsPerRack: 2}
+	price: {onDemandPerNodeHour: 10, committedPerNodeHour: 6, committedNodes: 1}
+	headroom: 0.5
+}
+tiers: {
+	high: priority: 10
+	low: {priority: 1, preemptible: true}
+}
+cohorts: {
+	root: {}
+	c: parent: "root"
+}
+teams: x: {
+	costCenter: "CC-1"
+	owners: ["@x"]
+	cohort: "c"
+	tiers: ["high", "low"]
+	quota: f: {nominal: 8, borrowingLimit: 8, lendingLimit: 8}
+	budget: monthlyUSD: 100000
+}
+policy: financeApprovalAboveMonthlyUSD: 1000
+`
+
+func load(t *testing.T, src string) (*schema.Config, *planner.Plan) {
+	t.Helper()
+	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(src)}})
+	if cfg == nil {
+		t.Fatalf("does not load: %v", findings)
+	}
+	return cfg, planner.Build(cfg)
+}
+
+func TestEveryRulePassesAndFails(t *testing.T) {
+	cases := map[string]struct{ old, new string }{
+		RuleNameFormat:       {`teams: x: {`, `teams: X_1: {`},
+		RuleUnknownCluster:   {`cluster: "lab"`, `cluster: "lba"`},
+		RuleUnknownFlavor:    {`quota: f: {`, `quota: g: {`},
+		RuleUnknownCohort:    {`cohort: "c"`, `cohort: "d"`},
+		RuleCohortCycle:      {`root: {}`, `root: parent: "c"`},
+		RuleUnknownTier:      {`tiers: ["high", "low"]`, `tiers: ["high", "lo"]`},
+		RuleTierPriority:     {`priority: 1,`, `priority: 10,`},
+		RuleFlavorCapacity:   {`nominal: 8,`, `nominal: 33,`},
+		RuleFlavorHeadroom:   {`nominal: 8,`, `nominal: 30,`},
+		RuleTeamBudget:       {`monthlyUSD: 100000`, `monthlyUSD: 100`},
+		RuleTopologyLevels:   {`levels: ["rack", "host"]`, `levels: ["rack", "rack"]`},
+		RuleFinanceApproval:  {}, // a change rule: see TestApprovals
+		RulePoolNodesRange:   {`min: 0, max: 4`, `min: 5, max: 4`},
+		RuleCommittedPrice:   {`committedPerNodeHour: 6, `, ``},
+		RuleCommittedAboveMx: {`committedNodes: 1`, `committedNodes: 9`},
+		RuleTeamCostCenter:   {`costCenter: "CC-1"`, ``},
+		RuleTeamOwners:       {`owners: ["@x"]`, ``},
+		RuleLimitsNoCohort:   {`cohort: "c"`, ``},
+		RuleLendingNominal:   {`lendingLimit: 8}`, `lendingLimit: 9}`},
+		RuleTeamNoQuota:      {`quota: f: {nominal: 8, borrowingLimit: 8, lendingLimit: 8}`, `quota: {}`},
+	}
+	cfg, plan := load(t, valid)
+	if got := Check(cfg, plan, nil); len(got) > 0 {
+		t.Fatalf("the valid config has findings: %v", got)
+	}
+	for _, r := range Rules {
+		tc, ok := cases[r.Name]
+		if !ok {
+			t.Errorf("rule %s has no test case", r.Name)
+			continue
+		}
+		if tc.old == "" {
+			continue
+		}
+		t.Run(r.Name, func(t *testing.T) {
+			if !strings.Contains(valid, tc.old) {
+				t.Fatalf("valid config lacks %q", tc.old)
+			}
+			cfg, plan := load(t, strings.Replace(valid, tc.old, tc.new, 1))
+			var hit *schema.Finding
+			for _, f := range Check(cfg, plan, nil) {
+				if f.Rule == r.Name {
+					hit = &f
+					break
+				}
+			}
+			if hit == nil {
+				t.Fatalf("rule %s did not fire", r.Name)
+			}
+			if hit.Severity != r.Severity || !hit.Pos.IsValid() || hit.Pos.Line == 0 || hit.Message == "" {
+				t.Fatalf("finding %+v: want severity %s, a position and a message", hit, r.Severity)
+			}
+		})
+	}
+}
+
+func TestApprovals(t *testing.T) {
+	base, basePlan := load(t, valid)
+	for name, tc := range map[string]struct {
+		old, new string
+		want     []string // who, in order
+	}{
+		"nothing changes":                {"", "", nil},
+		"small raise: owners only":       {`nominal: 8,`, `nominal: 9,`, []string{"@x"}},
+		"raise above threshold: finance": {`nominal: 8,`, `nominal: 16,`, []string{"finance", "@x"}},
+		"pool change: platform":          {`max: 4}`, `max: 5}`, []string{"platform"}},
+		// A change cannot lower the bar it is measured by, nor name its own approvers.
+		"lowering the threshold needs finance": {`financeApprovalAboveMonthlyUSD: 1000`, `financeApprovalAboveMonthlyUSD: 999999`, []string{"finance"}},
+		"editing owners needs the old owners": {`owners: ["@x"]`, `owners: ["@me"]`, []string{"@x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			head, headPlan := load(t, strings.Replace(valid, tc.old, tc.new, 1))
+			if tc.old == "" {
+				head, headPlan = base, basePlan
+			}
+			diff := planner.Compare(basePlan, headPlan)
+			var who []string
+			for _, a := range Approvals(base, head, diff) {
+				who = append(who, a.Who)
+				if a.Why == "" {
+					t.Errorf("approval by %s has no reason", a.Who)
+				}
+			}
+			if strings.Join(who, ";") != strings.Join(tc.want, ";") {
+				t.Fatalf("approvals = %v, want %v", who, tc.want)
+			}
+		})
+	}
+	// Raising the quota by 8 GPUs adds one node: 730 * 10 = $7,300, above $1,000.
+	head, headPlan := load(t, strings.Replace(valid, `nominal: 8,`, `nominal: 16,`, 1))
+	a := Approvals(base, head, planner.Compare(basePlan, headPlan))
+	if !strings.Contains(a[0].Why, "+$") || !strings.Contains(a[0].Why, "above the $1,000.00 threshold") {
+		t.Fatalf("finance reason = %q", a[0].Why)
+	}
+}

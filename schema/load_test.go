@@ -1,0 +1,142 @@
+package schema
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func mapFS(files map[string]string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for k, v := range files {
+		m[k] = &fstest.MapFile{Data: []byte(v)}
+	}
+	return m
+}
+
+const minimal = `package capacity
+clusters: lab: provider: "kwok"
+pools: a: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: max: 4, price: onDemandPerNodeHour: 1.5}
+tiers: t: priority: 1
+cohorts: c: {}
+teams: x: {cohort: "c", quota: f: {nominal: 8, borrowingLimit: 4}}
+`
+
+func TestLoadTypedValuesAndDefaults(t *testing.T) {
+	cfg, findings := Load(mapFS(map[string]string{"capacity.cue": minimal}))
+	if len(findings) > 0 || cfg == nil {
+		t.Fatalf("findings: %v", findings)
+	}
+	p := cfg.Pools["a"]
+	if p.MinNodes != 0 || p.MaxNodes != 4 || p.SpareNodes != 0 || !p.Headroom.IsZero() || p.Price.OnDemandPerNodeHour.String() != "1.5" {
+		t.Fatalf("pool = %+v", p)
+	}
+	q := cfg.Teams["x"].Quota["f"]
+	if q.Nominal != 8 || q.BorrowingLimit == nil || *q.BorrowingLimit != 4 || q.LendingLimit != nil {
+		t.Fatalf("quota = %+v", q)
+	}
+	if cfg.Teams["x"].Weight.String() != "1" || cfg.Tiers["t"].Preemptible {
+		t.Fatalf("defaults: weight %s", cfg.Teams["x"].Weight)
+	}
+	if want := (Pos{File: "capacity.cue", Line: 6, Col: 8}); cfg.Teams["x"].Pos != want {
+		t.Fatalf("team pos = %v, want %v", cfg.Teams["x"].Pos, want)
+	}
+	if got := cfg.Pos("teams", "x", "quota", "f", "borrowingLimit"); got.Line != 6 {
+		t.Fatalf("borrowingLimit pos = %v", got)
+	}
+	if diff := cmp.Diff([]string{"capacity.cue"}, cfg.Files); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+func TestLoadSubfoldersAreOnePackage(t *testing.T) {
+	cfg, findings := Load(mapFS(map[string]string{
+		"a.cue":             "package capacity\nclusters: lab: provider: \"kwok\"\n",
+		"teams/deep/b.cue":  "package capacity\nteams: y: quota: {}\n",
+		"cue.mod/module.cue": "module: \"x.example/y@v0\"\n",
+		"_ignored.cue":       "this is not cue",
+		".hidden/c.cue":      "nor this",
+		"notes.md":           "# notes",
+	}))
+	if len(findings) > 0 {
+		t.Fatalf("findings: %v", findings)
+	}
+	if cfg.Teams["y"] == nil || cfg.Teams["y"].Pos.File != "teams/deep/b.cue" || cfg.Clusters["lab"] == nil {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}
+
+func TestLoadReportsEverySyntaxErrorOfEveryFile(t *testing.T) {
+	_, findings := Load(mapFS(map[string]string{
+		"a.cue": "package capacity\nteams: x: {\n",
+		"b.cue": "package capacity\nclusters: lab: provider: \"kwok\" }\n",
+	}))
+	files := map[string]bool{}
+	for _, f := range findings {
+		if f.Rule != RuleSyntax || f.Pos.Line == 0 {
+			t.Errorf("finding %v: want a syntax error with a line", f)
+		}
+		files[f.Pos.File] = true
+	}
+	if !files["a.cue"] || !files["b.cue"] {
+		t.Fatalf("want syntax errors in both files: %v", findings)
+	}
+}
+
+func TestLoadEmptyAndForeignImports(t *testing.T) {
+	if _, f := Load(mapFS(map[string]string{"x.txt": "hi"})); len(f) != 1 || !strings.Contains(f[0].Message, "no .cue files") {
+		t.Fatalf("empty: %v", f)
+	}
+	_, f := Load(mapFS(map[string]string{"a.cue": "package capacity\nimport \"example.com/x\"\nteams: {}\n"}))
+	if len(f) == 0 || f[0].Rule != RulePackage || f[0].Pos.Line != 2 {
+		t.Fatalf("foreign import: %v", f)
+	}
+	// The standard library is fine.
+	cfg, f := Load(mapFS(map[string]string{"a.cue": "package capacity\nimport \"strings\"\nclusters: (strings.ToLower(\"LAB\")): provider: \"kwok\"\n"}))
+	if len(f) > 0 || cfg.Clusters["lab"] == nil {
+		t.Fatalf("std import: %v", f)
+	}
+}
+
+func TestLoadExamples(t *testing.T) {
+	cfg, findings := Load(os.DirFS(filepath.Join("..", "examples")))
+	if len(findings) > 0 {
+		t.Fatalf("examples: %v", findings)
+	}
+	if len(cfg.Clusters) != 3 || len(cfg.Tiers) != 4 || len(cfg.Teams) < 6 {
+		t.Fatalf("examples: %d clusters, %d tiers, %d teams", len(cfg.Clusters), len(cfg.Tiers), len(cfg.Teams))
+	}
+}
+
+// FuzzLoad checks that no input, however broken, panics the loader or returns a
+// configuration together with errors.
+func FuzzLoad(f *testing.F) {
+	f.Add(minimal, "")
+	f.Add("package capacity\nteams: x: quota: f: nominal: 1.5\n", "package capacity\nteams: x: quota: f: nominal: 2\n")
+	f.Add("package capacity\npools: a: {gpusPerNod: 8}\n", "package other\n")
+	f.Add("package capacity\n_x: 1\n#D: {a: int}\nteams: [string]: quota: {}\n", "package capacity\nteams: a: {}\n")
+	f.Add("package capacity\nx: y\ny: x\n", "package capacity\nclusters: (\"a\"+\"b\"): provider: \"gke\"\n")
+	for _, name := range []string{"pools.cue", "teams/nlp.cue", "tiers.cue"} {
+		if b, err := os.ReadFile(filepath.Join("..", "examples", name)); err == nil {
+			f.Add(string(b), minimal)
+		}
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		cfg, findings := Load(mapFS(map[string]string{"a.cue": a, "sub/b.cue": b}))
+		if cfg != nil && findings.HasErrors() {
+			t.Fatalf("a configuration together with errors: %v", findings)
+		}
+		if cfg == nil && len(findings) == 0 {
+			t.Fatal("no configuration and no finding")
+		}
+		for _, fd := range findings {
+			if strings.HasPrefix(fd.Pos.File, schemaFilePrefix) {
+				t.Fatalf("finding points into the embedded schema: %v", fd)
+			}
+		}
+	})
+}
