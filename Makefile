@@ -55,8 +55,13 @@ test-fuzz: ## Fuzz the parsers for a while (FUZZTIME, default 30s each).
 	$(GO) test ./schema/ -run '^$$' -fuzz FuzzLoad -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
-bench: ## Run the benchmarks.
+bench: build ## Run the benchmarks, then time the CLI on a generated 500-team repository.
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) test ./cmd/allot/ -run TestGeneratedFleetIsValid -count=1 -write-fleet "$$d" >/dev/null && \
+	t=$$(command -v /usr/bin/time || true) && f="%e s wall, %M KB peak RSS" && \
+	$${t:+$$t -f "validate --base, 500 teams/50 pools/10 clusters: $$f"} $(ALLOT) validate "$$d/head" --base "$$d/base" >/dev/null && \
+	$${t:+$$t -f "plan --base -o markdown, same repository: $$f"} $(ALLOT) plan "$$d/head" --base "$$d/base" -o markdown >/dev/null
 
 .PHONY: verify
 verify: generate fmt ## Regenerate and format, then fail if anything changed.
