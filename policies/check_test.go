@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -144,5 +146,18 @@ func TestApprovals(t *testing.T) {
 	a := Approvals(base, head, planner.Compare(basePlan, headPlan))
 	if !strings.Contains(a[0].Why, "+$") || !strings.Contains(a[0].Why, "above the $1,000.00 threshold") {
 		t.Fatalf("finance reason = %q", a[0].Why)
+	}
+}
+
+// TestREADMEListsEveryRule keeps the README's rule table true.
+func TestREADMEListsEveryRule(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Rules {
+		if !strings.Contains(string(b), "| `"+r.Name+"` |") {
+			t.Errorf("README.md does not list rule %s", r.Name)
+		}
 	}
 }
