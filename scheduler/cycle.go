@@ -1,0 +1,177 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Cycle decides at time now: it takes back gangs that did not start in time, then
+// walks the pending workloads in order (tier, then the teams' weighted fair share,
+// then submission), admitting each that fits, preempting by the rules where that
+// makes one fit, and reserving nodes for a gang that waited long enough. The
+// decisions are applied to the scheduler's state and returned for the runner.
+func (s *Scheduler) Cycle(now time.Time) Results {
+	s.now = now
+	var res Results
+	s.expire(&res)
+	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
+	s.dirty = false
+	clear(s.fails)
+	s.epoch = 0
+	for _, f := range s.flavorList {
+		f.start = f.start[:0]
+		for _, b := range f.all.buckets {
+			f.start = append(f.start, int32(len(b)))
+		}
+	}
+	h := make(teamHeap, 0, len(s.teamList))
+	var walked []*team
+	for _, t := range s.teamList {
+		q := &t.queue
+		var list []entry
+		if full {
+			q.merge()
+			q.compact()
+			list = q.items
+		} else {
+			if len(q.incoming) == 0 {
+				continue
+			}
+			slices.SortFunc(q.incoming, byEntry)
+			list = slices.Clone(q.incoming)
+			walked = append(walked, t)
+		}
+		c := &cursor{t: t, list: list}
+		if c.head() != nil {
+			h.push(c)
+		}
+	}
+	for len(h) > 0 {
+		c := h.pop()
+		w := c.head()
+		c.i++
+		old := w.reason
+		s.consider(w, &res)
+		if w.state == statePending && w.reason != old {
+			res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
+		}
+		if w.state == statePending && !w.notBefore.IsZero() && w.notBefore.After(now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
+			res.Wake = w.notBefore
+		}
+		if c.head() != nil {
+			h.push(c)
+		}
+	}
+	for _, t := range walked {
+		t.queue.merge()
+	}
+	for _, f := range s.flavorList {
+		f.start = f.start[:0]
+	}
+	if full || s.wake.IsZero() || (!res.Wake.IsZero() && res.Wake.Before(s.wake)) {
+		s.wake = res.Wake
+	}
+	return res
+}
+
+// consider tries to admit one pending workload.
+func (s *Scheduler) consider(w *workload, res *Results) {
+	if w.notBefore.After(s.now) {
+		w.reason = PendingReason{Code: ReasonBackoff, Requested: w.GPUs()}
+		return
+	}
+	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(w.since) >= s.opts.ReserveAfter
+	holder := w.reserved != nil
+	if !holder {
+		if f, ok := s.fails[w.shape]; ok && f.epoch == s.epoch && !(eligible && s.reservable(w)) {
+			w.reason = f.reason
+			return
+		}
+	}
+	s.unreserve(w)
+	if s.tryAdmit(w, res) {
+		return
+	}
+	if eligible && s.reserve(w) {
+		return
+	}
+	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason}
+}
+
+func (s *Scheduler) reservable(w *workload) bool {
+	for _, f := range w.cands {
+		if f.res == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// tryAdmit admits w on the first flavor where it fits, without preemption if it
+// can, else with it; otherwise it records why w waits.
+func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
+	if len(w.cands) == 0 {
+		w.reason = PendingReason{Code: ReasonNoFlavor, Requested: w.GPUs()}
+		return false
+	}
+	var first PendingReason
+	for _, f := range w.cands {
+		r, ok := s.quotaCheck(w, f)
+		if ok {
+			var pl []placement
+			var dom *Domain
+			if pl, dom, r, ok = s.placeOn(w, f); ok {
+				s.admit(w, f, pl, dom, nil, res)
+				return true
+			}
+		}
+		if first.Code == "" {
+			first = r
+		}
+	}
+	for _, f := range w.cands {
+		if s.preempt(w, f, res) {
+			return true
+		}
+	}
+	w.reason = first
+	return false
+}
+
+func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Domain, victims []WorkloadID, res *Results) {
+	s.bind(w, f, pl)
+	w.domain, w.admittedAt, w.ahead = dom, s.now, false
+	w.reason = PendingReason{}
+	if s.opts.GangTimeout > 0 {
+		s.unstarted[w] = struct{}{}
+	} else {
+		w.started = true
+	}
+	a := Admission{Workload: w.spec.ID, Flavor: f.name, Domain: dom, Preempted: victims}
+	for _, p := range pl {
+		a.Pods = append(a.Pods, PodPlacement{Node: p.node.spec.Name, Pods: p.pods, GPUs: p.pods * w.spec.GPUsPerPod})
+	}
+	res.Admitted = append(res.Admitted, a)
+}
+
+// expire takes back admitted gangs not all running within the gang timeout.
+func (s *Scheduler) expire(res *Results) {
+	if s.opts.GangTimeout <= 0 || len(s.unstarted) == 0 {
+		return
+	}
+	var late []*workload
+	for w := range s.unstarted {
+		if s.now.Sub(w.admittedAt) >= s.opts.GangTimeout {
+			late = append(late, w)
+		}
+	}
+	slices.SortFunc(late, func(a, b *workload) int { return cmp.Compare(a.seq, b.seq) })
+	for _, w := range late {
+		s.release(w)
+		w.timeouts++
+		s.requeue(w)
+		w.notBefore = s.now.Add(s.opts.Backoff << (w.timeouts - 1))
+		res.Evicted = append(res.Evicted, Eviction{Workload: w.spec.ID, Reason: "GangTimeout"})
+	}
+}

@@ -1,0 +1,261 @@
+package scheduler
+
+import "math/bits"
+
+// The placement index keeps, for every flavor and for every topology domain of it,
+// the listed nodes (healthy, not reserved) bucketed by free GPUs, and, per level,
+// the domains bucketed by their free GPUs. A change of one node's free GPUs costs
+// O(levels); finding the best-fit domain or the best-fit nodes costs O(GPUs per
+// node) plus the domains skipped, independent of the fleet's size.
+
+// node is the scheduler's record of a Node.
+type node struct {
+	id     int32
+	spec   Node
+	flavor *flavorState
+	used   GPUs
+	// groups are the flavor-wide group then one per topology level, widest first.
+	groups []*group
+	// slots are the node's positions in each group's bucket of its free GPUs.
+	slots       []int32
+	listed      bool
+	reservedFor *workload
+	pods        []podRef
+}
+
+type podRef struct {
+	w    *workload
+	pods int64
+}
+
+func (n *node) free() GPUs { return n.spec.GPUs - n.used }
+
+// group is a set of nodes (a flavor, or one domain of it) by free GPUs.
+type group struct {
+	dom     Domain
+	buckets [][]int32
+	free    GPUs
+	// capacity is the GPUs of the group's healthy nodes.
+	capacity GPUs
+	level    *levelIndex
+	lvlSlot  int32
+	lvlKey   int
+	inLevel  bool
+}
+
+func (g *group) add(n *node, slot int) {
+	f := n.free()
+	for int(f) >= len(g.buckets) {
+		g.buckets = append(g.buckets, nil)
+	}
+	n.slots[slot] = int32(len(g.buckets[f]))
+	g.buckets[f] = append(g.buckets[f], n.id)
+	g.free += f
+}
+
+func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
+	b := g.buckets[f]
+	i := n.slots[slot]
+	last := b[len(b)-1]
+	b[i] = last
+	s.nodes[last].slots[s.nodes[last].slotIn(g)] = i
+	g.buckets[f] = b[:len(b)-1]
+	g.free -= f
+}
+
+// slotIn returns the index of g in n.groups.
+func (n *node) slotIn(g *group) int {
+	for i, h := range n.groups {
+		if h == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// fits says whether pods pods of gpp GPUs fit on the group's listed nodes.
+func (g *group) fits(gpp GPUs, pods int64) bool {
+	return usable(g.buckets, gpp, pods) >= pods
+}
+
+// usable counts the pods of gpp GPUs the buckets can take, stopping at enough.
+func usable(buckets [][]int32, gpp GPUs, enough int64) int64 {
+	var n int64
+	for k := gpp; k < GPUs(len(buckets)); k++ {
+		n += int64(len(buckets[k])) * (k / gpp)
+		if n >= enough {
+			return n
+		}
+	}
+	return n
+}
+
+// levelIndex holds the domains of one topology level of a flavor.
+type levelIndex struct {
+	name    string
+	depth   int
+	domains map[string]*group
+	byFree  [][]*group
+	nonzero []uint64
+	maxCap  GPUs
+}
+
+const exactBuckets = 2048
+
+// freeKey buckets a domain's free GPUs: exact below exactBuckets, by power of two above.
+func freeKey(f GPUs) int {
+	if f < exactBuckets {
+		return int(f)
+	}
+	return exactBuckets + bits.Len64(uint64(f)) - bits.Len64(exactBuckets)
+}
+
+func (l *levelIndex) insert(g *group) {
+	k := freeKey(g.free)
+	for k >= len(l.byFree) {
+		l.byFree = append(l.byFree, nil)
+		if len(l.byFree) > len(l.nonzero)*64 {
+			l.nonzero = append(l.nonzero, 0)
+		}
+	}
+	g.lvlKey, g.lvlSlot, g.inLevel = k, int32(len(l.byFree[k])), true
+	l.byFree[k] = append(l.byFree[k], g)
+	l.nonzero[k/64] |= 1 << (k % 64)
+}
+
+func (l *levelIndex) delete(g *group) {
+	b := l.byFree[g.lvlKey]
+	last := b[len(b)-1]
+	b[g.lvlSlot] = last
+	last.lvlSlot = g.lvlSlot
+	l.byFree[g.lvlKey] = b[:len(b)-1]
+	if len(b) == 1 {
+		l.nonzero[g.lvlKey/64] &^= 1 << (g.lvlKey % 64)
+	}
+	g.inLevel = false
+}
+
+// next returns the first non-empty bucket key at or above k, or -1.
+func (l *levelIndex) next(k int) int {
+	for w := k / 64; w < len(l.nonzero); w++ {
+		word := l.nonzero[w]
+		if w == k/64 {
+			word &^= (1 << (k % 64)) - 1
+		}
+		if word != 0 {
+			return w*64 + bits.TrailingZeros64(word)
+		}
+	}
+	return -1
+}
+
+// bestFit returns the domain with the least free GPUs that still fits the pods.
+func (l *levelIndex) bestFit(gpp GPUs, pods int64) *group {
+	need := gpp * pods
+	for k := l.next(freeKey(need)); k >= 0; k = l.next(k + 1) {
+		var best *group
+		for _, g := range l.byFree[k] {
+			if g.free >= need && (best == nil || g.free < best.free) && g.fits(gpp, pods) {
+				best = g
+				if k < exactBuckets {
+					return best
+				}
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+// largestFree returns the most free GPUs of one domain of the level.
+func (l *levelIndex) largestFree() GPUs {
+	var best GPUs
+	for k := len(l.byFree) - 1; k >= 0; k-- {
+		for _, g := range l.byFree[k] {
+			best = max(best, g.free)
+		}
+		if best > 0 {
+			return best
+		}
+	}
+	return best
+}
+
+// flavorState is the index of one flavor's nodes.
+type flavorState struct {
+	name   Flavor
+	id     int
+	all    *group
+	levels map[string]*levelIndex
+	// order lists the level names widest first.
+	order []string
+	res   *workload // the gang nodes of this flavor are reserved for, if any
+	// start is a copy of all.buckets' lengths at the start of the cycle.
+	start []int32
+}
+
+func (s *Scheduler) flavor(f Flavor) *flavorState {
+	if fs, ok := s.flavors[f]; ok {
+		return fs
+	}
+	fs := &flavorState{name: f, id: len(s.flavorList), all: &group{}, levels: map[string]*levelIndex{}}
+	s.flavors[f] = fs
+	s.flavorList = append(s.flavorList, fs)
+	return fs
+}
+
+// list puts n into its groups; unlist takes it out. Only listed nodes receive pods.
+func (s *Scheduler) list(n *node) {
+	if n.listed {
+		return
+	}
+	n.listed = true
+	for i, g := range n.groups {
+		s.regroup(g, func() { g.add(n, i) })
+	}
+}
+
+func (s *Scheduler) unlist(n *node) {
+	if !n.listed {
+		return
+	}
+	n.listed = false
+	f := n.free()
+	for i, g := range n.groups {
+		s.regroup(g, func() { g.remove(s, n, i, f) })
+	}
+}
+
+// setUsed changes n's used GPUs, keeping the index current.
+func (s *Scheduler) setUsed(n *node, used GPUs) {
+	if !n.listed || used == n.used {
+		n.used = used
+		return
+	}
+	old := n.free()
+	for i, g := range n.groups {
+		s.regroup(g, func() { g.remove(s, n, i, old) })
+	}
+	n.used = used
+	for i, g := range n.groups {
+		s.regroup(g, func() { g.add(n, i) })
+	}
+}
+
+// regroup runs change on g and moves g to its new bucket of its level.
+func (s *Scheduler) regroup(g *group, change func()) {
+	if g.level == nil {
+		change()
+		return
+	}
+	before := freeKey(g.free)
+	change()
+	if after := freeKey(g.free); after != before || !g.inLevel {
+		if g.inLevel {
+			g.level.delete(g)
+		}
+		g.level.insert(g)
+	}
+}

@@ -1,0 +1,159 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+)
+
+type candidate struct {
+	w      *workload
+	reason PreemptReason
+}
+
+// preempt looks for the smallest set of running workloads whose eviction lets w
+// fit on flavor f, by the rules in order: a team under its nominal quota reclaims
+// what other teams of its cohort borrow (whatever their tier, borrowOnly tiers
+// always counting as borrowed); within a team a higher tier preempts a lower,
+// preemptible one. A borrowing workload never preempts another team's workload
+// running inside that team's nominal quota. Victims are taken lowest tier and most
+// recently started first, then the set is pruned of any victim it does not need.
+// Nothing is evicted when w would still not fit.
+func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
+	cands := s.candidates(w, f)
+	if len(cands) == 0 {
+		return false
+	}
+	var chosen []candidate
+	var restores []func()
+	fits := false
+	for _, c := range cands {
+		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
+			continue
+		}
+		restores = append(restores, s.evictWhatIf(c.w))
+		chosen = append(chosen, c)
+		if s.fitsNow(w, f) {
+			fits = true
+			break
+		}
+	}
+	if !fits {
+		for i := len(restores) - 1; i >= 0; i-- {
+			restores[i]()
+		}
+		return false
+	}
+	// Prune: put back each victim, most important first, if w fits without it.
+	var keep []candidate
+	for i := len(chosen) - 1; i >= 0; i-- {
+		restores[i]()
+		if s.fitsNow(w, f) {
+			continue
+		}
+		s.evictWhatIf(chosen[i].w)
+		keep = append(keep, chosen[i])
+	}
+	slices.Reverse(keep)
+	pl, dom, _, ok := s.placeOn(w, f)
+	if !ok {
+		return false // unreachable: fitsNow said it fits
+	}
+	victims := make([]WorkloadID, 0, len(keep))
+	for _, c := range keep {
+		s.requeue(c.w)
+		victims = append(victims, c.w.spec.ID)
+		res.Preempted = append(res.Preempted, Preemption{Victim: c.w.spec.ID, By: w.spec.ID, Reason: c.reason})
+	}
+	s.admit(w, f, pl, dom, victims, res)
+	s.epoch++
+	return true
+}
+
+// fitsNow says whether w fits flavor f's quota and nodes as they are.
+func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
+	if _, ok := s.quotaCheck(w, f); !ok {
+		return false
+	}
+	if f.all.free < w.GPUs() {
+		return false
+	}
+	_, _, _, ok := s.placeOn(w, f)
+	return ok
+}
+
+// borrowing says whether t uses more of f than its nominal quota, not counting
+// its borrowOnly workloads.
+func borrowing(t *team, f *flavorState) bool {
+	r := t.q.r(f.id)
+	return r.usage-r.borrowOnly > r.nominal
+}
+
+// candidates lists the workloads the rules allow w to preempt on f, in the order
+// they are tried.
+func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
+	t := w.team
+	r := t.q.r(f.id)
+	var reclaim, own []candidate
+	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
+		root := t.q.root()
+		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
+			for _, v := range root.teams {
+				if v == t || v.reclaimable(f.id) == 0 {
+					continue
+				}
+				for x := range v.running {
+					if x.flavor == f {
+						reclaim = append(reclaim, candidate{w: x, reason: PreemptReclaim})
+					}
+				}
+			}
+		}
+	}
+	for x := range t.running {
+		if x.flavor == f && x.tier.spec.Preemptible && x.tier.spec.Priority < w.tier.spec.Priority {
+			own = append(own, candidate{w: x, reason: PreemptHigherTier})
+		}
+	}
+	order := func(a, b candidate) int {
+		if c := cmp.Compare(a.w.tier.spec.Priority, b.w.tier.spec.Priority); c != 0 {
+			return c
+		}
+		if c := b.w.admittedAt.Compare(a.w.admittedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.w.seq, a.w.seq)
+	}
+	slices.SortFunc(reclaim, order)
+	slices.SortFunc(own, order)
+	return append(reclaim, own...)
+}
+
+// evictWhatIf releases x and returns the function that puts it back exactly.
+func (s *Scheduler) evictWhatIf(x *workload) func() {
+	started, dirty := x.started, s.dirty
+	_, unstarted := s.unstarted[x]
+	s.release(x)
+	return func() {
+		s.bind(x, x.flavor, x.placements)
+		x.started, s.dirty = started, dirty
+		if unstarted {
+			s.unstarted[x] = struct{}{}
+		}
+	}
+}
+
+// WhatIfEvict releases the given admitted workloads as if they were evicted and
+// returns the function that restores the scheduler exactly.
+func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
+	var restores []func()
+	for _, id := range ids {
+		if w, ok := s.workloads[id]; ok && w.state == stateAdmitted {
+			restores = append(restores, s.evictWhatIf(w))
+		}
+	}
+	return func() {
+		for i := len(restores) - 1; i >= 0; i-- {
+			restores[i]()
+		}
+	}
+}

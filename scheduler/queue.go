@@ -1,0 +1,216 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+type state uint8
+
+const (
+	statePending state = iota
+	stateAdmitted
+	stateGone
+)
+
+// workload is the scheduler's record of a Workload.
+type workload struct {
+	spec  Workload
+	team  *team
+	tier  *tier
+	seq   int64
+	state state
+	// ahead puts a workload requeued after a hardware fault ahead of its tier.
+	ahead    bool
+	restarts int
+	// since is when the workload last entered its queue.
+	since time.Time
+	// admission, when admitted.
+	flavor     *flavorState
+	placements []placement
+	domain     *Domain
+	admittedAt time.Time
+	started    bool
+	// pending state.
+	reason    PendingReason
+	notBefore time.Time
+	timeouts  int
+	reserved  []*node
+	shape     shapeKey
+	// cands are the flavors w may use, in the order they are tried.
+	cands []*flavorState
+	// gen counts the times the workload entered its queue; an entry of an
+	// earlier generation is a gap.
+	gen uint32
+}
+
+func (w *workload) GPUs() GPUs { return w.spec.GPUs() }
+
+type placement struct {
+	node *node
+	pods int64
+}
+
+type tier struct {
+	spec Tier
+}
+
+// before orders workloads of one team: higher tier, requeued after a fault, earlier
+// submission, then arrival.
+func before(a, b *workload) int {
+	if c := cmp.Compare(b.tier.spec.Priority, a.tier.spec.Priority); c != 0 {
+		return c
+	}
+	if a.ahead != b.ahead {
+		if a.ahead {
+			return -1
+		}
+		return 1
+	}
+	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+// queue holds a team's pending workloads: items in order (with gaps left by
+// workloads that left, compacted as a cycle walks them) and incoming ones not yet
+// merged.
+type queue struct {
+	items    []entry
+	incoming []entry
+}
+
+type entry struct {
+	w   *workload
+	gen uint32
+}
+
+func (e entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
+
+func byEntry(a, b entry) int { return before(a.w, b.w) }
+
+func (q *queue) push(w *workload) {
+	w.gen++
+	q.incoming = append(q.incoming, entry{w, w.gen})
+}
+
+// merge sorts the incoming workloads into items.
+func (q *queue) merge() {
+	if len(q.incoming) == 0 {
+		return
+	}
+	slices.SortFunc(q.incoming, byEntry)
+	q.compact()
+	if len(q.items) == 0 || byEntry(q.items[len(q.items)-1], q.incoming[0]) < 0 {
+		q.items = append(q.items, q.incoming...)
+	} else {
+		merged := make([]entry, 0, len(q.items)+len(q.incoming))
+		i, j := 0, 0
+		for i < len(q.items) || j < len(q.incoming) {
+			if j == len(q.incoming) || (i < len(q.items) && byEntry(q.items[i], q.incoming[j]) <= 0) {
+				merged = append(merged, q.items[i])
+				i++
+			} else {
+				merged = append(merged, q.incoming[j])
+				j++
+			}
+		}
+		q.items = merged
+	}
+	clear(q.incoming)
+	q.incoming = q.incoming[:0]
+}
+
+// compact drops the gaps from items.
+func (q *queue) compact() {
+	live := q.items[:0]
+	for _, e := range q.items {
+		if e.live() {
+			live = append(live, e)
+		}
+	}
+	clear(q.items[len(live):])
+	q.items = live
+}
+
+// cursor walks one team's list during a cycle.
+type cursor struct {
+	t    *team
+	list []entry
+	i    int
+}
+
+func (c *cursor) head() *workload {
+	for c.i < len(c.list) {
+		if e := c.list[c.i]; e.live() {
+			return e.w
+		}
+		c.i++
+	}
+	return nil
+}
+
+// teamHeap orders the teams' cursors: the head's tier first, then the team's
+// weighted share (smallest first), then the head's submission time.
+type teamHeap []*cursor
+
+func (h teamHeap) less(i, j int) bool {
+	a, b := h[i].head(), h[j].head()
+	if a.tier.spec.Priority != b.tier.spec.Priority {
+		return a.tier.spec.Priority > b.tier.spec.Priority
+	}
+	if h[i].t.share != h[j].t.share {
+		return h[i].t.share < h[j].t.share
+	}
+	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
+		return c < 0
+	}
+	return h[i].t.spec.Name < h[j].t.spec.Name
+}
+
+func (h *teamHeap) push(c *cursor) {
+	*h = append(*h, c)
+	h.up(len(*h) - 1)
+}
+
+func (h *teamHeap) pop() *cursor {
+	old := *h
+	n := len(old) - 1
+	old[0], old[n] = old[n], old[0]
+	c := old[n]
+	*h = old[:n]
+	h.down(0)
+	return c
+}
+
+func (h teamHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h teamHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}

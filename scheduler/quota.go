@@ -1,0 +1,187 @@
+package scheduler
+
+import "math"
+
+// The quota tree follows Kueue's hierarchical cohorts. Every team and cohort has,
+// per flavor, a subtree quota (a team: its nominal; a cohort: what its children
+// lend it) and a usage. A child keeps a guaranteed part of its subtree quota that it
+// never lends (subtree - lendingLimit); only usage above that part counts in the
+// parent. Usage changes propagate up incrementally, so a quota check costs
+// O(depth).
+
+const unlimited GPUs = -1
+
+type qres struct {
+	nominal GPUs
+	borrow  GPUs // unlimited or >= 0
+	lend    GPUs // unlimited or >= 0
+	subtree GPUs
+	usage   GPUs
+	// borrowOnly is the part of a team's usage by borrowOnly tiers.
+	borrowOnly GPUs
+	has        bool
+}
+
+type qnode struct {
+	name     string
+	parent   *qnode
+	children []*qnode
+	team     *team
+	res      []qres
+	// root: reclaimable is, per flavor, the sum over the tree's teams of what
+	// they use above nominal or in borrowOnly tiers; it lets a cycle skip the
+	// reclaim search when nothing in the cohort can be reclaimed.
+	reclaimable []GPUs
+	teams       []*team
+}
+
+func (q *qnode) r(f int) *qres {
+	for f >= len(q.res) {
+		q.res = append(q.res, qres{borrow: unlimited, lend: unlimited})
+	}
+	return &q.res[f]
+}
+
+func (q *qnode) root() *qnode {
+	for q.parent != nil {
+		q = q.parent
+	}
+	return q
+}
+
+func (q *qnode) guaranteed(f int) GPUs {
+	r := q.r(f)
+	if r.lend == unlimited {
+		return 0
+	}
+	return max(0, r.subtree-r.lend)
+}
+
+// computeSubtree fills subtree quotas bottom-up.
+func (q *qnode) computeSubtree(flavors int) {
+	for f := range flavors {
+		if q.team != nil {
+			q.r(f).subtree = q.r(f).nominal
+			continue
+		}
+		q.r(f).subtree = 0
+	}
+	for _, c := range q.children {
+		c.computeSubtree(flavors)
+		for f := range flavors {
+			q.r(f).subtree += c.r(f).subtree - c.guaranteed(f)
+		}
+	}
+}
+
+// available is what q may still use of flavor f.
+func (q *qnode) available(f int) GPUs {
+	r := q.r(f)
+	if q.parent == nil {
+		return r.subtree - r.usage
+	}
+	g := q.guaranteed(f)
+	local := max(0, g-r.usage)
+	pa := q.parent.available(f)
+	if r.borrow != unlimited {
+		stored := r.subtree - g
+		inParent := max(0, r.usage-g)
+		pa = min(pa, stored-inParent+r.borrow)
+	}
+	return local + max(0, pa)
+}
+
+// addUsage adds delta GPUs of flavor f to q and, as far as it exceeds the
+// guaranteed parts, to its ancestors.
+func (q *qnode) addUsage(f int, delta GPUs) {
+	for n := q; n != nil && delta != 0; n = n.parent {
+		g := n.guaranteed(f)
+		r := n.r(f)
+		before := max(0, r.usage-g)
+		r.usage += delta
+		delta = max(0, r.usage-g) - before
+	}
+}
+
+// limit is the most of flavor f team q may ever use, or unlimited.
+func (q *qnode) limit(f int) GPUs {
+	r := q.r(f)
+	if q.parent == nil {
+		return r.nominal
+	}
+	if r.borrow == unlimited {
+		return unlimited
+	}
+	return r.nominal + r.borrow
+}
+
+// team is the scheduler's record of a Team.
+type team struct {
+	spec   Team
+	q      *qnode
+	weight float64
+	share  float64
+	// flavors are the flavors the team has a quota for, by preference.
+	flavors []*flavorState
+	tiers   map[TierName]bool
+	queue   queue
+	// running are the team's admitted workloads.
+	running map[*workload]struct{}
+}
+
+// reclaimable is what the team uses of flavor f that others may reclaim.
+func (t *team) reclaimable(f int) GPUs {
+	r := t.q.r(f)
+	return max(0, r.usage-r.borrowOnly-r.nominal) + r.borrowOnly
+}
+
+// charge adds a workload's GPUs of flavor f to its team.
+func (s *Scheduler) charge(w *workload, f *flavorState, sign GPUs) {
+	t := w.team
+	root := t.q.root()
+	before := t.reclaimable(f.id)
+	t.q.addUsage(f.id, sign*w.GPUs())
+	if w.tier.spec.BorrowOnly {
+		t.q.r(f.id).borrowOnly += sign * w.GPUs()
+	}
+	for f.id >= len(root.reclaimable) {
+		root.reclaimable = append(root.reclaimable, 0)
+	}
+	root.reclaimable[f.id] += t.reclaimable(f.id) - before
+	t.share = s.shareOf(t)
+}
+
+// shareOf is the team's weighted dominant-resource share: the largest ratio of
+// usage to nominal quota over its flavors, divided by its weight.
+func (s *Scheduler) shareOf(t *team) float64 {
+	var share float64
+	for _, f := range t.flavors {
+		r := t.q.r(f.id)
+		if r.usage == 0 {
+			continue
+		}
+		share = math.Max(share, float64(r.usage)/float64(max(r.nominal, 1)))
+	}
+	return share / t.weight
+}
+
+// quotaCheck says whether w fits the quota of flavor f, and why not.
+func (s *Scheduler) quotaCheck(w *workload, f *flavorState) (PendingReason, bool) {
+	q := w.team.q
+	need := w.GPUs()
+	avail := q.available(f.id)
+	if avail >= need {
+		return PendingReason{}, true
+	}
+	lim := q.limit(f.id)
+	r := PendingReason{Flavor: f.name, Requested: need}
+	if lim != unlimited && q.r(f.id).usage+need > lim {
+		r.Code, r.Available, r.Limit = ReasonOverQuota, max(0, lim-q.r(f.id).usage), lim
+		return r, false
+	}
+	r.Code, r.Available = ReasonCohortExhausted, max(0, avail)
+	if lim != unlimited {
+		r.Limit = lim
+	}
+	return r, false
+}

@@ -1,0 +1,109 @@
+package scheduler
+
+// A gang that has waited ReserveAfter and still does not fit gets the nodes it
+// will use reserved: they leave the placement index, so nothing new lands there,
+// and as their work ends they drain toward it. The scheduler does not know when
+// work ends, so it reserves the nodes with the most free GPUs now. One gang per
+// flavor holds a reservation at a time: the first in cycle order.
+
+// reserve reserves nodes for w on the first flavor whose quota it fits.
+func (s *Scheduler) reserve(w *workload) bool {
+	for _, f := range w.cands {
+		if f.res != nil && f.res != w {
+			continue
+		}
+		if _, ok := s.quotaCheck(w, f); !ok {
+			continue
+		}
+		nodes := s.chooseReserve(w, f)
+		if nodes == nil {
+			continue
+		}
+		var free, capacity GPUs
+		for _, n := range nodes {
+			s.unlist(n)
+			n.reservedFor = w
+			free += n.free()
+			capacity += n.spec.GPUs
+		}
+		w.reserved, f.res = nodes, w
+		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
+		return true
+	}
+	return false
+}
+
+// unreserve gives w's reserved nodes back to the index.
+func (s *Scheduler) unreserve(w *workload) {
+	if w.reserved == nil {
+		return
+	}
+	for _, n := range w.reserved {
+		n.reservedFor = nil
+		if !n.spec.Unhealthy {
+			s.list(n)
+		}
+	}
+	w.reserved[0].flavor.res = nil
+	w.reserved = nil
+	s.dirty = true
+}
+
+// chooseReserve picks the nodes w would drain toward on f, honouring its
+// topology: the domain with the most free GPUs that can ever hold it, and in it
+// the nodes with the most free GPUs.
+func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
+	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
+	var levels []string
+	switch {
+	case w.spec.Require != "":
+		levels = []string{w.spec.Require}
+	case w.spec.Prefer != "":
+		for i := len(f.order) - 1; i >= 0; i-- {
+			if f.order[i] == w.spec.Prefer {
+				for j := i; j >= 0; j-- {
+					levels = append(levels, f.order[j])
+				}
+			}
+		}
+	}
+	for _, lvl := range levels {
+		li := f.levels[lvl]
+		if li == nil {
+			continue
+		}
+		for k := len(li.byFree) - 1; k >= 0; k-- {
+			for _, g := range li.byFree[k] {
+				if nodes := s.mostFree(g, gpp, pods); nodes != nil {
+					return nodes
+				}
+			}
+		}
+	}
+	if w.spec.Require != "" {
+		return nil
+	}
+	return s.mostFree(f.all, gpp, pods)
+}
+
+// mostFree returns the nodes of g with the most free GPUs that can hold pods pods
+// of gpp GPUs once drained, or nil if g cannot.
+func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
+	var out []*node
+	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
+		for _, id := range g.buckets[k] {
+			n := s.nodes[id]
+			if c := n.spec.GPUs / gpp; c > 0 {
+				out = append(out, n)
+				pods -= c
+				if pods <= 0 {
+					break
+				}
+			}
+		}
+	}
+	if pods > 0 {
+		return nil
+	}
+	return out
+}

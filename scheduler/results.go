@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+)
+
+// PodPlacement binds some pods of a gang to one node.
+type PodPlacement struct {
+	Node NodeName
+	Pods int64
+	GPUs GPUs
+}
+
+// Admission admits a workload and binds its pods. Preempted lists the workloads
+// that must be evicted first, in the order chosen.
+type Admission struct {
+	Workload WorkloadID
+	Flavor   Flavor
+	Pods     []PodPlacement
+	// Domain is the domain at the level the workload required or preferred, when
+	// one was used.
+	Domain    *Domain
+	Preempted []WorkloadID
+}
+
+// PreemptReason says which rule allowed a preemption.
+type PreemptReason string
+
+// The preemption rules, in the order they are tried.
+const (
+	// PreemptReclaim: a team under its nominal quota reclaims capacity another team
+	// of its cohort is borrowing (or using in a borrowOnly tier).
+	PreemptReclaim PreemptReason = "ReclaimBorrowed"
+	// PreemptHigherTier: within a team a higher tier preempts a lower, preemptible one.
+	PreemptHigherTier PreemptReason = "HigherTier"
+)
+
+// Preemption evicts a running workload so that another fits. The victim returns
+// to its queue.
+type Preemption struct {
+	Victim WorkloadID
+	By     WorkloadID
+	Reason PreemptReason
+}
+
+// Eviction is a running or admitted workload the scheduler took back for a reason
+// other than preemption (a lost node, a gang timeout). It returns to its queue.
+type Eviction struct {
+	Workload WorkloadID
+	Reason   string
+}
+
+// Results are the decisions of one Cycle, for a runner to apply in order:
+// evictions, then preemptions, then bindings.
+type Results struct {
+	Admitted  []Admission
+	Preempted []Preemption
+	Evicted   []Eviction
+	// Pending holds the pending workloads whose reason changed in this cycle; the
+	// current reason of any workload is Scheduler.Reason.
+	Pending []PendingStatus
+	// Wake, when not zero, is the earliest time a Cycle may decide something new
+	// without any other event (a backoff ending).
+	Wake time.Time
+}
+
+// PendingStatus pairs a pending workload with why it waits.
+type PendingStatus struct {
+	Workload WorkloadID
+	Reason   PendingReason
+}
+
+// ReasonCode classifies why a workload is not running.
+type ReasonCode string
+
+// The reasons a workload waits.
+const (
+	// ReasonQueued: not yet considered by a cycle.
+	ReasonQueued ReasonCode = "Queued"
+	// ReasonOverQuota: the team's nominal plus borrowing limit is too small.
+	ReasonOverQuota ReasonCode = "OverQuota"
+	// ReasonCohortExhausted: within the team's limits, but the cohort has no idle quota to lend.
+	ReasonCohortExhausted ReasonCode = "CohortExhausted"
+	// ReasonNoTopologyDomain: no domain of the required level has room.
+	ReasonNoTopologyDomain ReasonCode = "NoTopologyDomain"
+	// ReasonInsufficientNodes: not enough free GPUs on healthy nodes.
+	ReasonInsufficientNodes ReasonCode = "InsufficientNodes"
+	// ReasonBehindHigherTier: capacity there was at the start of the cycle went to
+	// workloads ordered before this one (a higher tier or a team with a smaller share).
+	ReasonBehindHigherTier ReasonCode = "WaitingBehindHigherTier"
+	// ReasonReserved: nodes are drained toward a gang that waited long enough; this
+	// workload fits only on them.
+	ReasonReserved ReasonCode = "BlockedByReservation"
+	// ReasonWaitingForReservation: the nodes this gang will use are reserved for it
+	// and draining.
+	ReasonWaitingForReservation ReasonCode = "WaitingForReservation"
+	// ReasonNoFlavor: the team has no quota in any flavor the workload accepts.
+	ReasonNoFlavor ReasonCode = "NoFlavor"
+	// ReasonBackoff: evicted by the gang timeout, waiting before the next try.
+	ReasonBackoff ReasonCode = "Backoff"
+)
+
+// PendingReason says why a workload is not running, with the numbers.
+type PendingReason struct {
+	Code   ReasonCode `json:"code"`
+	Flavor Flavor     `json:"flavor,omitempty"`
+	// Level is the topology level involved, if any.
+	Level string `json:"level,omitempty"`
+	// Requested, Available and Limit are GPUs: what the workload asks, what is
+	// available to it now, and the bound it hit (a quota, a domain size).
+	Requested GPUs `json:"requested"`
+	Available GPUs `json:"available"`
+	Limit     GPUs `json:"limit,omitempty"`
+	// Holder is the workload a reservation is for, when Code is BlockedByReservation.
+	Holder WorkloadID `json:"holder,omitempty"`
+}
+
+// String says the reason in one line.
+func (r PendingReason) String() string {
+	switch r.Code {
+	case ReasonOverQuota:
+		return fmt.Sprintf("over quota on %s: requests %d GPUs, %d available to the team, limit %d (nominal + borrowing limit)", r.Flavor, r.Requested, r.Available, r.Limit)
+	case ReasonCohortExhausted:
+		return fmt.Sprintf("cohort exhausted on %s: requests %d GPUs, %d lendable in the cohort, team limit %d", r.Flavor, r.Requested, r.Available, r.Limit)
+	case ReasonNoTopologyDomain:
+		return fmt.Sprintf("no %s domain of %s fits: requests %d GPUs, largest fit %d GPUs free, domain size %d", r.Level, r.Flavor, r.Requested, r.Available, r.Limit)
+	case ReasonInsufficientNodes:
+		return fmt.Sprintf("not enough healthy nodes of %s: requests %d GPUs, %d usable free, %d healthy in all", r.Flavor, r.Requested, r.Available, r.Limit)
+	case ReasonBehindHigherTier:
+		return fmt.Sprintf("waiting behind workloads ordered first on %s: requests %d GPUs, %d left", r.Flavor, r.Requested, r.Available)
+	case ReasonReserved:
+		return fmt.Sprintf("free nodes of %s are reserved for gang %s: requests %d GPUs, %d usable", r.Flavor, r.Holder, r.Requested, r.Available)
+	case ReasonWaitingForReservation:
+		return fmt.Sprintf("waiting for %d reserved GPUs of %s to drain: requests %d, %d free on them", r.Limit, r.Flavor, r.Requested, r.Available)
+	case ReasonNoFlavor:
+		return fmt.Sprintf("the team has no quota in a flavor the workload accepts (requests %d GPUs)", r.Requested)
+	case ReasonBackoff:
+		return fmt.Sprintf("backing off after a gang timeout (requests %d GPUs)", r.Requested)
+	}
+	return string(r.Code)
+}

@@ -1,0 +1,394 @@
+package scheduler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Scheduler holds the fleet, the quota tree and the workloads, and decides in
+// cycles. It is not safe for concurrent use: the runner serializes calls (the
+// in-cluster cache guards it with a mutex and feeds it events).
+type Scheduler struct {
+	opts       Options
+	flavors    map[Flavor]*flavorState
+	flavorList []*flavorState
+	nodes      []*node
+	nodeByName map[NodeName]*node
+	teams      map[TeamName]*team
+	teamList   []*team
+	tiers      map[TierName]*tier
+	cohorts    map[CohortName]*qnode
+	workloads  map[WorkloadID]*workload
+	seq        int64
+	now        time.Time
+	// dirty is set when capacity or quota was released since the last cycle:
+	// only then may a waiting workload have become admissible.
+	dirty bool
+	// wake is the earliest end of a backoff seen by the last full cycle.
+	wake time.Time
+	// unstarted are admitted workloads whose pods are not all running yet.
+	unstarted map[*workload]struct{}
+	// epoch changes when a preemption changes what fits in the middle of a cycle.
+	epoch int
+	fails map[shapeKey]failure
+}
+
+// shapeKey is what decides whether a pending workload fits: two workloads of
+// one shape fail alike in one cycle, so the second needs no search.
+type shapeKey struct {
+	team    *team
+	tier    *tier
+	pods    int64
+	gpp     GPUs
+	flavors string
+	require string
+	prefer  string
+}
+
+type failure struct {
+	epoch  int
+	reason PendingReason
+}
+
+// New returns a scheduler for the quota tree and tiers of cfg.
+func New(cfg Config, opts Options) (*Scheduler, error) {
+	s := &Scheduler{
+		opts:       opts,
+		flavors:    map[Flavor]*flavorState{},
+		nodeByName: map[NodeName]*node{},
+		teams:      map[TeamName]*team{},
+		tiers:      map[TierName]*tier{},
+		cohorts:    map[CohortName]*qnode{},
+		workloads:  map[WorkloadID]*workload{},
+		unstarted:  map[*workload]struct{}{},
+		fails:      map[shapeKey]failure{},
+	}
+	for _, t := range cfg.Tiers {
+		if _, dup := s.tiers[t.Name]; dup {
+			return nil, fmt.Errorf("tier %s declared twice", t.Name)
+		}
+		s.tiers[t.Name] = &tier{spec: t}
+	}
+	for _, c := range cfg.Cohorts {
+		if _, dup := s.cohorts[c.Name]; dup {
+			return nil, fmt.Errorf("cohort %s declared twice", c.Name)
+		}
+		s.cohorts[c.Name] = &qnode{name: string(c.Name)}
+	}
+	for _, c := range cfg.Cohorts {
+		if c.Parent == "" {
+			continue
+		}
+		p, ok := s.cohorts[c.Parent]
+		if !ok {
+			return nil, fmt.Errorf("cohort %s: parent cohort %s does not exist", c.Name, c.Parent)
+		}
+		q := s.cohorts[c.Name]
+		q.parent = p
+		p.children = append(p.children, q)
+	}
+	for _, c := range cfg.Cohorts {
+		seen := map[*qnode]bool{}
+		for q := s.cohorts[c.Name]; q != nil; q = q.parent {
+			if seen[q] {
+				return nil, fmt.Errorf("cohort %s: its parents form a cycle", c.Name)
+			}
+			seen[q] = true
+		}
+	}
+	teams := slices.Clone(cfg.Teams)
+	slices.SortFunc(teams, func(a, b Team) int { return cmp.Compare(a.Name, b.Name) })
+	for _, spec := range teams {
+		if _, dup := s.teams[spec.Name]; dup {
+			return nil, fmt.Errorf("team %s declared twice", spec.Name)
+		}
+		t := &team{spec: spec, weight: spec.Weight, running: map[*workload]struct{}{}}
+		if t.weight <= 0 {
+			t.weight = 1
+		}
+		if len(spec.Tiers) > 0 {
+			t.tiers = map[TierName]bool{}
+			for _, n := range spec.Tiers {
+				if _, ok := s.tiers[n]; !ok {
+					return nil, fmt.Errorf("team %s: tier %s does not exist", spec.Name, n)
+				}
+				t.tiers[n] = true
+			}
+		}
+		t.q = &qnode{name: string(spec.Name), team: t}
+		if spec.Cohort != "" {
+			p, ok := s.cohorts[spec.Cohort]
+			if !ok {
+				return nil, fmt.Errorf("team %s: cohort %s does not exist", spec.Name, spec.Cohort)
+			}
+			t.q.parent = p
+			p.children = append(p.children, t.q)
+		}
+		flavors := make([]Flavor, 0, len(spec.Quota))
+		for f, q := range spec.Quota {
+			if q.Nominal < 0 || (q.BorrowingLimit != nil && *q.BorrowingLimit < 0) || (q.LendingLimit != nil && *q.LendingLimit < 0) {
+				return nil, fmt.Errorf("team %s: negative quota for flavor %s", spec.Name, f)
+			}
+			flavors = append(flavors, f)
+		}
+		slices.SortFunc(flavors, func(a, b Flavor) int {
+			na, nb := spec.Quota[a].Nominal > 0, spec.Quota[b].Nominal > 0
+			if na != nb {
+				if na {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, f := range flavors {
+			fs := s.flavor(f)
+			t.flavors = append(t.flavors, fs)
+			r := t.q.r(fs.id)
+			q := spec.Quota[f]
+			r.nominal, r.has = q.Nominal, true
+			if q.BorrowingLimit != nil {
+				r.borrow = *q.BorrowingLimit
+			}
+			if q.LendingLimit != nil {
+				r.lend = min(*q.LendingLimit, q.Nominal)
+			}
+		}
+		s.teams[spec.Name] = t
+		s.teamList = append(s.teamList, t)
+	}
+	s.recomputeQuota()
+	for _, t := range s.teamList {
+		root := t.q.root()
+		root.teams = append(root.teams, t)
+	}
+	return s, nil
+}
+
+// recomputeQuota refreshes the subtree quotas of every tree.
+func (s *Scheduler) recomputeQuota() {
+	for _, q := range s.roots() {
+		q.computeSubtree(len(s.flavorList))
+	}
+}
+
+func (s *Scheduler) roots() []*qnode {
+	var out []*qnode
+	for _, t := range s.teamList {
+		if t.q.parent == nil {
+			out = append(out, t.q)
+		}
+	}
+	names := make([]CohortName, 0, len(s.cohorts))
+	for n, q := range s.cohorts {
+		if q.parent == nil {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, s.cohorts[n])
+	}
+	return out
+}
+
+// AddNode adds a node to the fleet.
+func (s *Scheduler) AddNode(spec Node) error {
+	if _, dup := s.nodeByName[spec.Name]; dup {
+		return fmt.Errorf("node %s added twice", spec.Name)
+	}
+	if spec.GPUs < 0 {
+		return fmt.Errorf("node %s: negative GPUs", spec.Name)
+	}
+	fs := s.flavor(spec.Flavor)
+	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
+	n.spec.Domains = slices.Clone(spec.Domains)
+	n.groups = append(n.groups, fs.all)
+	for depth, d := range spec.Domains {
+		li := fs.levels[d.Level]
+		if li == nil {
+			li = &levelIndex{name: d.Level, depth: depth, domains: map[string]*group{}}
+			fs.levels[d.Level] = li
+			fs.order = append(fs.order, d.Level)
+			slices.SortStableFunc(fs.order, func(a, b string) int { return cmp.Compare(fs.levels[a].depth, fs.levels[b].depth) })
+		}
+		g := li.domains[d.Name]
+		if g == nil {
+			g = &group{dom: d, level: li}
+			li.domains[d.Name] = g
+		}
+		n.groups = append(n.groups, g)
+	}
+	n.slots = make([]int32, len(n.groups))
+	s.nodes = append(s.nodes, n)
+	s.nodeByName[spec.Name] = n
+	if !spec.Unhealthy {
+		s.addCapacity(n, 1)
+		s.list(n)
+	}
+	s.dirty = true
+	return nil
+}
+
+func (s *Scheduler) addCapacity(n *node, sign GPUs) {
+	for _, g := range n.groups {
+		g.capacity += sign * n.spec.GPUs
+		if g.level != nil {
+			g.level.maxCap = max(g.level.maxCap, g.capacity)
+		}
+	}
+}
+
+// SetNodeHealth marks a node healthy or not. An unhealthy node runs nothing: the
+// workloads with a pod on it are evicted, requeued whole ahead of their tier, and
+// their restarts counted; their IDs are returned for the runner to stop.
+func (s *Scheduler) SetNodeHealth(name NodeName, healthy bool) ([]WorkloadID, error) {
+	n, ok := s.nodeByName[name]
+	if !ok {
+		return nil, fmt.Errorf("node %s does not exist", name)
+	}
+	if healthy == !n.spec.Unhealthy {
+		return nil, nil
+	}
+	if healthy {
+		n.spec.Unhealthy = false
+		s.addCapacity(n, 1)
+		if n.reservedFor == nil {
+			s.list(n)
+		}
+		s.dirty = true
+		return nil, nil
+	}
+	var out []WorkloadID
+	for len(n.pods) > 0 {
+		w := n.pods[0].w
+		s.release(w)
+		w.restarts++
+		w.ahead = true
+		s.requeue(w)
+		out = append(out, w.spec.ID)
+	}
+	s.unlist(n)
+	s.addCapacity(n, -1)
+	n.spec.Unhealthy = true
+	return out, nil
+}
+
+// ErrUnknown is returned for a workload or node the scheduler does not know.
+var ErrUnknown = errors.New("unknown")
+
+// Submit queues a workload.
+func (s *Scheduler) Submit(spec Workload) error {
+	if _, dup := s.workloads[spec.ID]; dup {
+		return fmt.Errorf("workload %s submitted twice", spec.ID)
+	}
+	t, ok := s.teams[spec.Team]
+	if !ok {
+		return fmt.Errorf("workload %s: team %s: %w", spec.ID, spec.Team, ErrUnknown)
+	}
+	tr, ok := s.tiers[spec.Tier]
+	if !ok {
+		return fmt.Errorf("workload %s: tier %s: %w", spec.ID, spec.Tier, ErrUnknown)
+	}
+	if t.tiers != nil && !t.tiers[spec.Tier] {
+		return fmt.Errorf("workload %s: team %s may not use tier %s", spec.ID, spec.Team, spec.Tier)
+	}
+	if spec.Pods <= 0 || spec.GPUsPerPod <= 0 {
+		return fmt.Errorf("workload %s: needs at least one pod of at least one GPU, got %d x %d", spec.ID, spec.Pods, spec.GPUsPerPod)
+	}
+	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted}
+	w.spec.Flavors = slices.Clone(spec.Flavors)
+	s.seq++
+	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer}
+	for _, f := range spec.Flavors {
+		w.shape.flavors += string(f) + "|"
+	}
+	for _, f := range t.flavors {
+		if len(spec.Flavors) == 0 || slices.Contains(spec.Flavors, f.name) {
+			w.cands = append(w.cands, f)
+		}
+	}
+	w.reason = PendingReason{Code: ReasonQueued, Requested: w.GPUs()}
+	s.workloads[spec.ID] = w
+	t.queue.push(w)
+	return nil
+}
+
+// Started tells the scheduler every pod of an admitted workload runs.
+func (s *Scheduler) Started(id WorkloadID) error {
+	w, ok := s.workloads[id]
+	if !ok || w.state != stateAdmitted {
+		return fmt.Errorf("workload %s is not admitted: %w", id, ErrUnknown)
+	}
+	w.started = true
+	delete(s.unstarted, w)
+	return nil
+}
+
+// Finish removes a workload, running or pending, and frees what it held.
+func (s *Scheduler) Finish(id WorkloadID) error {
+	w, ok := s.workloads[id]
+	if !ok {
+		return fmt.Errorf("workload %s: %w", id, ErrUnknown)
+	}
+	if w.state == stateAdmitted {
+		s.release(w)
+	}
+	s.unreserve(w)
+	w.state = stateGone
+	delete(s.workloads, id)
+	return nil
+}
+
+// Reason returns why a pending workload waits; false when it is not pending.
+func (s *Scheduler) Reason(id WorkloadID) (PendingReason, bool) {
+	w, ok := s.workloads[id]
+	if !ok || w.state != statePending {
+		return PendingReason{}, false
+	}
+	return w.reason, true
+}
+
+// Restarts returns how many times a workload was requeued after losing a node.
+func (s *Scheduler) Restarts(id WorkloadID) int {
+	if w, ok := s.workloads[id]; ok {
+		return w.restarts
+	}
+	return 0
+}
+
+// bind places w's pods and charges its team.
+func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
+	w.flavor, w.placements, w.state = f, pl, stateAdmitted
+	for _, p := range pl {
+		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)
+		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})
+	}
+	s.charge(w, f, 1)
+	w.team.running[w] = struct{}{}
+}
+
+// release frees what an admitted w holds; it stays known, in no queue.
+func (s *Scheduler) release(w *workload) {
+	for _, p := range w.placements {
+		s.setUsed(p.node, p.node.used-p.pods*w.spec.GPUsPerPod)
+		p.node.pods = slices.DeleteFunc(p.node.pods, func(r podRef) bool { return r.w == w })
+	}
+	s.charge(w, w.flavor, -1)
+	delete(w.team.running, w)
+	delete(s.unstarted, w)
+	w.state = statePending
+	w.started = false
+	s.dirty = true
+}
+
+// requeue returns a released workload to its queue.
+func (s *Scheduler) requeue(w *workload) {
+	w.placements, w.flavor, w.domain = nil, nil, nil
+	w.since = s.now
+	w.reason = PendingReason{Code: ReasonQueued, Requested: w.GPUs()}
+	w.team.queue.push(w)
+}

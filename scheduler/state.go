@@ -1,0 +1,50 @@
+package scheduler
+
+import (
+	"slices"
+)
+
+// State is a comparable summary of the scheduler's accounting: used GPUs per node,
+// usage per team and cohort per flavor, free GPUs per domain, the admitted workloads.
+type State struct {
+	NodeUsed   map[NodeName]GPUs
+	Usage      map[string]map[Flavor]GPUs
+	DomainFree map[string]GPUs
+	Admitted   []WorkloadID
+}
+
+func (s *Scheduler) state() State {
+	st := State{NodeUsed: map[NodeName]GPUs{}, Usage: map[string]map[Flavor]GPUs{}, DomainFree: map[string]GPUs{}}
+	for _, n := range s.nodes {
+		st.NodeUsed[n.spec.Name] = n.used
+	}
+	var visit func(q *qnode)
+	visit = func(q *qnode) {
+		u := map[Flavor]GPUs{}
+		for _, f := range s.flavorList {
+			u[f.name] = q.r(f.id).usage
+		}
+		st.Usage[q.name] = u
+		for _, c := range q.children {
+			visit(c)
+		}
+	}
+	for _, r := range s.roots() {
+		visit(r)
+	}
+	for _, f := range s.flavorList {
+		st.DomainFree[string(f.name)] = f.all.free
+		for _, l := range f.levels {
+			for name, g := range l.domains {
+				st.DomainFree[string(f.name)+"/"+l.name+"/"+name] = g.free
+			}
+		}
+	}
+	for id, w := range s.workloads {
+		if w.state == stateAdmitted {
+			st.Admitted = append(st.Admitted, id)
+		}
+	}
+	slices.Sort(st.Admitted)
+	return st
+}

@@ -1,0 +1,125 @@
+package scheduler
+
+import "time"
+
+// Typed identifiers keep names of different kinds apart.
+type (
+	// NodeName names a node.
+	NodeName string
+	// TeamName names a team (a quota holder, Kueue's ClusterQueue).
+	TeamName string
+	// CohortName names a cohort of teams that lend each other idle quota.
+	CohortName string
+	// TierName names a priority tier.
+	TierName string
+	// Flavor is a GPU model or pool class, e.g. h100-80gb.
+	Flavor string
+	// WorkloadID names a workload (a gang of pods).
+	WorkloadID string
+)
+
+// GPUs counts whole GPUs.
+type GPUs = int64
+
+// Domain is a node's topology domain at one level, e.g. {rack, r12}.
+type Domain struct {
+	Level string `json:"level"`
+	Name  string `json:"name"`
+}
+
+// Node is one node of the fleet as the scheduler sees it.
+type Node struct {
+	Name   NodeName
+	Flavor Flavor
+	GPUs   GPUs
+	// Domains are the node's topology domains, widest level first.
+	Domains []Domain
+	// Unhealthy nodes run nothing and receive nothing.
+	Unhealthy bool
+}
+
+// Tier is a priority tier and its preemption rights.
+type Tier struct {
+	Name     TierName
+	Priority int64
+	// Preemptible workloads may be preempted by higher tiers of their team.
+	Preemptible bool
+	// BorrowOnly workloads always count as borrowed: any team of the cohort under
+	// its nominal quota may reclaim what they use.
+	BorrowOnly bool
+}
+
+// Cohort groups teams (and other cohorts) that lend each other idle quota.
+type Cohort struct {
+	Name CohortName
+	// Parent is empty for a root cohort.
+	Parent CohortName
+}
+
+// Quota is a team's GPUs of one flavor. A nil limit is unlimited.
+type Quota struct {
+	Nominal GPUs
+	// BorrowingLimit is how far above Nominal the team may go on the cohort's idle quota.
+	BorrowingLimit *GPUs
+	// LendingLimit is how much of its idle nominal quota the team lends to the cohort.
+	LendingLimit *GPUs
+}
+
+// Team holds quota per flavor. Workloads may only use the flavors it has a quota for.
+type Team struct {
+	Name TeamName
+	// Cohort is empty for a team that neither borrows nor lends.
+	Cohort CohortName
+	// Weight scales the team's fair share (default 1).
+	Weight float64
+	Quota  map[Flavor]Quota
+	// Tiers the team may use; empty means all.
+	Tiers []TierName
+}
+
+// Config is the quota tree and the tiers.
+type Config struct {
+	Tiers   []Tier
+	Cohorts []Cohort
+	Teams   []Team
+}
+
+// Workload is a gang of Pods pods of GPUsPerPod GPUs each, placed all or nothing.
+type Workload struct {
+	ID         WorkloadID
+	Team       TeamName
+	Tier       TierName
+	Pods       int64
+	GPUsPerPod GPUs
+	// Flavors the workload may run on; empty means any flavor its team has quota for.
+	Flavors []Flavor
+	// Require names a topology level all pods must share one domain of.
+	Require string
+	// Prefer names a topology level to try first, then each wider level, then none.
+	Prefer string
+	// Submitted orders workloads of one team and tier.
+	Submitted time.Time
+}
+
+// GPUs returns the GPUs of the whole gang.
+func (w *Workload) GPUs() GPUs { return w.Pods * w.GPUsPerPod }
+
+// Options tune the scheduler. Durations are virtual time: the scheduler reads the
+// time only from the now given to Cycle.
+type Options struct {
+	// ReserveAfter is how long a gang that does not fit waits before the nodes it
+	// will use are reserved for it (drained: no new work placed there). Zero means
+	// immediately; negative disables reservations.
+	ReserveAfter time.Duration
+	// GangTimeout is how long an admitted gang may take to have every pod running
+	// before it is evicted and requeued; zero disables the check.
+	GangTimeout time.Duration
+	// Backoff is how long a workload evicted by the gang timeout waits before it is
+	// considered again; it doubles with every further timeout.
+	Backoff time.Duration
+}
+
+// DefaultOptions are what allot uses when nothing else is said.
+func DefaultOptions() Options {
+	return Options{ReserveAfter: 10 * time.Minute, GangTimeout: 5 * time.Minute, Backoff: 30 * time.Second}
+}
