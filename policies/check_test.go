@@ -121,7 +121,7 @@ func TestApprovals(t *testing.T) {
 		"pool change: platform":          {`max: 4}`, `max: 5}`, []string{"platform"}},
 		// A change cannot lower the bar it is measured by, nor name its own approvers.
 		"lowering the threshold needs finance": {`financeApprovalAboveMonthlyUSD: 1000`, `financeApprovalAboveMonthlyUSD: 999999`, []string{"finance"}},
-		"editing owners needs the old owners": {`owners: ["@x"]`, `owners: ["@me"]`, []string{"@x"}},
+		"editing owners needs the old owners":  {`owners: ["@x"]`, `owners: ["@me"]`, []string{"@x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			head, headPlan := load(t, strings.Replace(valid, tc.old, tc.new, 1))

@@ -55,8 +55,8 @@ func TestLoadTypedValuesAndDefaults(t *testing.T) {
 
 func TestLoadSubfoldersAreOnePackage(t *testing.T) {
 	cfg, findings := Load(mapFS(map[string]string{
-		"a.cue":             "package capacity\nclusters: lab: provider: \"kwok\"\n",
-		"teams/deep/b.cue":  "package capacity\nteams: y: quota: {}\n",
+		"a.cue":              "package capacity\nclusters: lab: provider: \"kwok\"\n",
+		"teams/deep/b.cue":   "package capacity\nteams: y: quota: {}\n",
 		"cue.mod/module.cue": "module: \"x.example/y@v0\"\n",
 		"_ignored.cue":       "this is not cue",
 		".hidden/c.cue":      "nor this",
