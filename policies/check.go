@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"strconv"
 	"regexp"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func checkReferences(cfg *schema.Config) schema.Findings {
 		}
 		for i, tier := range t.Tiers {
 			if _, ok := cfg.Tiers[tier]; !ok {
-				pos := cfg.Pos("teams", string(n), "tiers")
+				pos := cfg.Pos("teams", string(n), "tiers", strconv.Itoa(i))
 				out = append(out, finding(RuleUnknownTier, pos,
 					fmt.Sprintf("team %s: tiers[%d]: unknown tier %q%s", n, i, tier, suggest(string(tier), cfg.TierNames()))))
 			}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue/ast"
@@ -48,8 +49,15 @@ func (ix *Index) addDecls(decls []ast.Decl, prefix []string) {
 			}
 			path := append(append(make([]string, 0, len(prefix)+1), prefix...), name)
 			ix.places[pathKey(path)] = append(ix.places[pathKey(path)], posOf(d.Label.Pos()))
-			if s, ok := d.Value.(*ast.StructLit); ok {
-				ix.addDecls(s.Elts, path)
+			switch v := d.Value.(type) {
+			case *ast.StructLit:
+				ix.addDecls(v.Elts, path)
+			case *ast.ListLit:
+				// List elements are indexed by their position: "tiers", "2".
+				for i, e := range v.Elts {
+					key := pathKey(append(path[:len(path):len(path)], strconv.Itoa(i)))
+					ix.places[key] = append(ix.places[key], posOf(e.Pos()))
+				}
 			}
 		case *ast.EmbedDecl:
 			if s, ok := d.Expr.(*ast.StructLit); ok {

@@ -194,3 +194,22 @@ func TestUsageErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestValidateGolden locks stdout, stderr and the exit code on a copy of examples
+// with several mistakes, as a pull request might bring them.
+func TestValidateGolden(t *testing.T) {
+	dir := copyExamples(t)
+	edit(t, dir, "pools.cue", `cluster:     "eks-use1"`, `cluster:     "eks-east"`)
+	edit(t, dir, "teams/ads.cue", `"research"]`, `"reserch"]`)
+	edit(t, dir, "teams/speech.cue", "monthlyUSD: 140000", "monthlyUSD: 1000")
+	edit(t, dir, "teams/vision.cue", `owners: ["@acme/vision-leads"]`, ``)
+	parent := t.TempDir()
+	if err := os.Rename(dir, filepath.Join(parent, "capacity")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(parent)
+	for name, env := range map[string]map[string]string{"validate-broken": nil, "validate-broken-github": {"GITHUB_ACTIONS": "true"}} {
+		code, out, errOut := allot(t, env, "validate", "capacity")
+		golden(t, name+".txt", fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, out, errOut))
+	}
+}
