@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/reference"
+	"github.com/allot-dev/allot/scheduler/sim"
+	"github.com/allot-dev/allot/scheduler/workload"
+)
+
+func init() { commands = append(commands, newSimCommand) }
+
+func newSimCommand() *cobra.Command {
+	var workloadFile, eventsFile, nodesFile, output, policy string
+	opts := scheduler.DefaultOptions()
+	c := &cobra.Command{
+		Use:   "sim DIR --workload FILE",
+		Short: "Replay a workload against the declared fleet with the real scheduler core",
+		Long: `Replay a workload against the fleet of a capacity repository on a virtual clock,
+through the same scheduling core the cluster runs: quotas, cohorts, tiers,
+preemption, fair share, gangs and topology. Every pool is built at the planner's
+node target, nodes named <pool>-<index>. Invariants (no over-committed node, no
+partial gang, quotas, required topology) are checked after every step.
+
+--workload takes the project CSV (id,submit,duration,team,tier,pods,gpus_per_pod,
+flavor,require,prefer), the normalized trace schema, or the raw Helios and openb
+files; trace users are dealt onto the repository's teams. --nodes replaces the
+fleet with a node list (openb's sn,...,gpu,model, or name,gpus,flavor).
+--events is a CSV time,node,event with event fail or recover.
+
+Output: text or json (nothing but JSON on stdout). A progress bar is shown on
+stderr when it is a terminal.
+Exit status: 0 ran (even with unschedulable jobs), 1 the configuration has errors
+or an invariant was broken, 2 bad usage or unreadable input.`,
+		Example: `  allot sim examples --workload examples/workloads/mixed.csv
+  allot sim examples -o json --workload ../shared/traces/helios/helios_15k_users.csv
+  allot sim examples --workload jobs.csv --events faults.csv --policy reference`,
+		Args: exactArgs(1, "DIR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return usageError{fmt.Errorf("-o %s: want text or json", output)}
+			}
+			if policy != "allot" && policy != "reference" {
+				return usageError{fmt.Errorf("--policy %s: want allot or reference", policy)}
+			}
+			if workloadFile == "" {
+				return usageError{errors.New("sim needs --workload FILE")}
+			}
+			dir := args[0]
+			c, err := checkDir(dir, nil)
+			if err != nil {
+				return err
+			}
+			if c.cfg == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "allot: %s does not load:\n", dir)
+				printFindings(cmd.ErrOrStderr(), dir, c.findings)
+				return exitError{exitFindings}
+			}
+			in := sim.Input{Quota: sim.QuotaFromSchema(c.cfg)}
+			if nodesFile != "" {
+				nodes, err := readWith(nodesFile, workload.ReadNodes)
+				if err != nil {
+					return usageError{err}
+				}
+				in.Nodes = sim.FromNodeList(nodes)
+			} else {
+				in.Nodes = sim.FleetFromSchema(c.cfg)
+			}
+			jobs, err := readWith(workloadFile, func(r io.Reader, name string) ([]workload.Job, error) {
+				jobs, _, err := workload.Read(r, name)
+				return jobs, err
+			})
+			if err != nil {
+				return usageError{err}
+			}
+			sim.AssignToConfig(jobs, in.Quota)
+			in.Jobs = jobs
+			if eventsFile != "" {
+				if in.Events, err = readWith(eventsFile, sim.ReadEvents); err != nil {
+					return usageError{err}
+				}
+			}
+			var p sim.Policy
+			if policy == "reference" {
+				p = reference.New(in.Nodes)
+				in.Quota = scheduler.Config{}
+			} else {
+				core, err := sim.NewCore(in.Quota, in.Nodes, opts)
+				if err != nil {
+					return usageError{fmt.Errorf("building the scheduler for %s: %w", dir, err)}
+				}
+				p = core
+			}
+			runOpts := sim.Options{Clock: time.Now}
+			stderr := cmd.ErrOrStderr()
+			if isTerminal(stderr) {
+				runOpts.Progress = progressBar(stderr)
+			}
+			rep, err := sim.Run(p, in, runOpts)
+			if err != nil {
+				return usageError{fmt.Errorf("simulating %s: %w", dir, err)}
+			}
+			if runOpts.Progress != nil {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return fmt.Errorf("writing the report: %w", err)
+				}
+			} else {
+				writeSimText(out, rep)
+			}
+			if s := rep.Summary; s.GangViolations+s.QuotaViolations+s.TopologyViolations > 0 {
+				fmt.Fprintf(stderr, "allot: invariants broken: %d gang, %d quota, %d topology violations\n", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+				return exitError{exitFindings}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&workloadFile, "workload", "", "workload file (project CSV, normalized trace, Helios or openb)")
+	f.StringVar(&eventsFile, "events", "", "node events CSV: time,node,event (fail|recover)")
+	f.StringVar(&nodesFile, "nodes", "", "node list that replaces the repository's fleet (openb node list, or name,gpus,flavor)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&policy, "policy", "allot", "scheduling policy: allot (the core) or reference (greedy first-fit backfill, no quotas)")
+	f.DurationVar(&opts.ReserveAfter, "reserve-after", opts.ReserveAfter, "wait after which a gang that does not fit gets its nodes reserved (negative: never)")
+	return c
+}
+
+// readWith opens file and parses it with read.
+func readWith[T any](file string, read func(io.Reader, string) (T, error)) (T, error) {
+	var zero T
+	fh, err := os.Open(file)
+	if err != nil {
+		return zero, err
+	}
+	defer fh.Close()
+	return read(fh, file)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func progressBar(w io.Writer) func(done, total int) {
+	return func(done, total int) {
+		if total == 0 {
+			return
+		}
+		const width = 40
+		n := done * width / total
+		fmt.Fprintf(w, "\r[%s%s] %d/%d jobs", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+	}
+}
+
+func writeSimText(w io.Writer, rep *sim.Report) {
+	s := rep.Summary
+	fmt.Fprintf(w, "jobs %d: %d completed, %d unschedulable\n", s.Jobs, s.Completed, s.Unschedulable)
+	fmt.Fprintf(w, "GPU utilization %.1f%%, wait p50 %.0fs, p95 %.0fs, makespan %.0fs, %d preemptions\n",
+		100*s.GPUUtilization, s.WaitP50S, s.WaitP95S, s.MakespanS, s.Preemptions)
+	fmt.Fprintf(w, "violations: gang %d, quota %d, topology %d\n", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	fmt.Fprintf(w, "wall %.2fs, %.0f decisions/s\n\n", s.WallS, s.DecisionsPerS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "team\tGPU-hours\tshare\tnominal share\twait p95 (s)\tpreempted\t")
+	for _, t := range rep.Teams {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%.1f%%\t%.0f\t%d\t\n", t.Team, t.GPUSeconds/3600, 100*t.Share, 100*t.NominalShare, t.WaitP95S, t.Preempted)
+	}
+	tw.Flush()
+	var stuck []sim.JobReport
+	for _, j := range rep.Jobs {
+		if j.End == nil {
+			stuck = append(stuck, j)
+		}
+	}
+	if len(stuck) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nnot completed (%d):\n", len(stuck))
+	for _, j := range stuck[:min(len(stuck), 20)] {
+		fmt.Fprintf(w, "  %s (%s/%s, %d GPUs): %s\n", j.ID, j.Team, j.Tier, j.GPUs, j.Reason)
+	}
+	if len(stuck) > 20 {
+		fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(stuck)-20)
+	}
+}

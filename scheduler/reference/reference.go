@@ -1,0 +1,232 @@
+package reference
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// Policy is the greedy first-fit backfill policy.
+type Policy struct {
+	nodes   []*node
+	byName  map[scheduler.NodeName]*node
+	pending []*job
+	fresh   []*job
+	jobs    map[scheduler.WorkloadID]*job
+	free    map[scheduler.Flavor]int64
+	flavors []scheduler.Flavor
+	dirty   bool
+}
+
+type node struct {
+	spec    scheduler.Node
+	used    int64
+	healthy bool
+	jobs    map[*job]bool
+}
+
+type job struct {
+	spec    scheduler.Workload
+	running bool
+	gone    bool
+	pods    []scheduler.PodPlacement
+}
+
+// New returns the policy over nodes.
+func New(nodes []scheduler.Node) *Policy {
+	p := &Policy{byName: map[scheduler.NodeName]*node{}, jobs: map[scheduler.WorkloadID]*job{}, free: map[scheduler.Flavor]int64{}}
+	for _, n := range nodes {
+		nd := &node{spec: n, healthy: !n.Unhealthy, jobs: map[*job]bool{}}
+		p.nodes = append(p.nodes, nd)
+		p.byName[n.Name] = nd
+		if !slices.Contains(p.flavors, n.Flavor) {
+			p.flavors = append(p.flavors, n.Flavor)
+		}
+		if nd.healthy {
+			p.free[n.Flavor] += n.GPUs
+		}
+	}
+	return p
+}
+
+// Submit queues a job.
+func (p *Policy) Submit(w scheduler.Workload) error {
+	if _, dup := p.jobs[w.ID]; dup {
+		return fmt.Errorf("workload %s submitted twice", w.ID)
+	}
+	if w.Pods <= 0 || w.GPUsPerPod <= 0 {
+		return fmt.Errorf("workload %s: needs at least one pod of at least one GPU", w.ID)
+	}
+	j := &job{spec: w}
+	p.jobs[w.ID] = j
+	p.fresh = append(p.fresh, j)
+	return nil
+}
+
+// Started does nothing: the reference has no gang timeout.
+func (p *Policy) Started(scheduler.WorkloadID) error { return nil }
+
+// Finish removes a job.
+func (p *Policy) Finish(id scheduler.WorkloadID) error {
+	j, ok := p.jobs[id]
+	if !ok {
+		return fmt.Errorf("workload %s: %w", id, scheduler.ErrUnknown)
+	}
+	p.release(j)
+	j.gone = true
+	delete(p.jobs, id)
+	return nil
+}
+
+func (p *Policy) release(j *job) {
+	if !j.running {
+		return
+	}
+	for _, pl := range j.pods {
+		n := p.byName[pl.Node]
+		n.used -= pl.GPUs
+		delete(n.jobs, j)
+		if n.healthy {
+			p.free[n.spec.Flavor] += pl.GPUs
+		}
+	}
+	j.running, j.pods = false, nil
+	p.dirty = true
+}
+
+// SetNodeHealth fails or recovers a node; the jobs on a failed node are requeued.
+func (p *Policy) SetNodeHealth(name scheduler.NodeName, healthy bool) ([]scheduler.WorkloadID, error) {
+	n, ok := p.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", name, scheduler.ErrUnknown)
+	}
+	if n.healthy == healthy {
+		return nil, nil
+	}
+	var out []*job
+	for j := range n.jobs {
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *job) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
+	var ids []scheduler.WorkloadID
+	for _, j := range out {
+		p.release(j)
+		p.fresh = append(p.fresh, j)
+		ids = append(ids, j.spec.ID)
+	}
+	if healthy {
+		p.free[n.spec.Flavor] += n.spec.GPUs - n.used
+	} else {
+		p.free[n.spec.Flavor] -= n.spec.GPUs - n.used
+	}
+	n.healthy = healthy
+	p.dirty = true
+	return ids, nil
+}
+
+// Reason has nothing to say beyond "not enough free GPUs".
+func (p *Policy) Reason(id scheduler.WorkloadID) (scheduler.PendingReason, bool) {
+	j, ok := p.jobs[id]
+	if !ok || j.running {
+		return scheduler.PendingReason{}, false
+	}
+	return scheduler.PendingReason{Code: scheduler.ReasonInsufficientNodes, Requested: j.spec.GPUs()}, true
+}
+
+// Cycle starts, in submission order, every pending job that fits. When nothing
+// was freed since the last cycle only the new jobs can fit, so only they are tried.
+func (p *Policy) Cycle(time.Time) scheduler.Results {
+	var res scheduler.Results
+	slices.SortStableFunc(p.fresh, func(a, b *job) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
+	walk := p.fresh
+	if p.dirty {
+		walk = mergeJobs(p.pending, p.fresh)
+	}
+	for _, j := range walk {
+		if j.running || j.gone {
+			continue
+		}
+		if pl, ok := p.fit(j); ok {
+			p.bind(j, pl)
+			res.Admitted = append(res.Admitted, scheduler.Admission{Workload: j.spec.ID, Pods: pl})
+		}
+	}
+	if p.dirty {
+		p.pending = live(walk)
+	} else {
+		p.pending = mergeJobs(p.pending, p.fresh)
+	}
+	p.fresh, p.dirty = nil, false
+	return res
+}
+
+func live(js []*job) []*job {
+	out := js[:0]
+	for _, j := range js {
+		if !j.running && !j.gone {
+			out = append(out, j)
+		}
+	}
+	clear(js[len(out):])
+	return out
+}
+
+func mergeJobs(a, b []*job) []*job {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(live(slices.Clone(a)), live(slices.Clone(b))...)
+	slices.SortStableFunc(out, func(x, y *job) int { return x.spec.Submitted.Compare(y.spec.Submitted) })
+	return out
+}
+
+func (p *Policy) allowed(j *job, f scheduler.Flavor) bool {
+	return len(j.spec.Flavors) == 0 || slices.Contains(j.spec.Flavors, f)
+}
+
+// fit places each pod on the first node with room.
+func (p *Policy) fit(j *job) ([]scheduler.PodPlacement, bool) {
+	var free int64
+	for f, n := range p.free {
+		if p.allowed(j, f) {
+			free += n
+		}
+	}
+	g := j.spec.GPUsPerPod
+	if free < j.spec.GPUs() {
+		return nil, false
+	}
+	for _, f := range p.flavors {
+		if !p.allowed(j, f) || p.free[f] < j.spec.GPUs() {
+			continue
+		}
+		var out []scheduler.PodPlacement
+		left := j.spec.Pods
+		for _, n := range p.nodes {
+			if !n.healthy || n.spec.Flavor != f {
+				continue
+			}
+			k := min((n.spec.GPUs-n.used)/g, left)
+			if k > 0 {
+				out = append(out, scheduler.PodPlacement{Node: n.spec.Name, Pods: k, GPUs: k * g})
+				left -= k
+				if left == 0 {
+					return out, true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+func (p *Policy) bind(j *job, pl []scheduler.PodPlacement) {
+	for _, x := range pl {
+		n := p.byName[x.Node]
+		n.used += x.GPUs
+		n.jobs[j] = true
+		p.free[n.spec.Flavor] -= x.GPUs
+	}
+	j.running, j.pods = true, pl
+}

@@ -1,0 +1,70 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/workload"
+)
+
+// ReadEvents reads an events file: CSV time,node,event with event fail or
+// recover; name is used in errors.
+func ReadEvents(in io.Reader, name string) ([]Event, error) {
+	cr := csv.NewReader(in)
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, &workload.Error{File: name, Line: 1, Err: err}
+	}
+	cols := map[string]int{}
+	for i, h := range header {
+		cols[strings.ToLower(strings.TrimSpace(h))] = i
+	}
+	for _, c := range []string{"time", "node", "event"} {
+		if _, ok := cols[c]; !ok {
+			return nil, &workload.Error{File: name, Line: 1, Err: errors.New("want the header time,node,event")}
+		}
+	}
+	var out []Event
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, &workload.Error{File: name, Line: pe.Line, Err: pe.Err}
+			}
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		get := func(c string) string {
+			if i := cols[c]; i < len(rec) {
+				return strings.TrimSpace(rec[i])
+			}
+			return ""
+		}
+		t, err := strconv.ParseFloat(get("time"), 64)
+		if err != nil || t < 0 || math.IsInf(t, 0) || math.IsNaN(t) {
+			return nil, &workload.Error{File: name, Line: line, Err: fmt.Errorf("time %q is not a non-negative number of seconds", get("time"))}
+		}
+		e := Event{Time: t, Node: scheduler.NodeName(get("node")), Kind: EventKind(get("event"))}
+		if e.Node == "" {
+			return nil, &workload.Error{File: name, Line: line, Err: errors.New("node is empty")}
+		}
+		if e.Kind != Fail && e.Kind != Recover {
+			return nil, &workload.Error{File: name, Line: line, Err: fmt.Errorf("event %q: want fail or recover", e.Kind)}
+		}
+		out = append(out, e)
+	}
+}

@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/workload"
+)
+
+// QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into
+// the scheduler's quota tree.
+func QuotaFromSchema(cfg *schema.Config) scheduler.Config {
+	var out scheduler.Config
+	for _, n := range cfg.TierNames() {
+		t := cfg.Tiers[n]
+		out.Tiers = append(out.Tiers, scheduler.Tier{Name: scheduler.TierName(n), Priority: t.Priority, Preemptible: t.Preemptible, BorrowOnly: t.BorrowOnly})
+	}
+	for _, n := range cfg.CohortNames() {
+		out.Cohorts = append(out.Cohorts, scheduler.Cohort{Name: scheduler.CohortName(n), Parent: scheduler.CohortName(cfg.Cohorts[n].Parent)})
+	}
+	for _, n := range cfg.TeamNames() {
+		t := cfg.Teams[n]
+		st := scheduler.Team{Name: scheduler.TeamName(n), Cohort: scheduler.CohortName(t.Cohort), Weight: 1, Quota: map[scheduler.Flavor]scheduler.Quota{}}
+		if !t.Weight.IsZero() {
+			st.Weight = t.Weight.Float64()
+		}
+		for _, tier := range t.Tiers {
+			st.Tiers = append(st.Tiers, scheduler.TierName(tier))
+		}
+		for f, q := range t.Quota {
+			st.Quota[scheduler.Flavor(f)] = scheduler.Quota{Nominal: q.Nominal, BorrowingLimit: q.BorrowingLimit, LendingLimit: q.LendingLimit}
+		}
+		out.Teams = append(out.Teams, st)
+	}
+	return out
+}
+
+// FleetFromSchema builds the simulated fleet: every pool at the planner's node
+// target, nodes named <pool>-<index> and laid out in topology domains in index order.
+func FleetFromSchema(cfg *schema.Config) []scheduler.Node {
+	return FromFleet(fleet.Layout(cfg, planner.Build(cfg).NodesTargets()))
+}
+
+// FromFleet converts fleet nodes into scheduler nodes.
+func FromFleet(nodes []fleet.Node) []scheduler.Node {
+	out := make([]scheduler.Node, 0, len(nodes))
+	for _, n := range nodes {
+		sn := scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(n.Flavor), GPUs: n.GPUs}
+		for _, d := range n.Domains {
+			sn.Domains = append(sn.Domains, scheduler.Domain{Level: d.Level, Name: d.Name})
+		}
+		out = append(out, sn)
+	}
+	return out
+}
+
+// FromNodeList converts a node list (openb's) into scheduler nodes, one flavor per model.
+func FromNodeList(nodes []workload.Node) []scheduler.Node {
+	out := make([]scheduler.Node, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(n.Flavor), GPUs: n.GPUs})
+	}
+	return out
+}
+
+// AssignToConfig maps a trace's users and priorities onto the configuration's
+// teams and tiers (see workload.Assign); the default tier is the lowest one that
+// is not borrowOnly.
+func AssignToConfig(jobs []workload.Job, q scheduler.Config) {
+	var teams, tiers []string
+	for _, t := range q.Teams {
+		teams = append(teams, string(t.Name))
+	}
+	def := ""
+	for _, t := range q.Tiers { // highest first
+		tiers = append(tiers, string(t.Name))
+		if !t.BorrowOnly {
+			def = string(t.Name)
+		}
+	}
+	if def == "" && len(tiers) > 0 {
+		def = tiers[len(tiers)-1]
+	}
+	workload.Assign(jobs, teams, tiers, def)
+}
+
+// Core adapts the scheduler core to the simulator's Policy.
+type Core struct{ *scheduler.Scheduler }
+
+// NewCore returns the scheduler core over the given quota tree and fleet.
+func NewCore(q scheduler.Config, nodes []scheduler.Node, opts scheduler.Options) (*Core, error) {
+	s, err := scheduler.New(q, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if err := s.AddNode(n); err != nil {
+			return nil, err
+		}
+	}
+	return &Core{s}, nil
+}

@@ -1,0 +1,56 @@
+package sim
+
+// Report is the result of a simulation; its JSON is the `allot sim -o json`
+// contract of DESIGN.md.
+type Report struct {
+	Summary Summary      `json:"summary"`
+	Teams   []TeamReport `json:"teams"`
+	Jobs    []JobReport  `json:"jobs"`
+}
+
+// Summary holds the run's totals. The violation counters come from invariant
+// checks after every step and must stay 0.
+type Summary struct {
+	Jobs               int     `json:"jobs"`
+	Completed          int     `json:"completed"`
+	Unschedulable      int     `json:"unschedulable"`
+	GPUUtilization     float64 `json:"gpu_utilization"`
+	WaitP50S           float64 `json:"wait_p50_s"`
+	WaitP95S           float64 `json:"wait_p95_s"`
+	Preemptions        int     `json:"preemptions"`
+	GangViolations     int     `json:"gang_violations"`
+	QuotaViolations    int     `json:"quota_violations"`
+	TopologyViolations int     `json:"topology_violations"`
+	MakespanS          float64 `json:"makespan_s"`
+	WallS              float64 `json:"wall_s"`
+	DecisionsPerS      float64 `json:"decisions_per_s"`
+}
+
+// TeamReport is one team's figures.
+type TeamReport struct {
+	Team         string  `json:"team"`
+	GPUSeconds   float64 `json:"gpu_seconds"`
+	Share        float64 `json:"share"`
+	NominalShare float64 `json:"nominal_share"`
+	WaitP95S     float64 `json:"wait_p95_s"`
+	Preempted    int     `json:"preempted"`
+}
+
+// JobReport is one job's fate. Start, End and WaitS are null for a job that never
+// ran (End also for one that ran but never finished); Reason then says why.
+type JobReport struct {
+	ID        string            `json:"id"`
+	Team      string            `json:"team"`
+	Tier      string            `json:"tier"`
+	GPUs      int64             `json:"gpus"`
+	Submit    float64           `json:"submit"`
+	Start     *float64          `json:"start"`
+	End       *float64          `json:"end"`
+	WaitS     *float64          `json:"wait_s"`
+	Preempted int               `json:"preempted"`
+	Nodes     []string          `json:"nodes"`
+	Domain    map[string]string `json:"domain"`
+	// Reason and ReasonCode extend the contract for jobs that did not complete.
+	Reason     string `json:"reason,omitempty"`
+	ReasonCode string `json:"reason_code,omitempty"`
+}

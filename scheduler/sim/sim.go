@@ -1,0 +1,697 @@
+package sim
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/workload"
+)
+
+// Policy is what the simulator drives: the scheduler core satisfies it, and so
+// does the reference policy.
+type Policy interface {
+	Submit(w scheduler.Workload) error
+	Started(id scheduler.WorkloadID) error
+	Finish(id scheduler.WorkloadID) error
+	SetNodeHealth(name scheduler.NodeName, healthy bool) ([]scheduler.WorkloadID, error)
+	Cycle(now time.Time) scheduler.Results
+	Reason(id scheduler.WorkloadID) (scheduler.PendingReason, bool)
+}
+
+// EventKind is a node fault event.
+type EventKind string
+
+// The node events of an events file.
+const (
+	Fail    EventKind = "fail"
+	Recover EventKind = "recover"
+)
+
+// Event fails or recovers a node at a time in seconds.
+type Event struct {
+	Time float64
+	Node scheduler.NodeName
+	Kind EventKind
+}
+
+// Input is what a simulation replays.
+type Input struct {
+	Nodes  []scheduler.Node
+	Jobs   []workload.Job
+	Events []Event
+	// Quota is the quota tree the invariants check; with no teams, quotas are not
+	// checked (the reference policy has none).
+	Quota scheduler.Config
+}
+
+// Options tune a run.
+type Options struct {
+	// Clock measures wall time (wall_s, decisions_per_s); nil reports zero.
+	Clock func() time.Time
+	// Progress, if set, is called now and then with the jobs done so far.
+	Progress func(done, total int)
+	// FullChecks re-checks every node and running job after every step instead of
+	// only what the step changed (slow; for tests).
+	FullChecks bool
+}
+
+// Epoch is the virtual time of second 0.
+var Epoch = time.Unix(0, 0).UTC()
+
+func vt(sec float64) time.Time { return Epoch.Add(time.Duration(math.Round(sec * 1e6)) * time.Microsecond) }
+
+func secs(t time.Time) float64 { return t.Sub(Epoch).Seconds() }
+
+type kind int
+
+// Events at one time apply in this order: ends, faults, recoveries, arrivals, wakes.
+const (
+	kFinish kind = iota
+	kFail
+	kRecover
+	kArrive
+	kWake
+)
+
+type event struct {
+	at   time.Time
+	kind kind
+	seq  int
+	job  *job
+	run  int
+	node scheduler.NodeName
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if c := h[i].at.Compare(h[j].at); c != 0 {
+		return c < 0
+	}
+	if h[i].kind != h[j].kind {
+		return h[i].kind < h[j].kind
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+type job struct {
+	spec      workload.Job
+	flavors   map[string]bool
+	submitted bool
+	running   bool
+	done      bool
+	run       int
+	runStart  time.Time
+	firstRun  time.Time
+	started   bool
+	end       time.Time
+	preempted int
+	pods      []scheduler.PodPlacement
+	nodes     []scheduler.NodeName
+	domain    map[string]string
+	gpuSec    float64
+	rejected  string
+}
+
+type simNode struct {
+	spec    scheduler.Node
+	used    int64
+	healthy bool
+	jobs    map[*job]int64
+}
+
+type runner struct {
+	p       Policy
+	in      Input
+	opts    Options
+	events  eventHeap
+	seq     int
+	jobs    map[scheduler.WorkloadID]*job
+	nodes   map[scheduler.NodeName]*simNode
+	now     time.Time
+	pending int
+	running int
+	usedGPU int64
+	healthy int64
+	// accounting
+	busySec  float64 // GPU-seconds used while work was pending or running
+	availSec float64 // GPU-seconds available while work was pending or running
+	rep      Report
+	usage    map[scheduler.TeamName]map[scheduler.Flavor]int64
+	quota    map[scheduler.TeamName]scheduler.Team
+	cohortOf map[scheduler.TeamName]string
+	done     int
+	decided  int
+}
+
+// Run replays in through p.
+func Run(p Policy, in Input, opts Options) (*Report, error) {
+	r := &runner{p: p, in: in, opts: opts, jobs: map[scheduler.WorkloadID]*job{}, nodes: map[scheduler.NodeName]*simNode{},
+		usage: map[scheduler.TeamName]map[scheduler.Flavor]int64{}, quota: map[scheduler.TeamName]scheduler.Team{}, cohortOf: map[scheduler.TeamName]string{}}
+	var wallStart time.Time
+	if opts.Clock != nil {
+		wallStart = opts.Clock()
+	}
+	for _, n := range in.Nodes {
+		if _, dup := r.nodes[n.Name]; dup {
+			return nil, fmt.Errorf("node %s listed twice", n.Name)
+		}
+		r.nodes[n.Name] = &simNode{spec: n, healthy: !n.Unhealthy, jobs: map[*job]int64{}}
+		if !n.Unhealthy {
+			r.healthy += n.GPUs
+		}
+	}
+	for _, t := range in.Quota.Teams {
+		r.quota[t.Name] = t
+		r.cohortOf[t.Name] = r.rootOf(t.Cohort)
+	}
+	jobs := slices.Clone(in.Jobs)
+	slices.SortStableFunc(jobs, func(a, b workload.Job) int { return cmp.Compare(a.Submit, b.Submit) })
+	order := make([]*job, 0, len(jobs))
+	for _, spec := range jobs {
+		id := scheduler.WorkloadID(spec.ID)
+		if _, dup := r.jobs[id]; dup {
+			return nil, fmt.Errorf("job %s listed twice", spec.ID)
+		}
+		j := &job{spec: spec}
+		if len(spec.Flavors) > 0 {
+			j.flavors = map[string]bool{}
+			for _, f := range spec.Flavors {
+				j.flavors[f] = true
+			}
+		}
+		r.jobs[id] = j
+		order = append(order, j)
+	}
+	for _, e := range in.Events {
+		if _, ok := r.nodes[e.Node]; !ok {
+			return nil, fmt.Errorf("event at %gs: node %s does not exist", e.Time, e.Node)
+		}
+		k := kFail
+		if e.Kind == Recover {
+			k = kRecover
+		}
+		r.push(event{at: vt(e.Time), kind: k, node: e.Node})
+	}
+	next := 0
+	var cycleTime time.Duration
+	for steps := 0; ; steps++ {
+		var at time.Time
+		switch {
+		case len(r.events) > 0 && (next == len(order) || !vt(order[next].spec.Submit).Before(r.events[0].at)):
+			at = r.events[0].at
+		case next < len(order):
+			at = vt(order[next].spec.Submit)
+		default:
+			at = time.Time{}
+		}
+		if at.IsZero() {
+			break
+		}
+		r.advance(at)
+		touched := map[*job]bool{}
+		for len(r.events) > 0 && r.events[0].at.Equal(at) && r.events[0].kind < kArrive {
+			e := heap.Pop(&r.events).(event)
+			r.apply(e, touched)
+		}
+		for next < len(order) && vt(order[next].spec.Submit).Equal(at) {
+			r.arrive(order[next])
+			next++
+		}
+		for len(r.events) > 0 && r.events[0].at.Equal(at) {
+			heap.Pop(&r.events) // wakes: the cycle below is the point
+		}
+		var c0 time.Time
+		if opts.Clock != nil {
+			c0 = opts.Clock()
+		}
+		res := r.p.Cycle(at)
+		if opts.Clock != nil {
+			cycleTime += opts.Clock().Sub(c0)
+		}
+		if err := r.results(res, touched); err != nil {
+			return nil, err
+		}
+		r.check(touched)
+		if opts.Progress != nil && steps%256 == 0 {
+			opts.Progress(r.done, len(order))
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(r.done, len(order))
+	}
+	r.report(order)
+	if opts.Clock != nil {
+		r.rep.Summary.WallS = round(opts.Clock().Sub(wallStart).Seconds(), 3)
+		if s := cycleTime.Seconds(); s > 0 {
+			r.rep.Summary.DecisionsPerS = round(float64(r.decided)/s, 0)
+		}
+	}
+	return &r.rep, nil
+}
+
+func (r *runner) rootOf(c scheduler.CohortName) string {
+	if c == "" {
+		return ""
+	}
+	parents := map[scheduler.CohortName]scheduler.CohortName{}
+	for _, co := range r.in.Quota.Cohorts {
+		parents[co.Name] = co.Parent
+	}
+	for i := 0; parents[c] != "" && i < len(parents); i++ {
+		c = parents[c]
+	}
+	return string(c)
+}
+
+func (r *runner) push(e event) {
+	e.seq = r.seq
+	r.seq++
+	heap.Push(&r.events, e)
+}
+
+// advance integrates utilization up to t.
+func (r *runner) advance(t time.Time) {
+	if !r.now.IsZero() && (r.pending > 0 || r.running > 0) {
+		dt := t.Sub(r.now).Seconds()
+		r.busySec += dt * float64(r.usedGPU)
+		r.availSec += dt * float64(r.healthy)
+	}
+	r.now = t
+}
+
+func (r *runner) arrive(j *job) {
+	w := scheduler.Workload{ID: scheduler.WorkloadID(j.spec.ID), Team: scheduler.TeamName(j.spec.Team), Tier: scheduler.TierName(j.spec.Tier),
+		Pods: j.spec.Pods, GPUsPerPod: j.spec.GPUsPerPod, Require: j.spec.Require, Prefer: j.spec.Prefer, Submitted: vt(j.spec.Submit)}
+	for _, f := range j.spec.Flavors {
+		w.Flavors = append(w.Flavors, scheduler.Flavor(f))
+	}
+	if err := r.p.Submit(w); err != nil {
+		j.rejected = err.Error()
+		j.done = true
+		r.done++
+		return
+	}
+	j.submitted = true
+	r.pending++
+}
+
+func (r *runner) apply(e event, touched map[*job]bool) {
+	switch e.kind {
+	case kFinish:
+		j := e.job
+		if !j.running || j.run != e.run {
+			return
+		}
+		r.stop(j)
+		j.done, j.end = true, r.now
+		r.running--
+		r.done++
+		_ = r.p.Finish(scheduler.WorkloadID(j.spec.ID))
+	case kFail, kRecover:
+		n := r.nodes[e.node]
+		healthy := e.kind == kRecover
+		if n.healthy == healthy {
+			return
+		}
+		evicted, err := r.p.SetNodeHealth(e.node, healthy)
+		if err != nil {
+			r.rep.Summary.GangViolations++
+			return
+		}
+		for _, id := range evicted {
+			j := r.jobs[id]
+			if j == nil || !j.running {
+				r.rep.Summary.GangViolations++
+				continue
+			}
+			r.requeue(j)
+			j.preempted++
+		}
+		n.healthy = healthy
+		if healthy {
+			r.healthy += n.spec.GPUs
+		} else {
+			r.healthy -= n.spec.GPUs
+			if len(n.jobs) > 0 {
+				// The policy left work on a failed node.
+				r.rep.Summary.GangViolations += len(n.jobs)
+			}
+		}
+	}
+}
+
+// stop takes a running job off its nodes.
+func (r *runner) stop(j *job) {
+	g := j.spec.GPUsPerPod
+	for _, p := range j.pods {
+		n := r.nodes[p.Node]
+		n.used -= p.Pods * g
+		delete(n.jobs, j)
+	}
+	gpus := j.spec.GPUs()
+	r.usedGPU -= gpus
+	j.gpuSec += float64(gpus) * r.now.Sub(j.runStart).Seconds()
+	j.running = false
+	j.run++
+	if u := r.usage[scheduler.TeamName(j.spec.Team)]; u != nil {
+		u[r.flavorOf(j)] -= gpus
+	}
+}
+
+func (r *runner) requeue(j *job) {
+	r.stop(j)
+	r.running--
+	r.pending++
+}
+
+func (r *runner) flavorOf(j *job) scheduler.Flavor {
+	if len(j.pods) == 0 {
+		return ""
+	}
+	return r.nodes[j.pods[0].Node].spec.Flavor
+}
+
+func (r *runner) results(res scheduler.Results, touched map[*job]bool) error {
+	for _, e := range res.Evicted {
+		if j := r.jobs[e.Workload]; j != nil && j.running {
+			r.requeue(j)
+		}
+	}
+	for _, p := range res.Preempted {
+		j := r.jobs[p.Victim]
+		if j == nil || !j.running {
+			return fmt.Errorf("policy preempted %s, which is not running", p.Victim)
+		}
+		r.requeue(j)
+		j.preempted++
+		r.rep.Summary.Preemptions++
+		r.decided++
+	}
+	for _, a := range res.Admitted {
+		j := r.jobs[a.Workload]
+		if j == nil || j.running || j.done {
+			return fmt.Errorf("policy admitted %s, which is not pending", a.Workload)
+		}
+		r.decided++
+		r.start(j, a)
+		touched[j] = true
+		if err := r.p.Started(a.Workload); err != nil {
+			return fmt.Errorf("starting %s: %w", a.Workload, err)
+		}
+	}
+	if !res.Wake.IsZero() && res.Wake.After(r.now) {
+		r.push(event{at: res.Wake, kind: kWake})
+	}
+	return nil
+}
+
+func (r *runner) start(j *job, a scheduler.Admission) {
+	j.running, j.pods = true, a.Pods
+	if !j.started {
+		j.started, j.firstRun = true, r.now
+	}
+	j.runStart = r.now
+	r.pending--
+	r.running++
+	gpus := j.spec.GPUs()
+	r.usedGPU += gpus
+	for _, p := range a.Pods {
+		n := r.nodes[p.Node]
+		if n == nil {
+			r.rep.Summary.GangViolations++
+			continue
+		}
+		n.used += p.Pods * j.spec.GPUsPerPod
+		n.jobs[j] += p.Pods
+	}
+	team := scheduler.TeamName(j.spec.Team)
+	if r.usage[team] == nil {
+		r.usage[team] = map[scheduler.Flavor]int64{}
+	}
+	r.usage[team][r.flavorOf(j)] += gpus
+	r.push(event{at: r.now.Add(time.Duration(math.Round(j.spec.Duration*1e6)) * time.Microsecond), kind: kFinish, job: j, run: j.run})
+}
+
+// check verifies the invariants on what the step changed (or everything).
+func (r *runner) check(touched map[*job]bool) {
+	if r.opts.FullChecks {
+		for _, j := range r.jobs {
+			if j.running {
+				touched[j] = true
+			}
+		}
+		for _, n := range r.nodes {
+			if n.used > n.spec.GPUs || (!n.healthy && len(n.jobs) > 0) {
+				r.rep.Summary.GangViolations++
+			}
+		}
+	}
+	teams := map[scheduler.TeamName]bool{}
+	for j := range touched {
+		if !j.running {
+			continue
+		}
+		teams[scheduler.TeamName(j.spec.Team)] = true
+		var pods int64
+		flavor := r.flavorOf(j)
+		for _, p := range j.pods {
+			pods += p.Pods
+			n := r.nodes[p.Node]
+			if n == nil || !n.healthy || n.used > n.spec.GPUs || n.spec.Flavor != flavor || (j.flavors != nil && !j.flavors[string(n.spec.Flavor)]) {
+				r.rep.Summary.GangViolations++
+			}
+		}
+		if pods != j.spec.Pods {
+			r.rep.Summary.GangViolations++
+		}
+		if lvl := j.spec.Require; lvl != "" {
+			if _, ok := r.commonDomains(j)[lvl]; !ok {
+				r.rep.Summary.TopologyViolations++
+			}
+		}
+	}
+	if len(r.quota) == 0 {
+		return
+	}
+	roots := map[string]bool{}
+	for t := range teams {
+		if r.overQuota(t) {
+			r.rep.Summary.QuotaViolations++
+		}
+		if c := r.cohortOf[t]; c != "" {
+			roots[c] = true
+		}
+	}
+	for c := range roots {
+		if r.cohortOver(c) {
+			r.rep.Summary.QuotaViolations++
+		}
+	}
+}
+
+func (r *runner) overQuota(t scheduler.TeamName) bool {
+	q, ok := r.quota[t]
+	if !ok {
+		return true
+	}
+	for f, used := range r.usage[t] {
+		if used == 0 {
+			continue
+		}
+		fq, ok := q.Quota[f]
+		if !ok {
+			return true
+		}
+		limit := fq.Nominal
+		if q.Cohort != "" {
+			if fq.BorrowingLimit == nil {
+				continue
+			}
+			limit += *fq.BorrowingLimit
+		}
+		if used > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// cohortOver says whether the teams of a root cohort use more of a flavor than
+// their nominal quotas add up to.
+func (r *runner) cohortOver(root string) bool {
+	used, nominal := map[scheduler.Flavor]int64{}, map[scheduler.Flavor]int64{}
+	for t, q := range r.quota {
+		if r.cohortOf[t] != root {
+			continue
+		}
+		for f, fq := range q.Quota {
+			nominal[f] += fq.Nominal
+		}
+		for f, u := range r.usage[t] {
+			used[f] += u
+		}
+	}
+	for f, u := range used {
+		if u > nominal[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// commonDomains returns the domains, per level, that all of j's nodes share.
+func (r *runner) commonDomains(j *job) map[string]string {
+	out := map[string]string{}
+	for i, p := range j.pods {
+		n := r.nodes[p.Node]
+		if n == nil {
+			return map[string]string{}
+		}
+		if i == 0 {
+			for _, d := range n.spec.Domains {
+				out[d.Level] = d.Name
+			}
+			continue
+		}
+		mine := map[string]string{}
+		for _, d := range n.spec.Domains {
+			mine[d.Level] = d.Name
+		}
+		for l, name := range out {
+			if mine[l] != name {
+				delete(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// report fills r.rep from the jobs.
+func (r *runner) report(order []*job) {
+	s := &r.rep.Summary
+	s.Jobs = len(order)
+	var waits []float64
+	teamWaits := map[string][]float64{}
+	teamStats := map[string]*TeamReport{}
+	var first, last float64 = math.Inf(1), 0
+	var totalSec float64
+	for _, j := range order {
+		// Jobs still running at the end cannot be: the loop runs until no events.
+		if j.running {
+			r.stop(j)
+		}
+		jr := JobReport{ID: j.spec.ID, Team: j.spec.Team, Tier: j.spec.Tier, GPUs: j.spec.GPUs(), Submit: j.spec.Submit,
+			Preempted: j.preempted, Nodes: []string{}, Domain: map[string]string{}}
+		first = math.Min(first, j.spec.Submit)
+		ts := teamStats[j.spec.Team]
+		if ts == nil {
+			ts = &TeamReport{Team: j.spec.Team}
+			teamStats[j.spec.Team] = ts
+		}
+		ts.Preempted += j.preempted
+		ts.GPUSeconds += j.gpuSec
+		totalSec += j.gpuSec
+		if j.started {
+			st := secs(j.firstRun)
+			jr.Start = &st
+			w := st - j.spec.Submit
+			jr.WaitS = &w
+			waits = append(waits, w)
+			teamWaits[j.spec.Team] = append(teamWaits[j.spec.Team], w)
+			seen := map[scheduler.NodeName]bool{}
+			for _, p := range j.pods {
+				if !seen[p.Node] {
+					seen[p.Node] = true
+					jr.Nodes = append(jr.Nodes, string(p.Node))
+				}
+			}
+			jr.Domain = r.commonDomains(j)
+		}
+		if j.done && j.rejected == "" {
+			e := secs(j.end)
+			jr.End = &e
+			s.Completed++
+			last = math.Max(last, e)
+		} else {
+			s.Unschedulable++
+			switch {
+			case j.rejected != "":
+				jr.Reason = j.rejected
+			default:
+				if pr, ok := r.p.Reason(scheduler.WorkloadID(j.spec.ID)); ok {
+					jr.Reason = pr.String()
+					jr.ReasonCode = string(pr.Code)
+				}
+			}
+		}
+		r.rep.Jobs = append(r.rep.Jobs, jr)
+	}
+	if r.availSec > 0 {
+		s.GPUUtilization = round(r.busySec/r.availSec, 4)
+	}
+	s.WaitP50S = percentile(waits, 0.50)
+	s.WaitP95S = percentile(waits, 0.95)
+	if s.Completed > 0 {
+		s.MakespanS = round(last-first, 3)
+	}
+	var nominalTotal int64
+	nominal := map[string]int64{}
+	for t, q := range r.quota {
+		for _, fq := range q.Quota {
+			nominal[string(t)] += fq.Nominal
+			nominalTotal += fq.Nominal
+		}
+		if teamStats[string(t)] == nil {
+			teamStats[string(t)] = &TeamReport{Team: string(t)}
+		}
+	}
+	names := make([]string, 0, len(teamStats))
+	for n := range teamStats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ts := teamStats[n]
+		if totalSec > 0 {
+			ts.Share = round(ts.GPUSeconds/totalSec, 4)
+		}
+		if nominalTotal > 0 {
+			ts.NominalShare = round(float64(nominal[n])/float64(nominalTotal), 4)
+		}
+		ts.GPUSeconds = round(ts.GPUSeconds, 3)
+		ts.WaitP95S = percentile(teamWaits[n], 0.95)
+		r.rep.Teams = append(r.rep.Teams, *ts)
+	}
+}
+
+// percentile is the nearest-rank percentile of xs (0 for none).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	i := int(math.Ceil(p*float64(len(xs)))) - 1
+	return round(xs[max(0, min(i, len(xs)-1))], 3)
+}
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}
