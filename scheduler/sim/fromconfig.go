@@ -3,9 +3,9 @@ package sim
 import (
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
-	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
 )
 
 // QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into

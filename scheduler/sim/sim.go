@@ -64,7 +64,9 @@ type Options struct {
 // Epoch is the virtual time of second 0.
 var Epoch = time.Unix(0, 0).UTC()
 
-func vt(sec float64) time.Time { return Epoch.Add(time.Duration(math.Round(sec * 1e6)) * time.Microsecond) }
+func vt(sec float64) time.Time {
+	return Epoch.Add(time.Duration(math.Round(sec*1e6)) * time.Microsecond)
+}
 
 func secs(t time.Time) float64 { return t.Sub(Epoch).Seconds() }
 
