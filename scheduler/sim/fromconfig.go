@@ -83,6 +83,30 @@ func AssignToConfig(jobs []workload.Job, q scheduler.Config) {
 		def = tiers[len(tiers)-1]
 	}
 	workload.Assign(jobs, teams, tiers, def)
+	// A team restricted to some tiers gets, for a tier it may not use, its own
+	// default: the lowest of its tiers that is not borrowOnly.
+	allowed := map[string]map[string]bool{}
+	teamDef := map[string]string{}
+	for _, t := range q.Teams {
+		if len(t.Tiers) == 0 {
+			continue
+		}
+		set := map[string]bool{}
+		for _, n := range t.Tiers {
+			set[string(n)] = true
+		}
+		allowed[string(t.Name)] = set
+		for _, tier := range q.Tiers {
+			if set[string(tier.Name)] && (!tier.BorrowOnly || teamDef[string(t.Name)] == "") {
+				teamDef[string(t.Name)] = string(tier.Name)
+			}
+		}
+	}
+	for i := range jobs {
+		if set := allowed[jobs[i].Team]; set != nil && !set[jobs[i].Tier] {
+			jobs[i].Tier = teamDef[jobs[i].Team]
+		}
+	}
 }
 
 // Core adapts the scheduler core to the simulator's Policy.

@@ -1,0 +1,192 @@
+package workload
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReadFormats(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in         string
+		wantFormat Format
+		want       []Job
+	}{
+		"project CSV, unknown columns ignored, flavors split": {
+			in: "id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer,note\n" +
+				"j1,0,600,nlp,production,2,8,,rack,,x\n" +
+				"j2,30.5,300,speech,research,1,4,a100|h100,,host,\n",
+			wantFormat: FormatAllot,
+			want: []Job{
+				{ID: "j1", Submit: 0, Duration: 600, Team: "nlp", Tier: "production", Pods: 2, GPUsPerPod: 8, Require: "rack"},
+				{ID: "j2", Submit: 30.5, Duration: 300, Team: "speech", Tier: "research", Pods: 1, GPUsPerPod: 4, Flavors: []string{"a100", "h100"}, Prefer: "host"},
+			},
+		},
+		"normalized: multi-node jobs become gangs of whole nodes, CPU jobs dropped, users become teams": {
+			in: "job_id,submit_time,duration,num_gpus,gpu_milli,num_nodes,gpus_per_node,user,team,priority,status\n" +
+				"a,0,84.0,1,1000,1,1,u1,,,Pass\n" +
+				"b,10,60,16,1000,2,8,u2,,,Pass\n" +
+				"c,20,5,0,,1,,u3,,,Pass\n" +
+				"d,30,7,1,460,1,1,,,LS,Running\n",
+			wantFormat: FormatNormalized,
+			want: []Job{
+				{ID: "a", Duration: 84, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 1},
+				{ID: "b", Submit: 10, Duration: 60, Team: "u2", User: "u2", Pods: 2, GPUsPerPod: 8},
+				{ID: "d", Submit: 30, Duration: 7, Tier: "LS", Pods: 1, GPUsPerPod: 1},
+			},
+		},
+		"helios raw: submit times are the running sum of intervals": {
+			in: "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status\n" +
+				"0,1,1,1,1,0,84,0,Pass\n1,2,16,1,2,94,87,0,Pass\n2,3,0,4,1,6,10,0,Pass\n3,1,8,1,1,151,83,0,Pass\n",
+			wantFormat: FormatHelios,
+			want: []Job{
+				{ID: "helios-0", Duration: 84, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 1},
+				{ID: "helios-1", Submit: 94, Duration: 87, Team: "u2", User: "u2", Pods: 2, GPUsPerPod: 8},
+				{ID: "helios-3", Submit: 251, Duration: 83, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 8},
+			},
+		},
+		"openb raw pods: duration from scheduling to deletion, GPU models as flavors": {
+			in: "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n" +
+				"p0,12000,16384,1,1000,,LS,Running,0,100,10\n" +
+				"p1,6000,12288,0,0,,BE,Running,5,50,5\n" +
+				"p2,6000,12288,2,1000,V100M16|V100M32,BE,Running,7,70,8\n",
+			wantFormat: FormatOpenB,
+			want: []Job{
+				{ID: "p0", Duration: 90, Team: "openb", Tier: "LS", Pods: 1, GPUsPerPod: 1},
+				{ID: "p2", Submit: 7, Duration: 62, Team: "openb", Tier: "BE", Pods: 1, GPUsPerPod: 2, Flavors: []string{"V100M16", "V100M32"}},
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, format, err := Read(strings.NewReader(tc.in), "w.csv")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if format != tc.wantFormat {
+				t.Errorf("format = %s, want %s", format, tc.wantFormat)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReadErrorsNameFileAndLine(t *testing.T) {
+	const header = "id,submit,duration,team,tier,pods,gpus_per_pod\n"
+	for name, tc := range map[string]struct {
+		in       string
+		wantLine int
+		wantText string
+	}{
+		"negative submit":    {in: header + "j1,0,1,a,b,1,1\nj2,-5,1,a,b,1,1\n", wantLine: 3, wantText: "column submit"},
+		"zero gpus":          {in: header + "j1,0,1,a,b,1,0\n", wantLine: 2, wantText: "gpus_per_pod"},
+		"duplicate id":       {in: header + "j1,0,1,a,b,1,1\nj1,0,1,a,b,1,1\n", wantLine: 3, wantText: "already defined at line 2"},
+		"not a number":       {in: header + "j1,zero,1,a,b,1,1\n", wantLine: 2, wantText: `"zero"`},
+		"empty team":         {in: header + "j1,0,1,,b,1,1\n", wantLine: 2, wantText: "team is empty"},
+		"unknown header":     {in: "a,b,c\n1,2,3\n", wantLine: 1, wantText: "unknown header"},
+		"bad quoting":        {in: header + "j1,\"0,1,a,b,1,1\n", wantLine: 2, wantText: "quote"},
+		"empty file":         {in: "", wantLine: 1, wantText: "empty file"},
+		"fractional pods":    {in: header + "j1,0,1,a,b,1.5,1\n", wantLine: 2, wantText: "whole number"},
+		"infinite duration":  {in: header + "j1,0,Inf,a,b,1,1\n", wantLine: 2, wantText: "column duration"},
+		"error on later row": {in: header + "j1,0,1,a,b,1,1\n\nj2,0,1,a,b,x,1\n", wantLine: 4, wantText: "column pods"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Read(strings.NewReader(tc.in), "jobs.csv")
+			var we *Error
+			if !errors.As(err, &we) {
+				t.Fatalf("err = %v, want a *workload.Error", err)
+			}
+			if we.File != "jobs.csv" || we.Line != tc.wantLine || !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("err = %q (line %d), want jobs.csv line %d containing %q", err, we.Line, tc.wantLine, tc.wantText)
+			}
+			if !strings.HasPrefix(err.Error(), "jobs.csv:") {
+				t.Errorf("err = %q, want it to start with file:line", err)
+			}
+		})
+	}
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	jobs := []Job{
+		{ID: "a", Submit: 1.5, Duration: 10, Team: "t", Tier: "x", Pods: 2, GPUsPerPod: 8, Flavors: []string{"f1", "f2"}, Require: "rack"},
+		{ID: "b,c", Submit: 3, Duration: 0.25, Team: "u", Tier: "y", Pods: 1, GPUsPerPod: 1, Prefer: "host"},
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Read(&buf, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(jobs, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestAssignKeepsUsersTogether(t *testing.T) {
+	jobs := []Job{{Team: "u1"}, {Team: "u2"}, {Team: "u1"}, {Team: "nlp", Tier: "research"}, {Team: "u3", Tier: "BE"}, {Team: "u4", Tier: "LS"}}
+	Assign(jobs, []string{"nlp", "speech"}, []string{"production", "research", "opportunist"}, "research")
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.Team+"/"+j.Tier)
+	}
+	want := []string{"nlp/research", "speech/research", "nlp/research", "nlp/research", "nlp/opportunist", "speech/production"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestReadTheSharedTraces(t *testing.T) {
+	for file, want := range map[string]struct {
+		format Format
+		jobs   int
+		gangs  int
+	}{
+		// 10,796 GPU jobs; 1,247 span several nodes (README of the traces).
+		"../../../shared/traces/helios/helios_15k_users.csv":            {FormatNormalized, 10796, 1247},
+		"../../../shared/traces/helios/helios_jobs_15k_dirlab.csv":      {FormatHelios, 10796, 1247},
+		"../../../shared/traces/openb/alibaba_openb_v2023_gpu_pods.csv": {FormatNormalized, 7064, 0},
+	} {
+		t.Run(file, func(t *testing.T) {
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			jobs, format, err := Read(f, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gangs := 0
+			for _, j := range jobs {
+				if j.Pods > 1 {
+					gangs++
+				}
+			}
+			if format != want.format || len(jobs) != want.jobs || gangs != want.gangs {
+				t.Errorf("format %s, %d jobs, %d gangs; want %s, %d, %d", format, len(jobs), gangs, want.format, want.jobs, want.gangs)
+			}
+		})
+	}
+}
+
+func TestReadNodes(t *testing.T) {
+	in := "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,64000,262144,0,\nn2,96000,393216,8,G2\n"
+	got, err := ReadNodes(strings.NewReader(in), "nodes.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Node{{Name: "n0", Flavor: "P100", GPUs: 2}, {Name: "n2", Flavor: "G2", GPUs: 8}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := ReadNodes(strings.NewReader("sn,gpu,model\nn0,2,P100\nn0,2,P100\n"), "nodes.csv"); err == nil || !strings.Contains(err.Error(), "nodes.csv:3:") {
+		t.Errorf("duplicate node: err = %v, want nodes.csv:3:", err)
+	}
+}
