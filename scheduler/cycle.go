@@ -18,6 +18,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
 	s.dirty = false
 	clear(s.fails)
+	clear(s.admittedNow)
 	s.epoch = 0
 	for _, f := range s.flavorList {
 		f.start = f.start[:0]
@@ -68,6 +69,9 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	}
 	for _, f := range s.flavorList {
 		f.start = f.start[:0]
+	}
+	if len(s.admittedNow) > 0 || len(res.Admitted) > 0 {
+		res.Admitted = slices.DeleteFunc(res.Admitted, func(a Admission) bool { return a.Workload == "" })
 	}
 	if full || s.wake.IsZero() || (!res.Wake.IsZero() && res.Wake.Before(s.wake)) {
 		s.wake = res.Wake
@@ -152,6 +156,7 @@ func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Doma
 	for _, p := range pl {
 		a.Pods = append(a.Pods, PodPlacement{Node: p.node.spec.Name, Pods: p.pods, GPUs: p.pods * w.spec.GPUsPerPod})
 	}
+	s.admittedNow[w] = len(res.Admitted)
 	res.Admitted = append(res.Admitted, a)
 }
 

@@ -61,6 +61,13 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	victims := make([]WorkloadID, 0, len(keep))
 	for _, c := range keep {
 		s.requeue(c.w)
+		if i, ok := s.admittedNow[c.w]; ok {
+			// Admitted earlier in this cycle: it never started, so it is simply
+			// not admitted after all.
+			res.Admitted[i].Workload = ""
+			delete(s.admittedNow, c.w)
+			continue
+		}
 		victims = append(victims, c.w.spec.ID)
 		res.Preempted = append(res.Preempted, Preemption{Victim: c.w.spec.ID, By: w.spec.ID, Reason: c.reason})
 	}

@@ -34,6 +34,8 @@ type Scheduler struct {
 	// epoch changes when a preemption changes what fits in the middle of a cycle.
 	epoch int
 	fails map[shapeKey]failure
+	// admittedNow indexes the admissions of the running cycle in its Results.
+	admittedNow map[*workload]int
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -56,15 +58,16 @@ type failure struct {
 // New returns a scheduler for the quota tree and tiers of cfg.
 func New(cfg Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
-		opts:       opts,
-		flavors:    map[Flavor]*flavorState{},
-		nodeByName: map[NodeName]*node{},
-		teams:      map[TeamName]*team{},
-		tiers:      map[TierName]*tier{},
-		cohorts:    map[CohortName]*qnode{},
-		workloads:  map[WorkloadID]*workload{},
-		unstarted:  map[*workload]struct{}{},
-		fails:      map[shapeKey]failure{},
+		opts:        opts,
+		flavors:     map[Flavor]*flavorState{},
+		nodeByName:  map[NodeName]*node{},
+		teams:       map[TeamName]*team{},
+		tiers:       map[TierName]*tier{},
+		cohorts:     map[CohortName]*qnode{},
+		workloads:   map[WorkloadID]*workload{},
+		unstarted:   map[*workload]struct{}{},
+		fails:       map[shapeKey]failure{},
+		admittedNow: map[*workload]int{},
 	}
 	for _, t := range cfg.Tiers {
 		if _, dup := s.tiers[t.Name]; dup {

@@ -623,6 +623,7 @@ func (r *runner) report(order []*job) {
 					jr.Nodes = append(jr.Nodes, string(p.Node))
 				}
 			}
+			slices.Sort(jr.Nodes)
 			jr.Domain = r.commonDomains(j)
 		}
 		if j.done && j.rejected == "" {

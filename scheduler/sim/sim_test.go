@@ -1,0 +1,191 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
+)
+
+const shared = "../../../shared"
+
+func loadRepo(t *testing.T, dir string) *schema.Config {
+	t.Helper()
+	cfg, findings := schema.Load(os.DirFS(dir))
+	if cfg == nil || findings.HasErrors() {
+		t.Fatalf("loading %s: %v", dir, findings)
+	}
+	return cfg
+}
+
+func readJobs(t *testing.T, file string, limit int) []workload.Job {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	jobs, _, err := workload.Read(f, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs
+}
+
+func runCore(t *testing.T, in Input, opts scheduler.Options) *Report {
+	t.Helper()
+	core, err := NewCore(in.Quota, in.Nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(core, in, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func noViolations(t *testing.T, rep *Report) {
+	t.Helper()
+	if s := rep.Summary; s.GangViolations+s.QuotaViolations+s.TopologyViolations != 0 {
+		t.Errorf("violations: gang %d, quota %d, topology %d", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	}
+}
+
+func TestContractRepository(t *testing.T) {
+	cfg := loadRepo(t, shared+"/contract/repo")
+	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg), Jobs: readJobs(t, shared+"/contract/repo/workload.csv", 0)}
+	rep := runCore(t, in, scheduler.DefaultOptions())
+	noViolations(t, rep)
+	got := map[string]JobReport{}
+	for _, j := range rep.Jobs {
+		got[j.ID] = j
+	}
+	// j1 requires a rack: both pods in one rack of 2 hosts.
+	if j1 := got["j1"]; j1.Domain["rack"] == "" || len(j1.Nodes) != 2 || !strings.HasPrefix(j1.Nodes[0], "a100-") {
+		t.Errorf("j1 = %+v, want two a100-<i> nodes in one rack", j1)
+	}
+	if rep.Summary.Completed != 3 || rep.Summary.Unschedulable != 0 {
+		t.Errorf("summary = %+v, want 3 completed", rep.Summary)
+	}
+}
+
+func TestNodeFailureRequeuesTheGangWhole(t *testing.T) {
+	nodes := []scheduler.Node{{Name: "n-0", Flavor: "a", GPUs: 8}, {Name: "n-1", Flavor: "a", GPUs: 8}, {Name: "n-2", Flavor: "a", GPUs: 8}}
+	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 24}}}}}
+	in := Input{Nodes: nodes, Quota: q,
+		Jobs:   []workload.Job{{ID: "g", Submit: 0, Duration: 100, Team: "t", Tier: "p", Pods: 2, GPUsPerPod: 8}},
+		Events: []Event{{Time: 50, Node: "n-0", Kind: Fail}, {Time: 60, Node: "n-1", Kind: Fail}, {Time: 500, Node: "n-0", Kind: Recover}},
+	}
+	rep := runCore(t, in, scheduler.DefaultOptions())
+	noViolations(t, rep)
+	j := rep.Jobs[0]
+	// Runs on n-0,n-1 from 0; n-0 fails at 50: requeued whole and restarted on
+	// n-1,n-2; n-1 fails at 60: only n-2 is left until n-0 recovers at 500.
+	want := JobReport{ID: "g", Team: "t", Tier: "p", GPUs: 16, Submit: 0, Start: ptr(0), End: ptr(600), WaitS: ptr(0), Preempted: 2,
+		Nodes: []string{"n-0", "n-2"}, Domain: map[string]string{}}
+	if diff := cmp.Diff(want, j); diff != "" {
+		t.Errorf("job (-want +got):\n%s", diff)
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// sloppy is a policy that breaks every rule the invariants check.
+type sloppy struct{ submitted []scheduler.Workload }
+
+func (p *sloppy) Submit(w scheduler.Workload) error  { p.submitted = append(p.submitted, w); return nil }
+func (p *sloppy) Started(scheduler.WorkloadID) error { return nil }
+func (p *sloppy) Finish(scheduler.WorkloadID) error  { return nil }
+func (p *sloppy) Reason(scheduler.WorkloadID) (scheduler.PendingReason, bool) {
+	return scheduler.PendingReason{}, false
+}
+func (p *sloppy) SetNodeHealth(scheduler.NodeName, bool) ([]scheduler.WorkloadID, error) {
+	return nil, nil
+}
+
+// Cycle puts every pod of every gang on node n-0, one pod short.
+func (p *sloppy) Cycle(time.Time) scheduler.Results {
+	var res scheduler.Results
+	for _, w := range p.submitted {
+		res.Admitted = append(res.Admitted, scheduler.Admission{Workload: w.ID, Pods: []scheduler.PodPlacement{{Node: "n-0", Pods: w.Pods - 1}}})
+	}
+	p.submitted = nil
+	return res
+}
+
+func TestInvariantsCatchABrokenPolicy(t *testing.T) {
+	nodes := []scheduler.Node{
+		{Name: "n-0", Flavor: "a", GPUs: 8, Domains: []scheduler.Domain{{Level: "rack", Name: "r0"}}},
+		{Name: "n-1", Flavor: "a", GPUs: 8, Domains: []scheduler.Domain{{Level: "rack", Name: "r1"}}},
+	}
+	q := scheduler.Config{Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 8}}}}}
+	in := Input{Nodes: nodes, Quota: q, Jobs: []workload.Job{
+		{ID: "g", Duration: 10, Team: "t", Tier: "p", Pods: 3, GPUsPerPod: 8, Require: "host"},
+	}}
+	rep, err := Run(&sloppy{}, in, Options{FullChecks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Summary
+	if s.GangViolations == 0 || s.QuotaViolations == 0 || s.TopologyViolations == 0 {
+		t.Errorf("violations: gang %d, quota %d, topology %d; want all > 0", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	}
+}
+
+func TestReadEvents(t *testing.T) {
+	got, err := ReadEvents(strings.NewReader("time,node,event\n10,a-0,fail\n20.5,a-0,recover\n"), "ev.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Event{{Time: 10, Node: "a-0", Kind: Fail}, {Time: 20.5, Node: "a-0", Kind: Recover}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for in, line := range map[string]string{
+		"time,node,event\n10,a-0,explode\n": "ev.csv:2:",
+		"time,node,event\n-1,a-0,fail\n":    "ev.csv:2:",
+		"t,n\n":                             "ev.csv:1:",
+	} {
+		if _, err := ReadEvents(strings.NewReader(in), "ev.csv"); err == nil || !strings.HasPrefix(err.Error(), line) {
+			t.Errorf("%q: err = %v, want %s", in, err, line)
+		}
+	}
+}
+
+func TestFleetFromSchemaNamesNodesByPoolAndIndex(t *testing.T) {
+	cfg := loadRepo(t, shared+"/contract/repo")
+	nodes := FleetFromSchema(cfg)
+	if len(nodes) == 0 {
+		t.Fatal("no nodes")
+	}
+	for i, n := range nodes {
+		if want := scheduler.NodeName(fmt.Sprintf("a100-%d", i)); n.Name != want {
+			t.Errorf("node %d = %s, want %s", i, n.Name, want)
+		}
+	}
+}
+
+func readNodes(t *testing.T, file string) []workload.Node {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	nodes, err := workload.ReadNodes(f, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
