@@ -1,0 +1,118 @@
+package scheduler
+
+import "fmt"
+
+// checkInvariants recomputes, from the admitted workloads alone, what the
+// scheduler's rules promise, and says what is broken: no node over committed or
+// running work while unhealthy, no partial or mixed-flavor gang, required
+// topology kept, no team above nominal + borrowing limit, no team's guaranteed
+// quota (nominal - lending limit) used by others. Tests call it after every cycle.
+func (s *Scheduler) checkInvariants() error {
+	used := map[*node]GPUs{}
+	usage := map[*team]map[Flavor]GPUs{}
+	for _, w := range s.workloads {
+		if w.state != stateAdmitted {
+			continue
+		}
+		var pods int64
+		doms := map[string]string{}
+		for i, p := range w.placements {
+			pods += p.pods
+			used[p.node] += p.pods * w.spec.GPUsPerPod
+			if p.node.flavor != w.flavor {
+				return fmt.Errorf("gang %s spans flavors", w.spec.ID)
+			}
+			if len(w.spec.Flavors) > 0 && !contains(w.spec.Flavors, w.flavor.name) {
+				return fmt.Errorf("gang %s on flavor %s it does not accept", w.spec.ID, w.flavor.name)
+			}
+			for _, d := range p.node.spec.Domains {
+				if i == 0 {
+					doms[d.Level] = d.Name
+				} else if doms[d.Level] != d.Name {
+					doms[d.Level] = ""
+				}
+			}
+		}
+		if pods != w.spec.Pods {
+			return fmt.Errorf("gang %s has %d of %d pods placed", w.spec.ID, pods, w.spec.Pods)
+		}
+		if l := w.spec.Require; l != "" && doms[l] == "" {
+			return fmt.Errorf("gang %s requires one %s but spans several", w.spec.ID, l)
+		}
+		if usage[w.team] == nil {
+			usage[w.team] = map[Flavor]GPUs{}
+		}
+		usage[w.team][w.flavor.name] += w.GPUs()
+	}
+	for _, n := range s.nodes {
+		if used[n] != n.used {
+			return fmt.Errorf("node %s: accounted %d GPUs used, workloads hold %d", n.spec.Name, n.used, used[n])
+		}
+		if used[n] > n.spec.GPUs {
+			return fmt.Errorf("node %s over committed: %d of %d GPUs", n.spec.Name, used[n], n.spec.GPUs)
+		}
+		if n.spec.Unhealthy && used[n] > 0 {
+			return fmt.Errorf("unhealthy node %s runs work", n.spec.Name)
+		}
+		if n.listed && n.free() != 0 && (int(n.free()) >= len(n.groups[0].buckets) || s.nodes[n.groups[0].buckets[n.free()][n.slots[0]]] != n) {
+			return fmt.Errorf("node %s misplaced in the index", n.spec.Name)
+		}
+	}
+	for _, t := range s.teamList {
+		for f, q := range t.spec.Quota {
+			u := usage[t][f]
+			limit := q.Nominal
+			if t.spec.Cohort != "" {
+				if q.BorrowingLimit == nil {
+					limit = -1
+				} else {
+					limit += *q.BorrowingLimit
+				}
+			}
+			if limit >= 0 && u > limit {
+				return fmt.Errorf("team %s uses %d of %s, limit %d", t.spec.Name, u, f, limit)
+			}
+		}
+		for f := range t.spec.Quota {
+			if _, ok := t.spec.Quota[f]; !ok {
+				return fmt.Errorf("team %s uses %s without quota", t.spec.Name, f)
+			}
+		}
+		for f, u := range usage[t] {
+			if _, ok := t.spec.Quota[f]; !ok && u > 0 {
+				return fmt.Errorf("team %s uses %d of %s without a quota for it", t.spec.Name, u, f)
+			}
+		}
+	}
+	// Lenders: in each tree, the others may use at most the tree's nominal minus
+	// what a team does not lend.
+	for _, t := range s.teamList {
+		root := t.q.root()
+		for f, q := range t.spec.Quota {
+			var total, others GPUs
+			for _, o := range root.teams {
+				total += o.spec.Quota[f].Nominal
+				if o != t {
+					others += usage[o][f]
+				}
+			}
+			keep := GPUs(0)
+			if q.LendingLimit != nil {
+				keep = max(0, q.Nominal-*q.LendingLimit)
+			}
+			if others > total-keep {
+				return fmt.Errorf("team %s lends at most %v of %s, but others use %d of the tree's %d", t.spec.Name, q.LendingLimit, f, others, total)
+			}
+		}
+	}
+	return nil
+}
+
+func contains(fs []Flavor, f Flavor) bool {
+	for _, x := range fs {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
