@@ -3,8 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
-	"time"
 	"testing"
+	"time"
 )
 
 // randomWorld builds a random fleet (two flavors, racks of 2-4 hosts, nodes of 4

@@ -25,7 +25,7 @@ func loadRepo(t *testing.T, dir string) *schema.Config {
 	return cfg
 }
 
-func readJobs(t *testing.T, file string, limit int) []workload.Job {
+func readJobs(t testing.TB, file string, limit int) []workload.Job {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
