@@ -8,7 +8,7 @@ BIN       := bin
 ALLOT     := $(BIN)/allot
 PKGS      := ./...
 SHARED    ?= ../shared
-CONTROLLER_GEN_VERSION ?= v0.19.0
+CONTROLLER_GEN_VERSION ?= v0.21.0
 
 .PHONY: help
 help: ## Show this help.

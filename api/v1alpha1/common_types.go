@@ -1,0 +1,67 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Labels and annotations allot sets on the objects it renders.
+const (
+	// LabelManagedBy marks every object allot renders and owns; server-side apply
+	// and pruning select on it.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByAllot is the value of LabelManagedBy.
+	ManagedByAllot = "allot"
+	// LabelTeam names the team a Namespace (or a Team) belongs to.
+	LabelTeam = "allot.dev/team"
+	// LabelCostCenter names the team's cost centre when it is a valid label value.
+	LabelCostCenter = "allot.dev/cost-center"
+	// LabelCohort names the cohort of a Team.
+	LabelCohort = "allot.dev/cohort"
+	// LabelTier names the tier a PriorityClass (or a Tier) stands for.
+	LabelTier = "allot.dev/tier"
+	// AnnotationCostCenter carries the cost centre verbatim, whatever its characters.
+	AnnotationCostCenter = "allot.dev/cost-center"
+	// AnnotationOwners carries the team's owners, comma-separated.
+	AnnotationOwners = "allot.dev/owners"
+)
+
+// Condition types the allot controllers set. Ready summarizes the others;
+// Reconciling and Stalled are present only when True (kstatus). The domain
+// conditions are positive polarity: True is the good state.
+const (
+	ReadyCondition       = "Ready"
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
+	// QuotaAppliedCondition: the Team's quota is in force in the scheduler.
+	QuotaAppliedCondition = "QuotaApplied"
+	// CapacityReadyCondition: the Pool has its target number of Ready nodes.
+	CapacityReadyCondition = "CapacityReady"
+	// PlanAppliedCondition: the Pool's Terraform plan for its target is applied.
+	PlanAppliedCondition = "PlanApplied"
+	// GPUHealthyCondition: every GPU of the Pool's nodes reports healthy.
+	GPUHealthyCondition = "GPUHealthy"
+)
+
+// CommonStatus is the part of every allot status the Flux runtime helpers read.
+type CommonStatus struct {
+	// ObservedGeneration is the last generation the controller reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions hold the latest observations of the object's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// LastHandledReconcileAt is the last value of the
+	// reconcile.fluxcd.io/requestedAt annotation the controller handled.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// Decimal is an exact decimal number written as a string, e.g. "55.04" or
+// "0.1": prices and fractions are never floats.
+// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+// +kubebuilder:validation:MaxLength=40
+type Decimal string
