@@ -88,7 +88,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(w.since) >= s.opts.ReserveAfter
 	holder := w.reserved != nil
 	if !holder {
-		if f, ok := s.fails[w.shape]; ok && f.epoch == s.epoch && !(eligible && s.reservable(w)) {
+		if f, ok := s.fails[w.shape]; ok && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w)) {
 			w.reason = f.reason
 			return
 		}
@@ -100,7 +100,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	if eligible && s.reserve(w) {
 		return
 	}
-	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason}
+	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason, reserveTried: eligible}
 }
 
 func (s *Scheduler) reservable(w *workload) bool {

@@ -72,8 +72,14 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 		if li == nil {
 			continue
 		}
+		if li.maxCap < gpp*pods {
+			continue // no domain of the level is ever large enough
+		}
 		for k := len(li.byFree) - 1; k >= 0; k-- {
 			for _, g := range li.byFree[k] {
+				if g.capacity < gpp*pods {
+					continue
+				}
 				if nodes := s.mostFree(g, gpp, pods); nodes != nil {
 					return nodes
 				}

@@ -53,6 +53,8 @@ type shapeKey struct {
 type failure struct {
 	epoch  int
 	reason PendingReason
+	// reserveTried: a reservation was sought for this shape and none found.
+	reserveTried bool
 }
 
 // New returns a scheduler for the quota tree and tiers of cfg.

@@ -24,8 +24,11 @@ func synthetic(n, nodes int) []workload.Job {
 			Team: fmt.Sprintf("team-%d", rng.IntN(50)), Tier: []string{"production", "research"}[rng.IntN(2)]}
 		if rng.IntN(5) == 0 {
 			j.Pods, j.GPUsPerPod = int64(2+rng.IntN(15)), 8
-			if rng.IntN(2) == 0 {
+			switch {
+			case j.Pods <= 4 && rng.IntN(2) == 0:
 				j.Require = "rack"
+			case rng.IntN(2) == 0:
+				j.Prefer = "block"
 			}
 		} else {
 			j.Pods, j.GPUsPerPod = 1, int64(1+rng.IntN(8))
