@@ -92,4 +92,3 @@ func split(s string) []string {
 	}
 	return out
 }
-

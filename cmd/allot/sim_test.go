@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/allot-dev/allot/scheduler/sim"
+)
+
+const contractRepo = "../../../shared/contract/repo"
+
+func TestSimJSONWithFlagsAfterTheDirectory(t *testing.T) {
+	code, stdout, stderr := allot(t, nil, "sim", contractRepo, "-o", "json", "--workload", filepath.Join(contractRepo, "workload.csv"))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not only JSON: %v\n%s", err, stdout)
+	}
+	if rep.Summary.Jobs != 3 || rep.Summary.Completed != 3 || len(rep.Jobs) != 3 || len(rep.Teams) != 2 {
+		t.Errorf("summary %+v, %d jobs, %d teams; want 3 jobs completed, 2 teams", rep.Summary, len(rep.Jobs), len(rep.Teams))
+	}
+	for _, j := range rep.Jobs {
+		for _, n := range j.Nodes {
+			if !strings.HasPrefix(n, "a100-") {
+				t.Errorf("job %s on node %s, want a100-<index>", j.ID, n)
+			}
+		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr = %q, want nothing when it is not a terminal", stderr)
+	}
+}
+
+func TestSimReportsWhyAJobNeverRan(t *testing.T) {
+	dir := t.TempDir()
+	w := filepath.Join(dir, "w.csv")
+	// nlp may use 16 + 16 GPUs; a 40-GPU job never runs.
+	if err := os.WriteFile(w, []byte("id,submit,duration,team,tier,pods,gpus_per_pod\nbig,0,60,nlp,production,5,8\nok,0,60,nlp,production,1,8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := allot(t, nil, "sim", "--workload", w, contractRepo, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range rep.Jobs {
+		switch j.ID {
+		case "big":
+			if j.Start != nil || j.ReasonCode != "OverQuota" || !strings.Contains(j.Reason, "limit 32") {
+				t.Errorf("big: start %v, reason %s %q; want never started, OverQuota with limit 32", j.Start, j.ReasonCode, j.Reason)
+			}
+		case "ok":
+			if j.End == nil || j.Reason != "" {
+				t.Errorf("ok: end %v, reason %q; want completed", j.End, j.Reason)
+			}
+		}
+	}
+}
+
+func TestSimUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("id,submit,duration,team,tier,pods,gpus_per_pod\nj1,0,60,nlp,production,1,8\nj2,zero,60,nlp,production,1,8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		"bad row names file and line": {args: []string{"sim", contractRepo, "--workload", bad}, wantCode: 2, wantErr: bad + ":3: column submit"},
+		"no workload":                 {args: []string{"sim", contractRepo}, wantCode: 2, wantErr: "--workload"},
+		"bad output":                  {args: []string{"sim", contractRepo, "--workload", bad, "-o", "yaml"}, wantCode: 2, wantErr: "want text or json"},
+		"missing file":                {args: []string{"sim", contractRepo, "--workload", filepath.Join(dir, "nope.csv")}, wantCode: 2, wantErr: "nope.csv"},
+		"unloadable repository":       {args: []string{"sim", "../../../shared/contract/broken", "--workload", bad}, wantCode: 1, wantErr: "capacity.cue:8:"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := allot(t, nil, tc.args...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.wantCode, tc.wantErr)
+			}
+			if strings.Contains(stderr, "goroutine") || stdout != "" {
+				t.Errorf("stdout %q, stderr %q: want no output and no stack trace", stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestImportThenSimMatchesDirectSim(t *testing.T) {
+	trace := "../../../shared/traces/helios/helios_jobs_15k_dirlab.csv"
+	code, csv, stderr := allot(t, nil, "import", trace, "--repo", contractRepo)
+	if code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(csv), "\n")
+	if len(lines) != 10797 || !strings.HasPrefix(lines[0], "id,submit,duration,team,tier,pods,gpus_per_pod") {
+		t.Fatalf("import wrote %d lines, header %q; want 10,796 jobs", len(lines), lines[0])
+	}
+	// Keep the replay small: the first 300 jobs.
+	w := filepath.Join(t.TempDir(), "h.csv")
+	if err := os.WriteFile(w, []byte(strings.Join(lines[:301], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := allot(t, nil, "sim", contractRepo, "--workload", w, "-o", "json")
+	if code != 0 {
+		t.Fatalf("sim: exit %d: %s", code, stderr)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Jobs != 300 || rep.Summary.GangViolations+rep.Summary.QuotaViolations+rep.Summary.TopologyViolations != 0 {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+}
