@@ -1,0 +1,64 @@
+package terraform
+
+import (
+	"fmt"
+
+	"github.com/allot-dev/allot/schema"
+)
+
+// gke renders a google_container_node_pool per pool. The pool's size is fixed at
+// the planned target (allot, not the cluster autoscaler, owns it); a pool with a
+// topology gets a compact placement policy so its nodes share a network fabric;
+// a pool with committed nodes consumes any matching reservation first.
+func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64) error {
+	m.terraform["required_providers"] = map[string]any{
+		"google": map[string]any{"source": "hashicorp/google", "version": GoogleProviderVersion},
+	}
+	m.variable("project", "string", "The Google Cloud project of the cluster.", nil)
+	m.variable("cluster_name", "string", "The name of the GKE cluster.", string(c.Name))
+	var location any
+	if c.Region != "" {
+		location = c.Region
+	}
+	m.variable("location", "string", "The region or zone of the GKE cluster.", location)
+	accelerators := map[string]any{}
+	for _, p := range pools {
+		accelerators[string(p.Flavor)] = "nvidia-" + string(p.Flavor)
+	}
+	m.variable("accelerator_types", "map(string)", "The GKE accelerator type of every flavor (e.g. nvidia-h100-80gb).", accelerators)
+	m.providers["google"] = map[string]any{"project": "${var.project}"}
+	for _, p := range pools {
+		if p.MachineType == "" {
+			return fmt.Errorf("pool %s: a gke pool needs a machineType", p.Name)
+		}
+		nodeConfig := map[string]any{
+			"machine_type": p.MachineType,
+			"labels":       poolLabels(p),
+			"guest_accelerator": []any{map[string]any{
+				"type":  fmt.Sprintf("${var.accelerator_types[%q]}", p.Flavor),
+				"count": p.GPUsPerNode,
+				"gpu_driver_installation_config": []any{map[string]any{
+					"gpu_driver_version": "LATEST",
+				}},
+			}},
+		}
+		if p.Price.CommittedNodes > 0 {
+			nodeConfig["reservation_affinity"] = []any{map[string]any{
+				"consume_reservation_type": "ANY_RESERVATION",
+			}}
+		}
+		body := map[string]any{
+			"name":        string(p.Name),
+			"cluster":     "${var.cluster_name}",
+			"location":    "${var.location}",
+			"node_count":  targets[p.Name],
+			"node_config": []any{nodeConfig},
+			"management":  []any{map[string]any{"auto_repair": true, "auto_upgrade": true}},
+		}
+		if p.Topology != nil {
+			body["placement_policy"] = []any{map[string]any{"type": "COMPACT"}}
+		}
+		m.resource("google_container_node_pool", ResourceName(p.Name), body)
+	}
+	return nil
+}

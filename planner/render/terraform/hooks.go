@@ -1,0 +1,104 @@
+package terraform
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/schema"
+)
+
+// Environment variables the hook command of onprem and kwok modules receives.
+const (
+	EnvAction     = "ALLOT_ACTION" // create or delete
+	EnvCluster    = "ALLOT_CLUSTER"
+	EnvPool       = "ALLOT_POOL"
+	EnvFlavor     = "ALLOT_FLAVOR"
+	EnvNode       = "ALLOT_NODE"
+	EnvNodeLabels = "ALLOT_NODE_LABELS" // a JSON object
+	EnvGPUs       = "ALLOT_GPUS"        // GPUs of the node
+	EnvPoolNodes  = "ALLOT_POOL_NODES"  // the pool's target node count
+)
+
+// hooks renders onprem and kwok pools with Terraform's built-in provider only, so
+// that the module inits, plans and applies offline. Each pool has:
+//
+//   - terraform_data.<pool>: its input carries the pool and its node count, so a
+//     resize shows in the plan as an in-place change of input.nodes;
+//   - terraform_data.<pool>_nodes: one instance per node (for_each over the
+//     node names of fleet.Layout), whose local-exec hooks run var.command with
+//     ALLOT_ACTION=create when the node appears and ALLOT_ACTION=delete when it
+//     goes, with the node's name and labels (pool, flavor, cluster, topology) in
+//     the environment. Growing a pool adds instances, shrinking removes the
+//     highest-numbered ones, an interrupted apply resumes where it stopped, and a
+//     change of a node's labels replaces that node only.
+//
+// Terraform runs no destroy-time hook for a resource block that is removed from
+// the configuration: to retire a whole pool, shrink it to 0 first.
+func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64) error {
+	m.variable("command", "string", "The command run when a node is created or deleted; it reads the ALLOT_* environment.", DefaultCommand)
+	nodes := map[string]any{}
+	for _, p := range pools {
+		nodes[string(p.Name)] = map[string]any{}
+	}
+	for _, n := range fleet.Layout(cfg, targets) {
+		if n.Cluster != c.Name {
+			continue
+		}
+		labels := map[string]any{}
+		for k, v := range n.Labels() {
+			labels[k] = v
+		}
+		nodes[string(n.Pool)].(map[string]any)[n.Name] = labels
+	}
+	m.locals["nodes"] = nodes
+	for _, p := range pools {
+		name := ResourceName(p.Name)
+		target := targets[p.Name]
+		m.resource("terraform_data", name, map[string]any{
+			"input": map[string]any{
+				"pool":          string(p.Name),
+				"cluster":       string(c.Name),
+				"flavor":        string(p.Flavor),
+				"gpus_per_node": p.GPUsPerNode,
+				"nodes":         target,
+			},
+		})
+		env := func(action, node, labels string) map[string]any {
+			return map[string]any{
+				EnvAction:     action,
+				EnvCluster:    string(c.Name),
+				EnvPool:       string(p.Name),
+				EnvFlavor:     string(p.Flavor),
+				EnvNode:       node,
+				EnvNodeLabels: labels,
+				EnvGPUs:       strconv.FormatInt(p.GPUsPerNode, 10),
+				EnvPoolNodes:  strconv.FormatInt(target, 10),
+			}
+		}
+		m.resource("terraform_data", name+"_nodes", map[string]any{
+			"for_each": fmt.Sprintf("${local.nodes[%q]}", p.Name),
+			"input": map[string]any{
+				"node":    "${each.key}",
+				"pool":    string(p.Name),
+				"labels":  "${each.value}",
+				"command": "${var.command}",
+			},
+			"triggers_replace": "${each.value}",
+			"provisioner": []any{
+				map[string]any{"local-exec": map[string]any{
+					"command":     "${var.command}",
+					"environment": env("create", "${each.key}", "${jsonencode(each.value)}"),
+				}},
+				// Destroy-time hooks may refer to self only: the command and the
+				// node travel in the input.
+				map[string]any{"local-exec": map[string]any{
+					"when":        "destroy",
+					"command":     "${self.input.command}",
+					"environment": env("delete", "${self.input.node}", "${jsonencode(self.input.labels)}"),
+				}},
+			},
+		})
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package terraform
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/schema"
+)
+
+// ModuleFile is the file name of a rendered root module.
+const ModuleFile = "main.tf.json"
+
+// RequiredVersion is the Terraform version the modules need (terraform_data came
+// with 1.4).
+const RequiredVersion = ">= 1.5.0"
+
+// Provider versions the modules pin.
+const (
+	GoogleProviderVersion = ">= 6.0, < 8.0"
+	AWSProviderVersion    = ">= 5.0, < 7.0"
+)
+
+// GPUTaint is the taint GPU node groups carry so that only pods asking for GPUs
+// land on them (the NVIDIA device plugin's convention).
+var GPUTaint = struct{ Key, Value, Effect string }{"nvidia.com/gpu", "present", "NO_SCHEDULE"}
+
+// DefaultCommand is the hook command of onprem and kwok modules unless the
+// module's variable "command" says otherwise.
+const DefaultCommand = "echo"
+
+// Options tune the rendered modules.
+type Options struct {
+	// Backend is where Terraform keeps state; the zero value is the local backend.
+	Backend Backend
+}
+
+// Backend is a Terraform backend block: Type is e.g. "local", "gcs" or "s3", and
+// Config its settings. Config values may use the placeholder {cluster}, replaced
+// by the cluster's name (e.g. a state prefix per cluster).
+type Backend struct {
+	Type   string
+	Config map[string]string
+}
+
+// Modules returns the root module of every cluster of cfg, keyed by cluster.
+// Clusters without pools get a module too, so that removing a cluster's last pool
+// destroys its resources rather than leaving them behind.
+func Modules(cfg *schema.Config, plan *planner.Plan, opts Options) (map[schema.ClusterName][]byte, error) {
+	out := make(map[schema.ClusterName][]byte, len(cfg.Clusters))
+	for _, name := range cfg.ClusterNames() {
+		m, err := Module(cfg, plan, name, opts)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		b, err := Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// Marshal writes a module as JSON with sorted keys, two-space indentation, no
+// HTML escaping and a final newline.
+func Marshal(m map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encoding module: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Module returns the root module of cluster as Terraform JSON values.
+func Module(cfg *schema.Config, plan *planner.Plan, cluster schema.ClusterName, opts Options) (map[string]any, error) {
+	c := cfg.Clusters[cluster]
+	if c == nil {
+		return nil, fmt.Errorf("unknown cluster %q", cluster)
+	}
+	var pools []*schema.Pool
+	for _, n := range cfg.PoolNames() {
+		if p := cfg.Pools[n]; p.Cluster == cluster {
+			pools = append(pools, p)
+		}
+	}
+	targets := map[schema.PoolName]int64{}
+	for _, p := range pools {
+		pp := plan.Pool(p.Name)
+		if pp == nil {
+			return nil, fmt.Errorf("pool %s: not in the plan", p.Name)
+		}
+		if err := checkName(string(p.Name)); err != nil {
+			return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		}
+		targets[p.Name] = pp.NodesTarget
+	}
+	m := module{
+		terraform: map[string]any{
+			"required_version": RequiredVersion,
+			"backend":          backend(opts.Backend, cluster),
+		},
+		variables: map[string]any{},
+		providers: map[string]any{},
+		resources: map[string]map[string]any{},
+		locals:    map[string]any{},
+	}
+	var err error
+	switch c.Provider {
+	case schema.ProviderGKE:
+		err = gke(&m, c, pools, targets)
+	case schema.ProviderEKS:
+		err = eks(&m, c, pools, targets)
+	case schema.ProviderOnPrem, schema.ProviderKwok:
+		err = hooks(&m, cfg, c, pools, targets)
+	default:
+		err = fmt.Errorf("unknown provider %q", c.Provider)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m.values(c, targets), nil
+}
+
+type module struct {
+	terraform map[string]any
+	variables map[string]any
+	providers map[string]any
+	locals    map[string]any
+	resources map[string]map[string]any // type -> name -> body
+}
+
+func (m *module) resource(typ, name string, body map[string]any) {
+	if m.resources[typ] == nil {
+		m.resources[typ] = map[string]any{}
+	}
+	m.resources[typ][name] = body
+}
+
+func (m *module) variable(name, typ, description string, def any) {
+	v := map[string]any{"type": typ, "description": description}
+	if def != nil {
+		v["default"] = def
+	}
+	m.variables[name] = v
+}
+
+func (m *module) values(c *schema.Cluster, targets map[schema.PoolName]int64) map[string]any {
+	out := map[string]any{
+		"//":        fmt.Sprintf("Rendered by allot render for cluster %s (provider %s). Do not edit: change the capacity repository.", c.Name, c.Provider),
+		"terraform": m.terraform,
+	}
+	nodes := map[string]any{}
+	for p, n := range targets {
+		nodes[string(p)] = n
+	}
+	out["output"] = map[string]any{
+		"nodes_target": map[string]any{
+			"description": "The node count of every pool, as planned by allot.",
+			"value":       nodes,
+		},
+	}
+	if len(m.variables) > 0 {
+		out["variable"] = m.variables
+	}
+	if len(m.providers) > 0 {
+		out["provider"] = m.providers
+	}
+	if len(m.locals) > 0 {
+		out["locals"] = m.locals
+	}
+	if len(m.resources) > 0 {
+		r := map[string]any{}
+		for t, byName := range m.resources {
+			r[t] = byName
+		}
+		out["resource"] = r
+	}
+	return out
+}
+
+func backend(b Backend, cluster schema.ClusterName) map[string]any {
+	typ := b.Type
+	if typ == "" {
+		typ = "local"
+	}
+	conf := map[string]any{}
+	for k, v := range b.Config {
+		conf[k] = replaceCluster(v, cluster)
+	}
+	return map[string]any{typ: conf}
+}
+
+func replaceCluster(s string, cluster schema.ClusterName) string {
+	return strings.ReplaceAll(s, "{cluster}", string(cluster))
+}
+
+// identifier is what Terraform accepts as a resource name.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// ResourceName is the Terraform resource name of pool: the pool's name when
+// Terraform accepts it as an identifier, otherwise "pool-" and the name (a
+// pool named after a GPU count, such as 8x-h100, starts with a digit).
+func ResourceName(pool schema.PoolName) string {
+	if identifier.MatchString(string(pool)) {
+		return string(pool)
+	}
+	return "pool-" + string(pool)
+}
+
+func checkName(name string) error {
+	if !identifier.MatchString("pool-" + name) {
+		return fmt.Errorf("name %q cannot be part of a Terraform resource name", name)
+	}
+	return nil
+}
+
+// poolLabels are the node labels every node of a pool carries: pool, flavor,
+// cluster, and the topology levels whose domain is the same for the whole pool.
+// Labels of bounded levels (rack, block, host) differ per node: on gke and eks
+// the fleet controller sets them from the provider's placement; onprem and kwok
+// hooks get them per node.
+func poolLabels(p *schema.Pool) map[string]any {
+	l := map[string]any{
+		fleet.LabelPool:    string(p.Name),
+		fleet.LabelFlavor:  string(p.Flavor),
+		fleet.LabelCluster: string(p.Cluster),
+	}
+	if p.Topology != nil {
+		per := fleet.NodesPerDomain(p.Topology)
+		// A one-node layout gives the names of the levels that span the pool.
+		for _, d := range fleet.Layout(&schema.Config{Pools: map[schema.PoolName]*schema.Pool{p.Name: p}}, map[schema.PoolName]int64{p.Name: 1})[0].Domains {
+			if per[d.Level] == 0 {
+				l[fleet.TopologyLabel(d.Level)] = d.Name
+			}
+		}
+	}
+	return l
+}
