@@ -193,3 +193,9 @@ func meta(name string, l map[string]string, annotations map[string]string) metav
 	}
 	return m
 }
+
+// FileNames returns the names of every manifest file Manifests may write, in
+// apply order.
+func FileNames() []string {
+	return []string{NamespacesFile, PriorityClassesFile, CohortsFile, TiersFile, PoolsFile, TeamsFile}
+}

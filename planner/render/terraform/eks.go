@@ -1,8 +1,6 @@
 package terraform
 
 import (
-	"fmt"
-
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -25,7 +23,7 @@ func eks(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 	m.providers["aws"] = map[string]any{"region": "${var.region}"}
 	for _, p := range pools {
 		if p.MachineType == "" {
-			return fmt.Errorf("pool %s: an eks pool needs a machineType (instance type)", p.Name)
+			return &PoolError{Pool: p.Name, Reason: "an eks pool needs a machineType (instance type)"}
 		}
 		tags := map[string]any{}
 		for k, v := range poolLabels(p) {

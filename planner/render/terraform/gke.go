@@ -29,7 +29,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 	m.providers["google"] = map[string]any{"project": "${var.project}"}
 	for _, p := range pools {
 		if p.MachineType == "" {
-			return fmt.Errorf("pool %s: a gke pool needs a machineType", p.Name)
+			return &PoolError{Pool: p.Name, Reason: "a gke pool needs a machineType"}
 		}
 		nodeConfig := map[string]any{
 			"machine_type": p.MachineType,

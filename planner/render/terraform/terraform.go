@@ -47,6 +47,15 @@ type Backend struct {
 	Config map[string]string
 }
 
+// PoolError is a pool its cluster's provider cannot render: the user must change
+// the pool (e.g. give a gke or eks pool its machineType).
+type PoolError struct {
+	Pool   schema.PoolName
+	Reason string
+}
+
+func (e *PoolError) Error() string { return fmt.Sprintf("pool %s: %s", e.Pool, e.Reason) }
+
 // Modules returns the root module of every cluster of cfg, keyed by cluster.
 // Clusters without pools get a module too, so that removing a cluster's last pool
 // destroys its resources rather than leaving them behind.

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/allot-dev/allot/planner/render"
+	"github.com/allot-dev/allot/planner/render/kube"
+	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/schema"
+)
+
+func init() { commands = append(commands, newRenderCommand) }
+
+func newRenderCommand() *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "render DIR -o OUT",
+		Short: "Write the Kubernetes manifests and one Terraform root module per cluster",
+		Long: `Render a capacity repository into the files that make it real:
+
+  OUT/kubernetes/NN-<kind>.yaml     Namespaces, PriorityClasses and the allot.dev
+                                    Cohorts, Tiers, Pools and Teams, numbered in
+                                    apply order
+  OUT/terraform/<cluster>/main.tf.json
+                                    one root module per cluster: gke node pools,
+                                    eks node groups, onprem/kwok terraform_data hooks
+
+The repository is validated first; nothing is written when it has errors. Each
+file is replaced atomically and only when its content changes; Terraform state
+and other files under OUT are left alone. The same input gives the same bytes.
+
+Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write failure.`,
+		Example: `  allot render examples -o out
+  allot render . -o rendered && terraform -chdir=rendered/terraform/dgx-onprem plan`,
+		Args: exactArgs(1, "DIR"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			if out == "" {
+				return usageError{fmt.Errorf("render needs -o OUT, the directory to write to\nRun '%s --help' for usage.", cmd.CommandPath())}
+			}
+			c, err := checkDir(dir, nil)
+			if err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			printFindings(stderr, dir, c.findings)
+			if c.cfg == nil || c.findings.HasErrors() {
+				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s): nothing rendered\n",
+					dir, c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning))
+				return exitError{exitFindings}
+			}
+			files, err := render.Render(c.cfg, c.plan, render.Options{})
+			if err != nil {
+				var pe *terraform.PoolError
+				if errors.As(err, &pe) {
+					printFindings(stderr, dir, schema.Findings{{
+						Severity: schema.SeverityError, Rule: "render",
+						Pos: c.cfg.Pos("pools", string(pe.Pool)), Message: pe.Error(),
+					}})
+				} else {
+					fmt.Fprintf(stderr, "allot: rendering %s: %v\n", dir, err)
+				}
+				return exitError{exitFindings}
+			}
+			changed, err := writeRendered(out, files)
+			if err != nil {
+				return fmt.Errorf("writing %s: %w", out, err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), renderSummary(out, files, changed))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "directory to write to (required)")
+	return c
+}
+
+// writeRendered writes files under out, each through a temporary file and a
+// rename in its own directory, so a reader never sees half a file; a file whose
+// content is unchanged is not touched. Kubernetes manifests allot no longer
+// renders (a kind without objects) are removed; nothing else under out is.
+// It returns the number of files written or removed.
+func writeRendered(out string, files []render.File) (int, error) {
+	changed := 0
+	want := map[string]bool{}
+	for _, f := range files {
+		p := filepath.Join(out, filepath.FromSlash(f.Path))
+		want[p] = true
+		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, f.Data) {
+			continue
+		}
+		if err := writeAtomic(p, f.Data); err != nil {
+			return changed, err
+		}
+		changed++
+	}
+	for _, name := range kube.FileNames() {
+		p := filepath.Join(out, render.KubernetesDir, name)
+		if want[p] {
+			continue
+		}
+		switch err := os.Remove(p); {
+		case err == nil:
+			changed++
+		case !errors.Is(err, os.ErrNotExist):
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// renderSummary is the one line render prints, e.g.
+// "out: 6 Kubernetes manifests, 2 Terraform modules (eks-use1, gke-usc1); 8 files changed".
+func renderSummary(out string, files []render.File, changed int) string {
+	var manifests int
+	var clusters []string
+	for _, f := range files {
+		switch dir, rest, _ := strings.Cut(f.Path, "/"); dir {
+		case render.KubernetesDir:
+			manifests++
+		case render.TerraformDir:
+			cluster, _, _ := strings.Cut(rest, "/")
+			clusters = append(clusters, cluster)
+		}
+	}
+	slices.Sort(clusters)
+	return fmt.Sprintf("%s: %d Kubernetes manifests, %d Terraform modules (%s); %d files changed",
+		out, manifests, len(clusters), strings.Join(clusters, ", "), changed)
+}
