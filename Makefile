@@ -24,6 +24,22 @@ demo: build ## Validate and plan the example fleet (the quick start's main job).
 	$(ALLOT) plan examples
 	$(ALLOT) sim examples --workload examples/workloads/mixed.csv
 
+# The test control plane: kube-apiserver and etcd built from the Go module proxy
+# (config/controlplane), rebuilt only when its pinned versions change.
+KUBE_VERSION  := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$$/\1/p' config/controlplane/go.mod)
+CONTROLPLANE  := $(BIN)/.controlplane-$(KUBE_VERSION)
+export KUBEBUILDER_ASSETS ?= $(abspath $(BIN))
+
+.PHONY: controlplane
+controlplane: $(CONTROLPLANE) ## Build kube-apiserver, etcd and kube-scheduler into bin/ (cached; ~5 min the first time).
+
+$(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
+	@echo "building the control plane $(KUBE_VERSION) from the module proxy"
+	cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
+	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	rm -f $(BIN)/.controlplane-* && touch $@
+
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')

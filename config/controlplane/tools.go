@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package controlplane pins the commands the test control plane is built from.
+package controlplane
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
