@@ -1,0 +1,160 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest, with the binaries 'make controlplane' builds into bin/) with allot's
+// CRDs installed, for controller, scheduler and agent tests.
+//
+// Tests that need it call Start; when the binaries are missing the test fails
+// with the command that builds them: it never skips into a pass.
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Client is a direct (uncached) client with Scheme.
+	Client client.Client
+	// Scheme knows the core Kubernetes types and allot.dev/v1alpha1.
+	Scheme *runtime.Scheme
+}
+
+// Root is the repository root (where go.mod is).
+func Root() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Assets is the directory holding kube-apiserver and etcd: KUBEBUILDER_ASSETS
+// when set, else the repository's bin/.
+func Assets() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	return filepath.Join(Root(), "bin")
+}
+
+// NewScheme returns a scheme with the core Kubernetes types and allot's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	must(clientgoscheme.AddToScheme(s))
+	must(allotv1.AddToScheme(s))
+	return s
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+var startMu sync.Mutex
+
+// Start starts a control plane for the test and stops it when the test ends.
+// Each call starts its own API server and etcd: tests in one package that can
+// share one should share it (TestMain or a package-level sync.Once).
+func Start(t testing.TB) *Env {
+	t.Helper()
+	env, stop, err := start()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Logf("testenv: stopping the control plane: %v", err)
+		}
+	})
+	return env
+}
+
+// StartMain is Start for TestMain: it returns the environment and a stop
+// function, or an error that says how to build the binaries.
+func StartMain() (*Env, func() error, error) { return start() }
+
+func start() (*Env, func() error, error) {
+	startMu.Lock()
+	defer startMu.Unlock()
+	assets := Assets()
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			return nil, nil, &MissingError{Dir: assets, Binary: b}
+		}
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Client-side rate limits slow tests and benchmarks down for nothing.
+	cfg.QPS, cfg.Burst = 5000, 10000
+	scheme := NewScheme()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = te.Stop()
+		return nil, nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme}, te.Stop, nil
+}
+
+// MissingError says a control-plane binary is missing and how to build it.
+type MissingError struct{ Dir, Binary string }
+
+func (e *MissingError) Error() string {
+	return e.Binary + " not found in " + e.Dir + ": run 'make controlplane' (or set KUBEBUILDER_ASSETS)"
+}
+
+// GPUResource is the extended resource GPU nodes advertise.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// CreateNode creates a Node with gpus nvidia.com/gpu and labels that reports
+// Ready, as a kubelet would: the API server's admission taints every new Node
+// node.kubernetes.io/not-ready, so the taint is cleared after the status is set.
+func CreateNode(ctx context.Context, c client.Client, name string, gpus int64, labels map[string]string) (*corev1.Node, error) {
+	n := &corev1.Node{}
+	n.Name = name
+	n.Labels = labels
+	if err := c.Create(ctx, n); err != nil {
+		return nil, err
+	}
+	q := *resource.NewQuantity(gpus, resource.DecimalSI)
+	n.Status.Capacity = corev1.ResourceList{GPUResource: q, corev1.ResourceCPU: resource.MustParse("192"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, n); err != nil {
+		return nil, err
+	}
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != corev1.TaintNodeNotReady {
+			taints = append(taints, t)
+		}
+	}
+	if len(taints) != len(n.Spec.Taints) {
+		n.Spec.Taints = taints
+		if err := c.Update(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
