@@ -22,6 +22,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Cohort{}, &CohortList{},
 		&Tier{}, &TierList{},
 		&Pool{}, &PoolList{},
+		&CapacitySource{}, &CapacitySourceList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
