@@ -25,14 +25,8 @@ type checked struct {
 // check loads fsys, plans it and runs the policies; base, when not nil, is the
 // configuration a change starts from.
 func check(name string, fsys fs.FS, base *schema.Config) checked {
-	cfg, findings := schema.Load(fsys)
-	c := checked{name: name, cfg: cfg, findings: findings}
-	if cfg == nil {
-		return c
-	}
-	c.plan = planner.Build(cfg)
-	c.findings = append(c.findings, policies.Check(cfg, c.plan, base)...).Sort()
-	return c
+	r := policies.Evaluate(fsys, base)
+	return checked{name: name, cfg: r.Config, plan: r.Plan, findings: r.Findings}
 }
 
 // checkDir checks the directory dir.

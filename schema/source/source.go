@@ -1,8 +1,10 @@
 package source
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing/fstest"
@@ -47,12 +50,23 @@ func GitRef(dir, ref string) (fs.FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("git ref %q: not found in %s", ref, root)
 	}
-	rev := strings.TrimSpace(string(commit))
+	return GitTree(root, strings.TrimSpace(string(commit)), prefixPath)
+}
+
+// GitTree returns the .cue files under the directory sub (relative to the
+// repository root, "" for the root) of commit rev in the Git repository at
+// repo, which may be bare. Only Git's objects are read.
+func GitTree(repo, rev, sub string) (fs.FS, error) {
+	sub = strings.Trim(path.Clean("/"+sub), "/")
+	prefixPath := ""
+	if sub != "" {
+		prefixPath = sub + "/"
+	}
 	args := []string{"ls-tree", "-r", "-z", "--full-tree", rev}
 	if prefixPath != "" {
 		args = append(args, "--", prefixPath)
 	}
-	list, err := git(root, nil, args...)
+	list, err := git(repo, nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +88,7 @@ func GitRef(dir, ref string) (fs.FS, error) {
 	for _, e := range entries {
 		in.WriteString(e.sha + "\n")
 	}
-	out, err := git(root, &in, "cat-file", "--batch")
+	out, err := git(repo, &in, "cat-file", "--batch")
 	if err != nil {
 		return nil, err
 	}
@@ -83,22 +97,22 @@ func GitRef(dir, ref string) (fs.FS, error) {
 	for _, e := range entries {
 		header, err := r.ReadString('\n')
 		if err != nil {
-			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		h := strings.Fields(header) // sha type size
 		if len(h) != 3 {
-			return nil, fmt.Errorf("reading %s at %s: unexpected header %q", e.name, ref, header)
+			return nil, fmt.Errorf("reading %s at %s: unexpected header %q", e.name, rev, header)
 		}
 		size, err := strconv.Atoi(h[2])
 		if err != nil {
-			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		data := make([]byte, size)
 		if _, err := io.ReadFull(r, data); err != nil {
-			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		if _, err := r.Discard(1); err != nil { // the newline after each object
-			return nil, fmt.Errorf("reading %s at %s: %w", e.name, ref, err)
+			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		files[e.name] = &fstest.MapFile{Data: data, Mode: 0o644}
 	}
@@ -119,4 +133,55 @@ func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// MaxArchiveBytes bounds what Tarball reads: a capacity repository is text.
+const MaxArchiveBytes = 256 << 20
+
+// Tarball returns the .cue files under the directory sub of a gzip-compressed
+// tar archive (a Flux source artifact). Paths that leave the archive's root are
+// an error, as is an archive over MaxArchiveBytes.
+func Tarball(r io.Reader, sub string) (fs.FS, error) {
+	sub = strings.Trim(path.Clean("/"+sub), "/")
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading the archive: %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(io.LimitReader(zr, MaxArchiveBytes+1))
+	files := fstest.MapFS{}
+	var total int64
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the archive: %w", err)
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		if strings.HasPrefix(h.Name, "/") || slices.Contains(strings.Split(h.Name, "/"), "..") {
+			return nil, fmt.Errorf("reading the archive: entry %q leaves the archive's root", h.Name)
+		}
+		if h.Typeflag != tar.TypeReg || path.Ext(name) != ".cue" {
+			continue
+		}
+		if sub != "" {
+			rel, ok := strings.CutPrefix(name, sub+"/")
+			if !ok {
+				continue
+			}
+			name = rel
+		}
+		total += h.Size
+		if total > MaxArchiveBytes {
+			return nil, fmt.Errorf("reading the archive: more than %d bytes of .cue files", MaxArchiveBytes)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s from the archive: %w", h.Name, err)
+		}
+		files[name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	return files, nil
 }
