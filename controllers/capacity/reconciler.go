@@ -1,0 +1,389 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/fluxcd/pkg/runtime/predicates"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/render/kube"
+	"github.com/allot-dev/allot/policies"
+	"github.com/allot-dev/allot/schema"
+)
+
+// Labels on every object a CapacitySource applies: they select what it owns,
+// for pruning, as Flux's kustomize-controller does.
+const (
+	LabelSourceName      = "capacity.allot.dev/name"
+	LabelSourceNamespace = "capacity.allot.dev/namespace"
+)
+
+// DefaultFieldManager is the server-side apply field manager of allot.
+const DefaultFieldManager = "allot"
+
+// Reasons of the conditions and events.
+const (
+	ReasonSucceeded        = "ReconciliationSucceeded"
+	ReasonProgressing      = "Progressing"
+	ReasonFetchFailed      = "FetchFailed"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonValidationFailed = "ValidationFailed"
+	ReasonRenderFailed     = "RenderFailed"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonCapacityFailed   = "CapacityFailed"
+)
+
+// maxFindings bounds the findings kept in a status.
+const maxFindings = 50
+
+// Capacity makes the node-target changes of a step real (Terraform, in
+// production) and returns when they are: for growth, when the new nodes are
+// Ready. An error stops the apply before the next step.
+type Capacity interface {
+	Resize(ctx context.Context, src *allotv1.CapacitySource, phase Phase, changes []PoolChange) error
+}
+
+// Reconciler reconciles CapacitySources.
+type Reconciler struct {
+	Client  client.Client
+	Fetcher Fetcher
+	// Capacity is optional: without it, pool sizes live in the Pool objects only.
+	Capacity Capacity
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	// FieldManager defaults to DefaultFieldManager.
+	FieldManager string
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.FieldManager == "" {
+		r.FieldManager = DefaultFieldManager
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&allotv1.CapacitySource{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+		Named("capacitysource").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	start := time.Now()
+	src := &allotv1.CapacitySource{}
+	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(src, r.Client)
+	defer func() {
+		if err := patcher.Patch(ctx, src,
+			patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReconcilingCondition, allotv1.StalledCondition}},
+			patch.WithStatusObservedGeneration{},
+			patch.WithFieldOwner(r.fieldManager()),
+		); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, err)
+		}
+		r.Metrics.observe(src, time.Since(start))
+	}()
+	if v, ok := meta.ReconcileAnnotationValue(src.GetAnnotations()); ok {
+		src.Status.LastHandledReconcileAt = v
+	}
+	if src.Spec.Suspend {
+		log.FromContext(ctx).V(1).Info("suspended")
+		return ctrl.Result{}, nil
+	}
+	return r.reconcile(ctx, src)
+}
+
+func (r *Reconciler) fieldManager() string {
+	if r.FieldManager == "" {
+		return DefaultFieldManager
+	}
+	return r.FieldManager
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	interval := ctrl.Result{RequeueAfter: src.Spec.Interval.Duration}
+	conditions.MarkReconciling(src, ReasonProgressing, "fetching the source")
+
+	art, err := r.Fetcher.Fetch(ctx, src)
+	if err != nil {
+		var spec *SpecError
+		if errors.As(err, &spec) {
+			r.stall(src, ReasonInvalidSpec, err.Error())
+			return ctrl.Result{}, nil
+		}
+		r.fail(src, ReasonFetchFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	src.Status.LastAttemptedRevision = art.Revision
+
+	judged := policies.Evaluate(art.Files, nil)
+	src.Status.Findings = statusFindings(judged.Findings)
+	if judged.Config == nil || judged.Findings.HasErrors() {
+		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))
+		return interval, nil
+	}
+	objs, err := kube.Build(judged.Config, judged.Plan)
+	if err != nil {
+		r.stall(src, ReasonRenderFailed, fmt.Sprintf("revision %s: %v", art.Revision, err))
+		return interval, nil
+	}
+	r.label(src, objs)
+
+	cur, err := r.state(ctx, src)
+	if err != nil {
+		r.fail(src, ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	var kept []string
+	for _, step := range Steps(cur, objs, src.PruneEnabled()) {
+		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
+		k, reason, err := r.run(ctx, src, step)
+		kept = append(kept, k...)
+		if err != nil {
+			msg := fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits for a retry", art.Revision, step.Phase, err)
+			r.fail(src, reason, msg)
+			return ctrl.Result{}, errors.New(msg)
+		}
+	}
+	for _, ns := range kept {
+		src.Status.Findings = append(src.Status.Findings, allotv1.Finding{Severity: string(schema.SeverityWarning), Rule: "namespace-kept",
+			Message: fmt.Sprintf("namespace %s is no longer declared but still has pods: it is kept until they are gone", ns)})
+	}
+
+	changed := src.Status.LastAppliedRevision != art.Revision
+	src.Status.LastAppliedRevision = art.Revision
+	src.Status.Plan = summary(judged.Plan)
+	src.Status.Inventory = inventory(objs)
+	conditions.Delete(src, allotv1.ReconcilingCondition)
+	conditions.Delete(src, allotv1.StalledCondition)
+	conditions.MarkTrue(src, allotv1.ReadyCondition, ReasonSucceeded, "Applied revision: %s", art.Revision)
+	r.Metrics.plan(src, judged.Plan)
+	if changed {
+		r.event(src, corev1.EventTypeNormal, ReasonSucceeded, "Applied revision %s: %d teams, %d pools, %d GPUs, $%s a month",
+			art.Revision, src.Status.Plan.Teams, src.Status.Plan.Pools, src.Status.Plan.GPUs, src.Status.Plan.MonthlyUSD)
+	}
+	return interval, nil
+}
+
+// stall marks a revision that retrying cannot fix: Ready=False and Stalled.
+func (r *Reconciler) stall(src *allotv1.CapacitySource, reason, msg string) {
+	conditions.Delete(src, allotv1.ReconcilingCondition)
+	conditions.MarkStalled(src, reason, "%s", msg)
+	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", msg)
+	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
+}
+
+// fail marks a failure that a retry may fix.
+func (r *Reconciler) fail(src *allotv1.CapacitySource, reason, msg string) {
+	conditions.Delete(src, allotv1.StalledCondition)
+	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", msg)
+	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
+}
+
+func (r *Reconciler) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(src, nil, kind, reason, "Reconcile", format, args...)
+	}
+}
+
+// invalidMessage says what is wrong with a revision and what stays in force.
+func (r *Reconciler) invalidMessage(src *allotv1.CapacitySource, rev string, fs schema.Findings) string {
+	var errs []string
+	for _, f := range fs {
+		if f.Severity == schema.SeverityError {
+			errs = append(errs, f.String())
+		}
+	}
+	inForce := "nothing was applied"
+	if src.Status.LastAppliedRevision != "" {
+		inForce = "revision " + src.Status.LastAppliedRevision + " stays in force"
+	}
+	shown := errs[:min(len(errs), 5)]
+	more := ""
+	if len(errs) > len(shown) {
+		more = fmt.Sprintf("\n... and %d more", len(errs)-len(shown))
+	}
+	return fmt.Sprintf("revision %s has %d error(s); %s:\n%s%s", rev, len(errs), inForce, strings.Join(shown, "\n"), more)
+}
+
+func statusFindings(fs schema.Findings) []allotv1.Finding {
+	var out []allotv1.Finding
+	for _, f := range fs[:min(len(fs), maxFindings)] {
+		out = append(out, allotv1.Finding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: int64(f.Pos.Line), Column: int64(f.Pos.Col), Message: f.Message})
+	}
+	return out
+}
+
+func summary(p *planner.Plan) *allotv1.PlanSummary {
+	s := &allotv1.PlanSummary{Teams: int64(len(p.Teams)), Pools: int64(len(p.Pools)), MonthlyUSD: allotv1.Decimal(p.TotalMonthlyUSD.Fixed(2))}
+	for _, pp := range p.Pools {
+		s.Nodes += pp.NodesTarget
+		s.GPUs += pp.GPUsTarget
+	}
+	return s
+}
+
+// label marks every object with the source that owns it.
+func (r *Reconciler) label(src *allotv1.CapacitySource, objs *kube.Objects) {
+	for _, o := range all(objs) {
+		l := o.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[LabelSourceName], l[LabelSourceNamespace] = src.Name, src.Namespace
+		o.SetLabels(l)
+	}
+}
+
+func all(o *kube.Objects) []client.Object {
+	var out []client.Object
+	out = append(out, ptrs(o.Namespaces)...)
+	out = append(out, ptrs(o.PriorityClasses)...)
+	out = append(out, ptrs(o.Cohorts)...)
+	out = append(out, ptrs(o.Tiers)...)
+	out = append(out, ptrs(o.Pools)...)
+	out = append(out, ptrs(o.Teams)...)
+	return out
+}
+
+func inventory(o *kube.Objects) []string {
+	var out []string
+	for _, obj := range all(o) {
+		out = append(out, kindOf(obj)+"/"+obj.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.Namespace:
+		return "Namespace"
+	case *schedulingv1.PriorityClass:
+		return "PriorityClass"
+	case *allotv1.Cohort:
+		return "Cohort"
+	case *allotv1.Tier:
+		return "Tier"
+	case *allotv1.Pool:
+		return "Pool"
+	case *allotv1.Team:
+		return "Team"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// state lists what src owns in the cluster now.
+func (r *Reconciler) state(ctx context.Context, src *allotv1.CapacitySource) (State, error) {
+	sel := client.MatchingLabels{LabelSourceName: src.Name, LabelSourceNamespace: src.Namespace}
+	var (
+		st      State
+		nss     corev1.NamespaceList
+		pcs     schedulingv1.PriorityClassList
+		cohorts allotv1.CohortList
+		tiers   allotv1.TierList
+		pools   allotv1.PoolList
+		teams   allotv1.TeamList
+	)
+	for _, l := range []client.ObjectList{&nss, &pcs, &cohorts, &tiers, &pools, &teams} {
+		if err := r.Client.List(ctx, l, sel); err != nil {
+			return st, fmt.Errorf("listing what the source owns: %w", err)
+		}
+	}
+	st.Namespaces = index(nss.Items)
+	st.PriorityClasses = index(pcs.Items)
+	st.Cohorts = index(cohorts.Items)
+	st.Tiers = index(tiers.Items)
+	st.Pools = index(pools.Items)
+	st.Teams = index(teams.Items)
+	return st, nil
+}
+
+func index[T any, P interface {
+	*T
+	client.Object
+}](items []T) map[string]P {
+	m := make(map[string]P, len(items))
+	for i := range items {
+		p := P(&items[i])
+		m[p.GetName()] = p
+	}
+	return m
+}
+
+// run applies one step: objects, then the capacity changes, then deletions.
+// It returns the namespaces kept because they still hold pods, and the reason
+// of a failure.
+func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, s Step) ([]string, string, error) {
+	for _, obj := range s.Apply {
+		if err := r.apply(ctx, obj); err != nil {
+			return nil, ReasonApplyFailed, err
+		}
+	}
+	if r.Capacity != nil && len(s.Resize) > 0 {
+		if err := r.Capacity.Resize(ctx, src, s.Phase, s.Resize); err != nil {
+			return nil, ReasonCapacityFailed, err
+		}
+	}
+	var kept []string
+	for _, obj := range s.Delete {
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			var pods corev1.PodList
+			if err := r.Client.List(ctx, &pods, client.InNamespace(ns.Name), client.Limit(1)); err != nil {
+				return kept, ReasonApplyFailed, err
+			}
+			if len(pods.Items) > 0 {
+				kept = append(kept, ns.Name)
+				continue
+			}
+		}
+		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return kept, ReasonApplyFailed, fmt.Errorf("deleting %s/%s: %w", kindOf(obj), obj.GetName(), err)
+		}
+	}
+	return kept, "", nil
+}
+
+// apply server-side applies obj under the field manager, taking ownership of
+// fields another manager changed (the Git revision is the source of truth).
+func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
+	if err != nil {
+		return err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s/%s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	return nil
+}
