@@ -18,12 +18,13 @@ var pure = []string{
 	"github.com/allot-dev/allot/schema/...",
 	"github.com/allot-dev/allot/policies/...",
 	"github.com/allot-dev/allot/planner/...",
-	"github.com/allot-dev/allot/fleet",
+	"github.com/allot-dev/allot/fleet/...",
 	"github.com/allot-dev/allot/scheduler/...",
 }
 
 var adapters = map[string]bool{
 	"github.com/allot-dev/allot/schema/source": true, // reads Git objects through git
+	"github.com/allot-dev/allot/fleet/agent":   true, // reads GPUs through NVML, writes its node
 }
 
 // forbidden anywhere in a pure package's dependencies.
