@@ -309,7 +309,7 @@ func summarize(rep *Report, obs Observation) {
 		details = append(details, f.describe(rep.Time))
 	}
 	rep.GPUs = max(obs.ExpectedGPUs, len(obs.GPUs))
-	if obs.CountError == "" && !hasNodeCheck(rep.Faults, CheckReadable) {
+	if obs.CountError == "" && !nodeWide(rep.Faults) {
 		for _, g := range obs.GPUs {
 			if !bad[g.Index] {
 				rep.HealthyGPUs++
@@ -333,9 +333,12 @@ func summarize(rep *Report, obs Observation) {
 	rep.Message = msg
 }
 
-func hasNodeCheck(fs []Fault, c Check) bool {
+// nodeWide reports whether a counted fault is on no GPU in particular but
+// the node (the GPUs cannot be listed, an XID NVML could not tie to a GPU): then
+// no GPU is healthy. A GPU that fell off the bus takes only itself away.
+func nodeWide(fs []Fault) bool {
 	for _, f := range fs {
-		if f.GPU == NodeGPU && f.Check == c && f.Counts() {
+		if f.GPU == NodeGPU && f.Check != CheckGPUCount && f.Counts() {
 			return true
 		}
 	}

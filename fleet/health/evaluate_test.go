@@ -42,6 +42,7 @@ func TestFaultClasses(t *testing.T) {
 		"unlisted XID marks the GPU":      {obs: obsOf(8, xid(5, 999)), want: want{reason: "XID", healthyGPUs: 7, gpus: 8, in: "XID 999 (unlisted XID)"}},
 		"XIDs on two GPUs":                {obs: obsOf(8, xid(1, 94), xid(6, 79)), want: want{fatal: true, reason: "XID", healthyGPUs: 6, gpus: 8, in: "GPU 1 XID"}},
 		"XID of a GPU NVML lost":          {obs: obsOf(8, func(o *Observation) { o.GPUs = o.GPUs[:7] }, xid(7, 79)), want: want{fatal: true, reason: "GPUCount,XID", healthyGPUs: 7, gpus: 8, in: "GPU 7 XID"}},
+		"XID on no GPU in particular":     {obs: obsOf(8, xid(NodeGPU, 79)), want: want{fatal: true, reason: "XID", healthyGPUs: 0, gpus: 8, in: "node XID: XID 79"}},
 		"uncorrectable ECC":               {obs: obsOf(8, onGPU(3, func(g *GPUReading) { g.ECCUncorrected = ptr(uint64(2)) })), want: want{reason: "ECC", healthyGPUs: 7, gpus: 8, in: "2 uncorrectable ECC errors"}},
 		"retired pages pending":           {obs: obsOf(8, onGPU(3, func(g *GPUReading) { g.RetiredPagesPending = ptr(true) })), want: want{reason: "RetiredPages", healthyGPUs: 7, gpus: 8, in: "page retirement pending"}},
 		"row remap pending":               {obs: obsOf(8, onGPU(3, func(g *GPUReading) { g.RowRemap.Pending = true })), want: want{reason: "RowRemap", healthyGPUs: 7, gpus: 8, in: "row remapping pending"}},

@@ -59,7 +59,8 @@ type NVLink struct {
 	Up   bool
 }
 
-// XIDEvent is one XID error NVML reported for a GPU.
+// XIDEvent is one XID error NVML reported for a GPU; GPU is NodeGPU when NVML
+// could not tie it to one, and then it marks them all.
 type XIDEvent struct {
 	GPU  int
 	UUID string
