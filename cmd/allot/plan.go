@@ -17,6 +17,7 @@ func init() { commands = append(commands, newPlanCommand) }
 
 func newPlanCommand() *cobra.Command {
 	var base, output string
+	var simulate simulateFlags
 	c := &cobra.Command{
 		Use:   "plan DIR",
 		Short: "Show the capacity, quota and cost plan, and its diff against a base",
@@ -59,6 +60,11 @@ Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
 				in.Diff = planner.Compare(b.plan, c.plan)
 				in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
 			}
+			if !c.findings.HasErrors() {
+				if in.WhatIf, err = simulate.run(b.cfg, c.cfg); err != nil {
+					return err
+				}
+			}
 			if err := write(cmd.OutOrStdout(), in); err != nil {
 				return fmt.Errorf("writing the plan: %w", err)
 			}
@@ -73,6 +79,7 @@ Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text, markdown or json")
+	simulate.register(c)
 	return c
 }
 

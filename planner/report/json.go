@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 )
@@ -26,6 +27,7 @@ type jsonPlan struct {
 	UnallocatedMonthlyUSD money            `json:"unallocated_monthly_usd"`
 	Findings              []jsonFinding    `json:"findings"`
 	Diff                  *jsonDiff        `json:"diff,omitempty"`
+	WhatIf                *whatif.Result   `json:"whatif,omitempty"`
 }
 
 type jsonPool struct {
@@ -170,6 +172,7 @@ func JSON(w io.Writer, in Input) error {
 		}
 		out.Diff = jd
 	}
+	out.WhatIf = in.WhatIf
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 )
@@ -70,6 +71,11 @@ func Markdown(w io.Writer, in Input) error {
 		}
 	}
 
+	if in.WhatIf != nil {
+		if err := whatif.Markdown(ew, in.WhatIf); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(ew, "<details><summary>Full plan: %d pools, %d teams, %s a month</summary>\n\n", len(p.Pools), len(p.Teams), quantity.USD(p.TotalMonthlyUSD))
 	fmt.Fprintln(ew, "| pool | cluster | flavor | nodes | GPUs | committed | monthly |")
 	fmt.Fprintln(ew, "|---|---|---|---:|---:|---:|---:|")

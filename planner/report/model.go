@@ -2,6 +2,7 @@ package report
 
 import (
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -16,6 +17,8 @@ type Input struct {
 	BaseName string
 	Base     *planner.Plan
 	Diff     *planner.Diff
+	// WhatIf is the simulated effect of the change on every team (plan --simulate).
+	WhatIf *whatif.Result
 }
 
 // Marker is the hidden line that identifies allot's pull-request comment, so CI

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
@@ -73,6 +74,12 @@ func Text(w io.Writer, in Input) error {
 		}
 		for _, a := range d.Approvals {
 			fmt.Fprintf(ew, "needs approval: %s — %s\n", a.Who, a.Why)
+		}
+	}
+	if in.WhatIf != nil {
+		fmt.Fprintln(ew)
+		if err := whatif.Text(ew, in.WhatIf); err != nil {
+			return err
 		}
 	}
 	writeFindingsText(ew, in)

@@ -648,8 +648,8 @@ func (r *runner) report(order []*job) {
 	if r.availSec > 0 {
 		s.GPUUtilization = round(r.busySec/r.availSec, 4)
 	}
-	s.WaitP50S = percentile(waits, 0.50)
-	s.WaitP95S = percentile(waits, 0.95)
+	s.WaitP50S = Percentile(waits, 0.50)
+	s.WaitP95S = Percentile(waits, 0.95)
 	if s.Completed > 0 {
 		s.MakespanS = round(last-first, 3)
 	}
@@ -678,13 +678,14 @@ func (r *runner) report(order []*job) {
 			ts.NominalShare = round(float64(nominal[n])/float64(nominalTotal), 4)
 		}
 		ts.GPUSeconds = round(ts.GPUSeconds, 3)
-		ts.WaitP95S = percentile(teamWaits[n], 0.95)
+		ts.WaitP95S = Percentile(teamWaits[n], 0.95)
 		r.rep.Teams = append(r.rep.Teams, *ts)
 	}
 }
 
-// percentile is the nearest-rank percentile of xs (0 for none).
-func percentile(xs []float64, p float64) float64 {
+// Percentile is the nearest-rank percentile of xs (0 for none), rounded to the
+// millisecond: the waits of every report are computed with it.
+func Percentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
