@@ -52,11 +52,23 @@ type CostChange struct {
 	Delta  quantity.Decimal
 }
 
-// Approval names who must approve a change and why.
+// Approval names who must approve a change and why; Role says in which capacity,
+// so that CI can label the change (e.g. when finance must approve).
 type Approval struct {
-	Who string
-	Why string
+	Who  string
+	Why  string
+	Role ApprovalRole
 }
+
+// ApprovalRole is the capacity in which someone approves.
+type ApprovalRole string
+
+// The approval roles.
+const (
+	RoleFinance  ApprovalRole = "finance"
+	RoleTeam     ApprovalRole = "team"
+	RolePlatform ApprovalRole = "platform"
+)
 
 // Empty reports whether nothing changes.
 func (d *Diff) Empty() bool {

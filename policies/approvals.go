@@ -25,8 +25,8 @@ import (
 func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval {
 	policy := base.Policy
 	var out []planner.Approval
-	add := func(who []string, why string) {
-		out = append(out, planner.Approval{Who: strings.Join(who, ", "), Why: why})
+	add := func(role planner.ApprovalRole, who []string, why string) {
+		out = append(out, planner.Approval{Who: strings.Join(who, ", "), Why: why, Role: role})
 	}
 	threshold := policy.FinanceApprovalAboveMonthlyUSD
 	if diff.Delta.Cmp(threshold) > 0 {
@@ -36,10 +36,10 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		} else {
 			why += fmt.Sprintf(", above the %s threshold", quantity.USD(threshold))
 		}
-		add(policy.FinanceApprovers, why)
+		add(planner.RoleFinance, policy.FinanceApprovers, why)
 	}
 	if !reflect.DeepEqual(base.Policy, head.Policy) {
-		add(policy.FinanceApprovers, "the change edits the organisation's policy")
+		add(planner.RoleFinance, policy.FinanceApprovers, "the change edits the organisation's policy")
 	}
 
 	byTeam := map[schema.TeamName][]string{}
@@ -53,10 +53,10 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 	}
 	for _, tn := range slices.Sorted(maps.Keys(byTeam)) {
 		owners := ownersOf(base, head, tn)
-		add(owners, fmt.Sprintf("team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
+		add(planner.RoleTeam, owners, fmt.Sprintf("team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
 	}
 	if kinds := platformChanges(base, head); len(kinds) > 0 {
-		add(policy.PlatformApprovers, "the change edits "+strings.Join(kinds, ", "))
+		add(planner.RolePlatform, policy.PlatformApprovers, "the change edits "+strings.Join(kinds, ", "))
 	}
 	return out
 }

@@ -135,6 +135,9 @@ func TestApprovals(t *testing.T) {
 				if a.Why == "" {
 					t.Errorf("approval by %s has no reason", a.Who)
 				}
+				if want := map[string]planner.ApprovalRole{"finance": planner.RoleFinance, "platform": planner.RolePlatform, "@x": planner.RoleTeam}[a.Who]; a.Role != want {
+					t.Errorf("approval by %s has role %q, want %q", a.Who, a.Role, want)
+				}
 			}
 			if strings.Join(who, ";") != strings.Join(tc.want, ";") {
 				t.Fatalf("approvals = %v, want %v", who, tc.want)

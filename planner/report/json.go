@@ -108,8 +108,9 @@ type jsonCostChange struct {
 }
 
 type jsonApproval struct {
-	Who string `json:"who"`
-	Why string `json:"why"`
+	Who  string `json:"who"`
+	Why  string `json:"why"`
+	Role string `json:"role"`
 }
 
 // Findings converts findings to their JSON form.
@@ -168,7 +169,7 @@ func JSON(w io.Writer, in Input) error {
 			jd.CostCenterCosts = append(jd.CostCenterCosts, jsonCostChange{c.Name, money(c.Before), money(c.After), money(c.Delta)})
 		}
 		for _, a := range d.Approvals {
-			jd.Approvals = append(jd.Approvals, jsonApproval{a.Who, a.Why})
+			jd.Approvals = append(jd.Approvals, jsonApproval{a.Who, a.Why, string(a.Role)})
 		}
 		out.Diff = jd
 	}
