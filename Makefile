@@ -58,7 +58,7 @@ generate: ## Regenerate deepcopy functions and CRD YAML from api/.
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=config/crd
 
 .PHONY: test
-test: build ## Run every test, then the contract check on the built binary.
+test: build controlplane ## Build the control plane if needed, run every test, then the contract check.
 	$(GO) test -count=1 $(PKGS)
 	python3 $(SHARED)/contract/check.py $(ALLOT)
 

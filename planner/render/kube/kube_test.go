@@ -303,9 +303,12 @@ func TestCRDSchema(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"Cohort", "Pool", "Team", "Tier"}
-	if got := slices.Sorted(maps.Keys(crds)); !slices.Equal(got, want) {
-		t.Fatalf("config/crd has CRDs for %v, want %v", got, want)
+	// Every kind render writes has a CRD (config/crd also holds kinds that
+	// only the manager uses, such as CapacitySource).
+	for _, kind := range []string{"Cohort", "Pool", "Team", "Tier"} {
+		if crds[kind] == nil {
+			t.Fatalf("config/crd has CRDs for %v, want one for %s", slices.Sorted(maps.Keys(crds)), kind)
+		}
 	}
 	for name, dir := range configs {
 		for _, file := range []string{CohortsFile, TiersFile, PoolsFile, TeamsFile} {

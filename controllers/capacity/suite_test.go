@@ -1,0 +1,217 @@
+package capacity_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/testenv"
+)
+
+var (
+	env         *testenv.Env
+	metricsAddr string
+)
+
+// TestMain starts one control plane and one manager running the capacity
+// reconciler for every test of the package.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var stop func() error
+	var err error
+	env, stop, err = testenv.StartMain()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer stop()
+	metricsAddr, err = freeAddr()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: metricsAddr},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "allot-capacity-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	r := &capacity.Reconciler{
+		Client:   mgr.GetClient(),
+		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: dir}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
+		Recorder: mgr.GetEventRecorder("allot-capacity"),
+		Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	return code
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// gitRepo is a real Git repository with a work tree the test commits to.
+type gitRepo struct {
+	t   *testing.T
+	dir string
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	r := &gitRepo{t: t, dir: t.TempDir()}
+	r.git("init", "-q", "-b", "main")
+	return r
+}
+
+func (r *gitRepo) git(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", r.dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (r *gitRepo) write(path, data string) {
+	r.t.Helper()
+	p := filepath.Join(r.dir, path)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *gitRepo) read(path string) string {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, path))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// commit commits everything and returns the commit ID.
+func (r *gitRepo) commit(msg string) string {
+	r.git("add", "-A")
+	r.git("commit", "-q", "--allow-empty", "-m", msg)
+	return r.git("rev-parse", "HEAD")
+}
+
+// copyExamples copies the repository's examples (the .cue files) under dst.
+func (r *gitRepo) copyExamples(dst string) {
+	r.t.Helper()
+	src := filepath.Join(testenv.Root(), "examples")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".cue" {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		r.write(filepath.Join(dst, rel), string(b))
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// eventually polls f every 100ms until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+// getSource fetches a CapacitySource.
+func getSource(t *testing.T, key types.NamespacedName) *allotv1.CapacitySource {
+	t.Helper()
+	s := &allotv1.CapacitySource{}
+	if err := env.Client.Get(context.Background(), key, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitRevision waits until the source has attempted rev and its Ready condition
+// has the given status.
+func waitRevision(t *testing.T, key types.NamespacedName, rev string, ready bool) *allotv1.CapacitySource {
+	t.Helper()
+	var s *allotv1.CapacitySource
+	eventually(t, 60*time.Second, "revision "+rev, func() error {
+		s = getSource(t, key)
+		if !strings.HasSuffix(s.Status.LastAttemptedRevision, rev) {
+			return fmt.Errorf("last attempted revision %q", s.Status.LastAttemptedRevision)
+		}
+		if conditions.IsReady(s) != ready || conditions.IsReconciling(s) {
+			return fmt.Errorf("ready=%v reconciling=%v: %s", conditions.IsReady(s), conditions.IsReconciling(s), conditions.GetMessage(s, allotv1.ReadyCondition))
+		}
+		return nil
+	})
+	return s
+}
+
+func newNamespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	ns.Name = name
+	if err := env.Client.Create(context.Background(), ns); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,313 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/scheduler"
+)
+
+type podRef struct {
+	ns, name string
+	uid      types.UID
+}
+
+func (p podRef) object() *corev1.Pod {
+	o := &corev1.Pod{}
+	o.Namespace, o.Name, o.UID = p.ns, p.name, p.uid
+	return o
+}
+
+// bindTask binds pods of one gang, pods[i] to nodes[i].
+type bindTask struct {
+	gang  string
+	pods  []podRef
+	nodes []string
+}
+
+type pendingWrite struct {
+	pod       podRef
+	code, msg string
+}
+
+type podEvent struct {
+	pod                podRef
+	kind, reason, note string
+}
+
+// evictTask evicts the pods of a victim through the Eviction API.
+type evictTask struct {
+	pods   []podRef
+	reason string
+	note   string
+}
+
+// unbindTask takes back pods bound as part of a gang that could not be bound
+// whole: a controlled pod is deleted (its controller makes a new one); a bare
+// pod is deleted and made again unbound, so the gang is whole again.
+type unbindTask struct {
+	pods []podInfo
+	note string
+}
+
+// actions are what a step decided and what the API must be told, outside the lock.
+type actions struct {
+	binds   []bindTask
+	evicts  []evictTask
+	unbinds []unbindTask
+	pending []pendingWrite
+	events  []podEvent
+}
+
+func (a *actions) event(p *podInfo, kind, reason, note string) {
+	a.events = append(a.events, podEvent{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, kind: kind, reason: reason, note: note})
+}
+
+// evict marks a gang's live pods as on their way out and queues their eviction.
+func (a *actions) evict(g *gang, reason, note string) []types.UID {
+	var t evictTask
+	var uids []types.UID
+	t.reason, t.note = reason, note
+	for _, p := range g.pods {
+		if !p.live() {
+			continue
+		}
+		p.evicting = true
+		t.pods = append(t.pods, podRef{ns: p.ns, name: p.name, uid: p.uid})
+		if p.node != "" {
+			uids = append(uids, p.uid)
+		}
+	}
+	if len(t.pods) > 0 {
+		a.evicts = append(a.evicts, t)
+	}
+	return uids
+}
+
+// unbind marks bound pods as on their way out and queues taking them back.
+func (a *actions) unbind(g *gang, pods []*podInfo, note string) {
+	var t unbindTask
+	t.note = note
+	for _, p := range pods {
+		p.evicting = true
+		t.pods = append(t.pods, *p)
+	}
+	if len(t.pods) > 0 {
+		a.unbinds = append(a.unbinds, t)
+	}
+}
+
+// run carries the actions out concurrently: binds go first and are bounded by
+// the bind workers; the rest follow.
+func (r *Runner) run(ctx context.Context, a actions) {
+	for _, t := range a.binds {
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.bindGang(ctx, t)
+		}()
+	}
+	for _, t := range a.evicts {
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.evictPods(ctx, t)
+		}()
+	}
+	for _, t := range a.unbinds {
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.unbindPods(ctx, t)
+		}()
+	}
+	if len(a.pending) > 0 || len(a.events) > 0 {
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.writePending(ctx, a.pending, a.events)
+		}()
+	}
+}
+
+// bindGang binds a gang's pods in parallel through the Binding subresource and
+// reports back: all bound, or the bound ones are taken back and the gang requeued.
+func (r *Runner) bindGang(ctx context.Context, t bindTask) {
+	errs := make([]error, len(t.pods))
+	var wg sync.WaitGroup
+	for i, p := range t.pods {
+		wg.Add(1)
+		r.sem <- struct{}{}
+		go func() {
+			defer func() { <-r.sem; wg.Done() }()
+			b := &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: t.nodes[i]},
+			}
+			errs[i] = r.client.SubResource("binding").Create(ctx, p.object(), b)
+		}()
+	}
+	wg.Wait()
+	r.bound(ctx, t, errs)
+}
+
+// bound takes the results of a gang's binds.
+func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
+	var acts actions
+	r.mu.Lock()
+	g := r.st.gangs[t.gang]
+	var failed error
+	var ok []*podInfo
+	for i, ref := range t.pods {
+		p := r.st.pods[ref.uid]
+		if errs[i] != nil {
+			metricBinds.WithLabelValues("error").Inc()
+			if failed == nil {
+				failed = fmt.Errorf("binding pod %s to node %s: %w", ref.name, t.nodes[i], errs[i])
+			}
+		} else {
+			metricBinds.WithLabelValues("ok").Inc()
+		}
+		if g != nil {
+			g.binding--
+		}
+		if p == nil {
+			continue
+		}
+		p.binding = false
+		if errs[i] != nil {
+			p.node = ""
+		} else {
+			ok = append(ok, p)
+		}
+	}
+	switch {
+	case g == nil || g.phase != admitted:
+	case failed != nil && g.fresh:
+		r.log.Error(failed, "gang bind failed, rolling back", "workload", g.id, "bound", len(ok), "pods", len(t.pods))
+		acts.unbind(g, ok, fmt.Sprintf("gang %s rolled back: %v", g.id, failed))
+		for _, p := range g.sortedPods(isLive) {
+			acts.event(p, corev1.EventTypeWarning, "BindFailed", fmt.Sprintf("gang %s could not be bound whole and is requeued: %v", g.id, failed))
+		}
+		r.requeue(g)
+	case failed != nil:
+		r.log.Error(failed, "binding a pod of a running gang", "workload", g.id)
+	case g.binding == 0:
+		g.fresh = false
+		if err := r.core.Started(scheduler.WorkloadID(g.id)); err != nil {
+			r.log.V(1).Info("started", "workload", g.id, "error", err.Error())
+		}
+		for _, p := range ok {
+			acts.event(p, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("bound to %s with gang %s", p.node, g.id))
+		}
+	}
+	if g != nil {
+		r.st.dirty[g.id] = true
+	}
+	r.mu.Unlock()
+	r.wake()
+	r.run(ctx, acts)
+}
+
+// evictPods evicts a victim's pods through the Eviction API, with an event on
+// each naming the reason.
+func (r *Runner) evictPods(ctx context.Context, t evictTask) {
+	for _, p := range t.pods {
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}}
+		err := retryTransient(ctx, func() error { return r.client.SubResource("eviction").Create(ctx, p.object(), ev) })
+		if err != nil && !apierrors.IsNotFound(err) {
+			r.log.Error(err, "evicting", "pod", p.name, "namespace", p.ns)
+			r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "eviction failed (%v): %s", err, t.note)
+			continue
+		}
+		r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "%s", t.note)
+	}
+}
+
+// unbindPods deletes pods bound as part of a gang that was not bound whole;
+// bare pods come back unbound under their own name.
+func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
+	for _, p := range t.pods {
+		ref := podRef{ns: p.ns, name: p.name, uid: p.uid}
+		var full corev1.Pod
+		if !p.controlled {
+			if err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &full); err != nil || full.UID != p.uid {
+				continue // already gone
+			}
+		}
+		r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "Unbound", "Unbind", "%s", t.note)
+		err := r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
+			continue
+		}
+		if p.controlled {
+			continue
+		}
+		// Wait until the old pod is gone, then make it again without its node.
+		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			var cur corev1.Pod
+			err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cur)
+			return apierrors.IsNotFound(err) || (err == nil && cur.UID != p.uid), nil
+		})
+		if err != nil {
+			r.log.Error(err, "waiting for an unbound pod to go", "pod", p.name, "namespace", p.ns)
+			continue
+		}
+		again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
+		}, Spec: full.Spec}
+		again.Spec.NodeName = ""
+		if err := r.client.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.log.Error(err, "recreating an unbound pod", "pod", p.name, "namespace", p.ns)
+		}
+	}
+}
+
+// writePending writes PodScheduled=False with the core's reason on pending pods,
+// and the events.
+func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []podEvent) {
+	now := metav1.Now()
+	for _, w := range writes {
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: w.msg, LastTransitionTime: now, LastProbeTime: now,
+		}}}})
+		err := r.client.Status().Patch(ctx, w.pod.object(), client.RawPatch(types.StrategicMergePatchType, patch))
+		if err != nil && !apierrors.IsNotFound(err) {
+			r.log.Error(err, "writing the pending reason", "pod", w.pod.name, "namespace", w.pod.ns)
+		}
+		r.events.Eventf(w.pod.object(), nil, corev1.EventTypeWarning, corev1.PodReasonUnschedulable, "Schedule", "%s: %s", w.code, w.msg)
+	}
+	for _, e := range evs {
+		r.events.Eventf(e.pod.object(), nil, e.kind, e.reason, "Schedule", "%s", e.note)
+	}
+}
+
+// retryTransient retries what the API refused for now (too many requests, a
+// disruption budget, a timeout) a few times.
+func retryTransient(ctx context.Context, f func() error) error {
+	var err error
+	for i := range 5 {
+		if err = f(); err == nil || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(100<<i) * time.Millisecond):
+		}
+	}
+	return err
+}

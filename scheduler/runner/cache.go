@@ -1,0 +1,275 @@
+package runner
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// podInfo is what the runner keeps of one of its pods.
+type podInfo struct {
+	uid      types.UID
+	ns, name string
+	node     string
+	created  time.Time
+	gpus     int64
+	labels   map[string]string
+	gang     string
+	// controlled pods have a controller (a Job) that recreates them.
+	controlled bool
+	terminal   bool
+	deleting   bool
+	// What the runner is doing to the pod, until the API says it is done.
+	binding  bool
+	evicting bool
+	// pending is the PodScheduled=False message last written.
+	pending string
+}
+
+// live pods count toward their gang: not finished, not on their way out.
+func (p *podInfo) live() bool { return !p.terminal && !p.deleting && !p.evicting }
+
+// jobInfo is what a Job says of its gang.
+type jobInfo struct {
+	size    int64
+	created time.Time
+}
+
+// foreignPod is a pod of another scheduler that holds GPUs on a node.
+type foreignPod struct {
+	node string
+	gpus int64
+}
+
+// store is the cache the informers feed; the runner's mutex guards it.
+type store struct {
+	pods    map[types.UID]*podInfo
+	gangs   map[string]*gang
+	nodes   map[string]*corev1.Node
+	jobs    map[types.NamespacedName]jobInfo
+	teams   map[string]*allotv1.Team
+	cohorts map[string]*allotv1.Cohort
+	tiers   map[string]*allotv1.Tier
+	pools   map[string]poolInfo
+	foreign map[types.UID]foreignPod
+	// What changed since the last cycle.
+	configDirty bool
+	nodesDirty  map[string]bool
+	dirty       map[string]bool
+}
+
+func newStore() store {
+	return store{
+		pods: map[types.UID]*podInfo{}, gangs: map[string]*gang{}, nodes: map[string]*corev1.Node{},
+		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
+		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
+		nodesDirty: map[string]bool{}, dirty: map[string]bool{},
+	}
+}
+
+// handler adapts informer callbacks to one upsert and one delete function, run
+// under the runner's lock, and wakes the loop.
+func (r *Runner) handler(upsert func(obj any), remove func(obj any)) toolscache.ResourceEventHandler {
+	do := func(f func(any), obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		r.mu.Lock()
+		f(obj)
+		r.mu.Unlock()
+		r.wake()
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { do(upsert, obj) },
+		UpdateFunc: func(_, obj any) { do(upsert, obj) },
+		DeleteFunc: func(obj any) { do(remove, obj) },
+	}
+}
+
+func (r *Runner) upsertPod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	st := &r.st
+	if p.Spec.SchedulerName != r.opts.SchedulerName {
+		r.foreignPod(p)
+		return
+	}
+	old := st.pods[p.UID]
+	pi := &podInfo{
+		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time,
+		gpus: podGPUs(p), labels: allotLabels(p.Labels),
+		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		deleting: p.DeletionTimestamp != nil,
+	}
+	job := ""
+	if ref := ownerRef(p); ref != nil {
+		pi.controlled = true
+		if ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() {
+			job = ref.Name
+		}
+	}
+	pi.gang = gangID(p.Namespace, job, p.Labels[LabelGang], p.Name)
+	if old != nil {
+		pi.binding, pi.evicting, pi.pending = old.binding, old.evicting, old.pending
+		if old.node != "" && pi.node == "" {
+			pi.node = old.node // the informer has not seen our bind yet
+		}
+		if old.gang != pi.gang {
+			r.leaveGang(old)
+		}
+	}
+	st.pods[p.UID] = pi
+	g := st.gangs[pi.gang]
+	if g == nil {
+		g = &gang{id: pi.gang, ns: p.Namespace, pods: map[types.UID]*podInfo{}}
+		if job != "" {
+			g.job = types.NamespacedName{Namespace: p.Namespace, Name: job}
+		}
+		st.gangs[pi.gang] = g
+	}
+	g.pods[p.UID] = pi
+	st.dirty[pi.gang] = true
+}
+
+func (r *Runner) deletePod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if f, ok := r.st.foreign[p.UID]; ok {
+		delete(r.st.foreign, p.UID)
+		r.st.nodesDirty[f.node] = true
+	}
+	if pi := r.st.pods[p.UID]; pi != nil {
+		r.leaveGang(pi)
+		delete(r.st.pods, p.UID)
+	}
+}
+
+func (r *Runner) leaveGang(pi *podInfo) {
+	if g := r.st.gangs[pi.gang]; g != nil {
+		delete(g.pods, pi.uid)
+		r.st.dirty[pi.gang] = true
+	}
+}
+
+// foreignPod tracks other schedulers' pods holding GPUs: their GPUs are not
+// allot's to give.
+func (r *Runner) foreignPod(p *corev1.Pod) {
+	st := &r.st
+	old, had := st.foreign[p.UID]
+	gpus := podGPUs(p)
+	holds := p.Spec.NodeName != "" && gpus > 0 && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	switch {
+	case holds && (!had || old.node != p.Spec.NodeName || old.gpus != gpus):
+		st.foreign[p.UID] = foreignPod{node: p.Spec.NodeName, gpus: gpus}
+		st.nodesDirty[p.Spec.NodeName] = true
+		if had {
+			st.nodesDirty[old.node] = true
+		}
+	case !holds && had:
+		delete(st.foreign, p.UID)
+		st.nodesDirty[old.node] = true
+	}
+}
+
+func (r *Runner) upsertNode(obj any) {
+	if n, ok := obj.(*corev1.Node); ok {
+		r.st.nodes[n.Name] = n
+		r.st.nodesDirty[n.Name] = true
+	}
+}
+
+func (r *Runner) deleteNode(obj any) {
+	if n, ok := obj.(*corev1.Node); ok {
+		delete(r.st.nodes, n.Name)
+		r.st.nodesDirty[n.Name] = true
+	}
+}
+
+func (r *Runner) upsertJob(obj any) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	size := int64(1)
+	if j.Spec.Parallelism != nil {
+		size = int64(*j.Spec.Parallelism)
+	}
+	if j.Spec.Completions != nil {
+		size = min(size, int64(*j.Spec.Completions))
+	}
+	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
+	if old, ok := r.st.jobs[key]; !ok || old.size != size {
+		r.st.dirty[gangID(j.Namespace, j.Name, "", "")] = true
+	}
+	r.st.jobs[key] = jobInfo{size: size, created: j.CreationTimestamp.Time}
+}
+
+func (r *Runner) deleteJob(obj any) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		delete(r.st.jobs, types.NamespacedName{Namespace: j.Namespace, Name: j.Name})
+		r.st.dirty[gangID(j.Namespace, j.Name, "", "")] = true
+	}
+}
+
+// configHandlers keep the quota objects; any change rebuilds the core.
+func (r *Runner) upsertConfig(obj any) {
+	switch o := obj.(type) {
+	case *allotv1.Team:
+		r.st.teams[o.Name] = o
+	case *allotv1.Cohort:
+		r.st.cohorts[o.Name] = o
+	case *allotv1.Tier:
+		r.st.tiers[o.Name] = o
+	case *allotv1.Pool:
+		r.st.pools[o.Name] = poolInfoOf(o)
+	default:
+		return
+	}
+	r.st.configDirty = true
+}
+
+func (r *Runner) deleteConfig(obj any) {
+	switch o := obj.(type) {
+	case *allotv1.Team:
+		delete(r.st.teams, o.Name)
+	case *allotv1.Cohort:
+		delete(r.st.cohorts, o.Name)
+	case *allotv1.Tier:
+		delete(r.st.tiers, o.Name)
+	case *allotv1.Pool:
+		delete(r.st.pools, o.Name)
+	default:
+		return
+	}
+	r.st.configDirty = true
+}
+
+func ownerRef(p *corev1.Pod) *metaOwner {
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return &metaOwner{Kind: o.Kind, APIVersion: o.APIVersion, Name: o.Name}
+		}
+	}
+	return nil
+}
+
+type metaOwner struct{ Kind, APIVersion, Name string }
+
+func allotLabels(l map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{LabelTeam, LabelTier, LabelGang, LabelGangSize, LabelRequire, LabelPrefer, LabelFlavor} {
+		if v, ok := l[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}

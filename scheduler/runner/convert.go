@@ -1,0 +1,167 @@
+package runner
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// The cluster contract (DESIGN.md, "Cluster contracts").
+const (
+	// SchedulerName is what pods set in spec.schedulerName to be scheduled by allot.
+	SchedulerName = "allot"
+	// GPUResource is the extended resource of a GPU.
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+	LabelTeam     = "allot.dev/team"
+	LabelTier     = "allot.dev/tier"
+	LabelGang     = "allot.dev/gang"
+	LabelGangSize = "allot.dev/gang-size"
+	LabelRequire  = "allot.dev/require"
+	LabelPrefer   = "allot.dev/prefer"
+	LabelFlavor   = "allot.dev/flavor"
+	LabelPool     = "allot.dev/pool"
+	// LabelTopologyPrefix + level names a node's domain of that level.
+	LabelTopologyPrefix = "topology.allot.dev/"
+
+	// ConditionGPUHealthy is the node condition the NVML agent writes.
+	ConditionGPUHealthy corev1.NodeConditionType = "GPUHealthy"
+	// AnnotationHealthyGPUs is the node's healthy GPU count; absent: all.
+	AnnotationHealthyGPUs = "allot.dev/healthy-gpus"
+	// TaintGPUFault marks a node with a fatal GPU fault.
+	TaintGPUFault = "allot.dev/gpu-fault"
+)
+
+// quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
+func quotaConfig(teams []allotv1.Team, cohorts []allotv1.Cohort, tiers []allotv1.Tier) (scheduler.Config, error) {
+	var cfg scheduler.Config
+	for _, t := range tiers {
+		cfg.Tiers = append(cfg.Tiers, scheduler.Tier{Name: scheduler.TierName(t.Name), Priority: int64(t.Spec.Priority), Preemptible: t.Spec.Preemptible, BorrowOnly: t.Spec.BorrowOnly})
+	}
+	slices.SortFunc(cfg.Tiers, func(a, b scheduler.Tier) int { return int(b.Priority - a.Priority) })
+	for _, c := range cohorts {
+		cfg.Cohorts = append(cfg.Cohorts, scheduler.Cohort{Name: scheduler.CohortName(c.Name), Parent: scheduler.CohortName(c.Spec.Parent)})
+	}
+	for _, t := range teams {
+		st := scheduler.Team{Name: scheduler.TeamName(t.Name), Cohort: scheduler.CohortName(t.Spec.Cohort), Weight: 1, Quota: map[scheduler.Flavor]scheduler.Quota{}}
+		if w := string(t.Spec.Weight); w != "" {
+			f, err := strconv.ParseFloat(w, 64)
+			if err != nil || f <= 0 {
+				return cfg, fmt.Errorf("team %s: weight %q is not a positive number", t.Name, w)
+			}
+			st.Weight = f
+		}
+		for _, n := range t.Spec.Tiers {
+			st.Tiers = append(st.Tiers, scheduler.TierName(n))
+		}
+		for _, q := range t.Spec.Quota {
+			st.Quota[scheduler.Flavor(q.Flavor)] = scheduler.Quota{Nominal: q.Nominal, BorrowingLimit: q.BorrowingLimit, LendingLimit: q.LendingLimit}
+		}
+		cfg.Teams = append(cfg.Teams, st)
+	}
+	return cfg, nil
+}
+
+// poolInfo is what the scheduler needs of a Pool: its flavor and level order.
+type poolInfo struct {
+	flavor string
+	levels []string
+}
+
+func poolInfoOf(p *allotv1.Pool) poolInfo {
+	pi := poolInfo{flavor: p.Spec.Flavor}
+	if p.Spec.Topology != nil {
+		for _, l := range p.Spec.Topology.Levels {
+			pi.levels = append(pi.levels, l.Name)
+		}
+	}
+	return pi
+}
+
+// nodeModel is a Node as the scheduler sees it; ok is false for a node that
+// offers allot nothing (no GPUs, or no flavor from its label or its Pool).
+type nodeModel struct {
+	spec scheduler.Node
+	// gpus are the healthy GPUs before other schedulers' pods are subtracted.
+	gpus int64
+}
+
+// modelNode reads a Node: nvidia.com/gpu allocatable (only the healthy ones when
+// the agent says fewer are healthy), the flavor, the topology domains in the
+// order of the node's Pool, and health per the contract: unhealthy when not
+// Ready, tainted allot.dev/gpu-fault, or GPUHealthy=False with no healthy GPU.
+func modelNode(n *corev1.Node, pools map[string]poolInfo) (nodeModel, bool) {
+	q, ok := n.Status.Allocatable[GPUResource]
+	if !ok || q.Value() <= 0 {
+		return nodeModel{}, false
+	}
+	gpus := q.Value()
+	pool, havePool := pools[n.Labels[LabelPool]]
+	flavor := n.Labels[LabelFlavor]
+	if flavor == "" {
+		flavor = pool.flavor
+	}
+	if flavor == "" {
+		return nodeModel{}, false
+	}
+	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor)}}
+	if havePool {
+		// Domain names are qualified by their wider domains: rack r0 of block b1
+		// is not rack r0 of block b2.
+		path := ""
+		for _, l := range pool.levels {
+			v, ok := n.Labels[LabelTopologyPrefix+l]
+			if !ok || v == "" {
+				break // a node outside a level is outside every narrower one
+			}
+			path += "/" + v
+			m.spec.Domains = append(m.spec.Domains, scheduler.Domain{Level: l, Name: path[1:]})
+		}
+	}
+	ready, gpuFalse := false, false
+	for _, c := range n.Status.Conditions {
+		switch c.Type {
+		case corev1.NodeReady:
+			ready = c.Status == corev1.ConditionTrue
+		case ConditionGPUHealthy:
+			gpuFalse = c.Status == corev1.ConditionFalse
+		}
+	}
+	if v, ok := n.Annotations[AnnotationHealthyGPUs]; ok {
+		if h, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && h >= 0 {
+			gpus = min(gpus, h)
+		}
+	}
+	fault := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintGPUFault })
+	m.spec.Unhealthy = !ready || fault || (gpuFalse && gpus == 0)
+	m.gpus = gpus
+	return m, true
+}
+
+// podGPUs is the GPUs a pod asks for: the sum over its containers, or the most
+// one init container asks for if that is more; a request defaults to the limit.
+func podGPUs(p *corev1.Pod) int64 {
+	get := func(c corev1.Container) int64 {
+		if q, ok := c.Resources.Requests[GPUResource]; ok {
+			return q.Value()
+		}
+		if q, ok := c.Resources.Limits[GPUResource]; ok {
+			return q.Value()
+		}
+		return 0
+	}
+	var sum, initMax int64
+	for _, c := range p.Spec.Containers {
+		sum += get(c)
+	}
+	for _, c := range p.Spec.InitContainers {
+		initMax = max(initMax, get(c))
+	}
+	return max(sum, initMax)
+}

@@ -1,0 +1,357 @@
+package runner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// phase is where a gang stands with the core.
+type phase uint8
+
+const (
+	// idle: not in the core (waiting for its pods, or invalid).
+	idle phase = iota
+	// queued: submitted, pending in the core.
+	queued
+	// admitted: placed by the core; its pods are bound, being bound, or waiting
+	// for their preempted victims to leave.
+	admitted
+)
+
+// gang is a workload: the pods of one Job, of one allot.dev/gang label, or a
+// single pod.
+type gang struct {
+	id   string
+	ns   string
+	job  types.NamespacedName
+	pods map[types.UID]*podInfo
+	// spec as last submitted.
+	spec  scheduler.Workload
+	phase phase
+	// slots are the pods per node the core admitted the gang to.
+	slots map[string]int64
+	// fresh: admitted and not yet bound whole; a failed bind rolls it back.
+	fresh bool
+	// waitFor holds the victims' pods that must be gone before the gang binds.
+	waitFor map[types.UID]bool
+	binding int
+	// stuck says why a running gang could not be accounted for; cleared by a rebuild.
+	stuck string
+}
+
+// gangID names a workload: the Job's, the gang label's or the pod's, in its
+// namespace. The kind keeps a Job, a gang and a pod of one name apart.
+func gangID(ns, job, gang, pod string) string {
+	switch {
+	case job != "":
+		return ns + "/job/" + job
+	case gang != "":
+		return ns + "/gang/" + gang
+	}
+	return ns + "/pod/" + pod
+}
+
+// sortedPods returns the gang's pods in name order, for stable decisions.
+func (g *gang) sortedPods(keep func(*podInfo) bool) []*podInfo {
+	out := make([]*podInfo, 0, len(g.pods))
+	for _, p := range g.pods {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *podInfo) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
+
+func isLive(p *podInfo) bool       { return p.live() }
+func isBound(p *podInfo) bool      { return p.live() && p.node != "" }
+func isUnassigned(p *podInfo) bool { return p.live() && p.node == "" && !p.binding }
+
+// specError is a gang the core cannot take as it is: the message says which
+// label or object to fix.
+type specError struct{ msg string }
+
+func (e *specError) Error() string { return e.msg }
+
+// workload derives the core's Workload from the gang's pods (and Job), or says
+// what is wrong with them.
+func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) {
+	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id)}
+	first := live[0]
+	agree := func(label string) (string, error) {
+		v := first.labels[label]
+		for _, p := range live[1:] {
+			if p.labels[label] != v {
+				return "", &specError{fmt.Sprintf("pods %s and %s of the gang disagree on label %s (%q and %q)", first.name, p.name, label, v, p.labels[label])}
+			}
+		}
+		return v, nil
+	}
+	var err error
+	team, err := agree(LabelTeam)
+	if err != nil {
+		return w, err
+	}
+	if team == "" {
+		return w, &specError{fmt.Sprintf("pod %s has no label %s: every allot pod names its team", first.name, LabelTeam)}
+	}
+	w.Team = scheduler.TeamName(team)
+	tier, err := agree(LabelTier)
+	if err != nil {
+		return w, err
+	}
+	if tier == "" {
+		if tier = r.defaultTier(team); tier == "" {
+			return w, &specError{fmt.Sprintf("pod %s has no label %s and team %s has no default tier", first.name, LabelTier, team)}
+		}
+	}
+	w.Tier = scheduler.TierName(tier)
+	for _, l := range []struct {
+		label string
+		to    *string
+	}{{LabelRequire, &w.Require}, {LabelPrefer, &w.Prefer}} {
+		if *l.to, err = agree(l.label); err != nil {
+			return w, err
+		}
+	}
+	fl, err := agree(LabelFlavor)
+	if err != nil {
+		return w, err
+	}
+	for f := range strings.SplitSeq(fl, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			w.Flavors = append(w.Flavors, scheduler.Flavor(f))
+		}
+	}
+	w.GPUsPerPod = first.gpus
+	for _, p := range live[1:] {
+		if p.gpus != w.GPUsPerPod {
+			return w, &specError{fmt.Sprintf("pods %s and %s of the gang request different GPUs (%d and %d): a gang's pods are alike", first.name, p.name, w.GPUsPerPod, p.gpus)}
+		}
+	}
+	if w.GPUsPerPod <= 0 {
+		return w, &specError{fmt.Sprintf("pod %s requests no %s: allot schedules GPU pods", first.name, GPUResource)}
+	}
+	w.Submitted = first.created
+	for _, p := range live {
+		if p.created.Before(w.Submitted) {
+			w.Submitted = p.created
+		}
+	}
+	switch {
+	case g.job.Name != "":
+		j, ok := r.st.jobs[g.job]
+		if !ok {
+			return w, &specError{fmt.Sprintf("waiting for Job %s to be seen", g.job.Name)}
+		}
+		w.Pods, w.Submitted = j.size, j.created
+	case strings.Contains(g.id, "/gang/"):
+		s, err := agree(LabelGangSize)
+		if err != nil {
+			return w, err
+		}
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || n < 1 {
+			return w, &specError{fmt.Sprintf("pod %s: label %s=%q is not a positive pod count", first.name, LabelGangSize, s)}
+		}
+		w.Pods = n
+	default:
+		w.Pods = 1
+	}
+	return w, nil
+}
+
+// defaultTier is the tier of a pod that names none: the lowest tier the team
+// may use that is not borrowOnly.
+func (r *Runner) defaultTier(team string) string {
+	t := r.st.teams[team]
+	allowed := func(n string) bool { return t == nil || len(t.Spec.Tiers) == 0 || slices.Contains(t.Spec.Tiers, n) }
+	best, prio := "", int32(0)
+	for n, tr := range r.st.tiers {
+		if tr.Spec.BorrowOnly || !allowed(n) {
+			continue
+		}
+		if best == "" || tr.Spec.Priority < prio || (tr.Spec.Priority == prio && n < best) {
+			best, prio = n, tr.Spec.Priority
+		}
+	}
+	return best
+}
+
+// syncGang brings the core in line with what the API says of one gang.
+func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
+	live := g.sortedPods(isLive)
+	id := scheduler.WorkloadID(g.id)
+	if len(live) == 0 && g.binding == 0 {
+		if g.phase != idle {
+			_ = r.core.Finish(id)
+		}
+		g.phase, g.slots, g.waitFor = idle, nil, nil
+		if len(g.pods) == 0 {
+			delete(r.st.gangs, g.id)
+		}
+		return
+	}
+	switch g.phase {
+	case idle:
+		r.syncIdle(g, live, acts)
+	case queued:
+		if int64(len(live)) < g.spec.Pods {
+			_ = r.core.Finish(id)
+			g.phase = idle
+			r.syncIdle(g, live, acts)
+		}
+	case admitted:
+		r.dispatch(g, acts)
+	}
+}
+
+// syncIdle submits a gang whose pods are all there, restores one that is
+// already bound whole, and rolls back one that is bound in part (a bind cut
+// short by a restart).
+func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
+	if len(live) == 0 || g.stuck != "" {
+		return
+	}
+	w, err := r.workload(g, live)
+	bound := g.sortedPods(isBound)
+	if len(bound) > 0 {
+		if err == nil && int64(len(bound)) == w.Pods {
+			if err = r.core.Restore(w, placementOf(bound)); err == nil {
+				g.spec, g.phase, g.fresh = w, admitted, false
+				g.slots = map[string]int64{}
+				for _, p := range bound {
+					g.slots[p.node]++
+				}
+				return
+			}
+		}
+		if err == nil && int64(len(bound)) < w.Pods {
+			r.log.Info("rolling back a gang bound in part", "workload", g.id, "bound", len(bound), "pods", w.Pods)
+			acts.unbind(g, bound, fmt.Sprintf("gang %s had %d of %d pods bound: rolled back, to be bound whole", g.id, len(bound), w.Pods))
+			return
+		}
+		g.stuck = fmt.Sprintf("running gang not accounted for: %v", err)
+		r.log.Error(err, "running gang not accounted for", "workload", g.id)
+		acts.event(live[0], "Warning", "NotAccounted", g.stuck)
+		return
+	}
+	if err != nil {
+		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)
+		return
+	}
+	if n := int64(len(live)); n < w.Pods {
+		r.setPending(g, live, "WaitingForGang", fmt.Sprintf("waiting for the gang's pods: %d of %d exist", n, w.Pods), acts)
+		return
+	}
+	if err := r.core.Submit(w); err != nil {
+		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)
+		return
+	}
+	g.spec, g.phase = w, queued
+}
+
+func placementOf(bound []*podInfo) []scheduler.PodPlacement {
+	per := map[string]int64{}
+	var nodes []string
+	for _, p := range bound {
+		if per[p.node] == 0 {
+			nodes = append(nodes, p.node)
+		}
+		per[p.node]++
+	}
+	out := make([]scheduler.PodPlacement, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, scheduler.PodPlacement{Node: scheduler.NodeName(n), Pods: per[n]})
+	}
+	return out
+}
+
+// setPending records why a gang's unbound pods wait, for the apply step to write
+// where it changed.
+func (r *Runner) setPending(g *gang, pods []*podInfo, code, msg string, acts *actions) {
+	for _, p := range pods {
+		if p.node != "" || p.binding {
+			continue
+		}
+		if p.pending != msg {
+			p.pending = msg
+			acts.pending = append(acts.pending, pendingWrite{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, code: code, msg: msg})
+		}
+	}
+}
+
+// dispatch binds the gang's unassigned pods into the free slots of its
+// admission, once its victims are gone.
+func (r *Runner) dispatch(g *gang, acts *actions) {
+	for uid := range g.waitFor {
+		if p := r.st.pods[uid]; p == nil || p.terminal {
+			delete(g.waitFor, uid)
+		}
+	}
+	if len(g.waitFor) > 0 {
+		return
+	}
+	free := map[string]int64{}
+	var want int64
+	for n, k := range g.slots {
+		free[n] = k
+	}
+	for _, p := range g.pods {
+		if p.live() && (p.node != "" || p.binding) {
+			free[p.node]--
+		}
+	}
+	nodes := make([]string, 0, len(free))
+	for n, k := range free {
+		if k > 0 {
+			nodes = append(nodes, n)
+			want += k
+		}
+	}
+	if want == 0 {
+		return
+	}
+	slices.Sort(nodes)
+	pods := g.sortedPods(isUnassigned)
+	if g.fresh && int64(len(pods)) < want {
+		// Pods left between admission and bind: take the admission back.
+		r.requeue(g)
+		return
+	}
+	var task bindTask
+	task.gang = g.id
+	for _, n := range nodes {
+		for range free[n] {
+			if len(pods) == 0 {
+				break
+			}
+			p := pods[0]
+			pods = pods[1:]
+			p.binding = true
+			p.node = n
+			g.binding++
+			task.pods = append(task.pods, podRef{ns: p.ns, name: p.name, uid: p.uid})
+			task.nodes = append(task.nodes, n)
+		}
+	}
+	if len(task.pods) > 0 {
+		acts.binds = append(acts.binds, task)
+	}
+}
+
+// requeue takes an admission back into the core's queue.
+func (r *Runner) requeue(g *gang) {
+	if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
+		r.log.Error(err, "requeueing", "workload", g.id)
+	}
+	g.phase, g.slots, g.fresh, g.waitFor = queued, nil, false, nil
+}

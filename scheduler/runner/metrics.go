@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The scheduler's metrics, on the manager's /metrics. Labels are bounded: team,
+// flavor, tier, pool, reason, result; never a pod or workload name.
+var (
+	metricBinds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_scheduler_binds_total",
+		Help: "Pod bindings the scheduler made, by result (ok, error).",
+	}, []string{"result"})
+	metricCycle = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "allot_scheduler_cycle_duration_seconds",
+		Help:    "Time the scheduling core takes for one cycle.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	metricEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_scheduler_evictions_total",
+		Help: "Gangs taken back whole other than by preemption, by reason (NodeUnhealthy, GangTimeout, ...).",
+	}, []string{"reason"})
+	metricPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_scheduler_preemptions_total",
+		Help: "Workloads preempted, by the rule that allowed it (ReclaimBorrowed, HigherTier).",
+	}, []string{"reason"})
+	metricWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "allot_scheduler_admission_wait_seconds",
+		Help:    "Time from a workload's submission to its admission, by tier.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 18),
+	}, []string{"tier"})
+	metricQuota = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_quota_nominal_gpus",
+		Help: "A team's nominal quota of a flavor, in GPUs.",
+	}, []string{"team", "flavor"})
+	metricUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_used_gpus",
+		Help: "GPUs of a team's admitted workloads, per flavor.",
+	}, []string{"team", "flavor"})
+	metricBorrowed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_borrowed_gpus",
+		Help: "GPUs a team uses that its cohort may reclaim (above nominal, or in borrowOnly tiers), per flavor.",
+	}, []string{"team", "flavor"})
+	metricLent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_lent_gpus",
+		Help: "A team's idle nominal GPUs other teams of its cohort use, per flavor.",
+	}, []string{"team", "flavor"})
+	metricPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_pending_workloads",
+		Help: "A team's workloads waiting for admission, per tier.",
+	}, []string{"team", "tier"})
+	metricAdmitted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_team_admitted_workloads",
+		Help: "A team's admitted workloads that have not finished.",
+	}, []string{"team"})
+	metricPoolNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_pool_nodes",
+		Help: "Nodes of a pool the scheduler sees, by health (healthy, unhealthy).",
+	}, []string{"pool", "flavor", "health"})
+	metricPoolHealthyGPUs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "allot_pool_healthy_gpus",
+		Help: "GPUs of a pool on healthy nodes that the agent reports healthy.",
+	}, []string{"pool", "flavor"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricCycle, metricEvictions, metricPreemptions, metricWait,
+		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
+		metricPoolNodes, metricPoolHealthyGPUs)
+}

@@ -1,0 +1,512 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// Options configure the runner; zero values take the defaults.
+type Options struct {
+	// SchedulerName is the spec.schedulerName of the pods allot schedules.
+	SchedulerName string
+	// Core tunes the scheduling core (reservations, gang timeout, backoff).
+	Core *scheduler.Options
+	// CycleInterval is the least time between two cycles: events in between are
+	// decided together. Default 20ms.
+	CycleInterval time.Duration
+	// Resync is the most time between two cycles without events (backoffs, gang
+	// timeouts). Default 1s.
+	Resync time.Duration
+	// StatusInterval is how often Team status and the metrics are refreshed.
+	// Default 10s.
+	StatusInterval time.Duration
+	// BindWorkers bounds the binding requests in flight. Default 64.
+	BindWorkers int
+	// SyncTimeout bounds the wait, before the first cycle, for the cache to show
+	// every pod the API has bound. Default 30s.
+	SyncTimeout time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.SchedulerName == "" {
+		o.SchedulerName = SchedulerName
+	}
+	if o.Core == nil {
+		d := scheduler.DefaultOptions()
+		o.Core = &d
+	}
+	if o.CycleInterval <= 0 {
+		o.CycleInterval = 20 * time.Millisecond
+	}
+	if o.Resync <= 0 {
+		o.Resync = time.Second
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = 10 * time.Second
+	}
+	if o.BindWorkers <= 0 {
+		o.BindWorkers = 64
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Runner is the embedded scheduler: a manager runnable that needs leader election.
+type Runner struct {
+	opts   Options
+	client client.Client
+	reader client.Reader
+	cache  ctrlcache.Cache
+	events events.EventRecorder
+	log    logr.Logger
+
+	mu   sync.Mutex
+	st   store
+	core *scheduler.Scheduler
+	// coreErr says why the quota objects could not be built into a core.
+	coreErr error
+	// known are the nodes as the core has them.
+	known map[string]nodeModel
+
+	kick  chan struct{}
+	sem   chan struct{}
+	tasks sync.WaitGroup
+}
+
+// New returns a runner; SetupWithManager wires it into a manager.
+func New(opts Options) *Runner {
+	opts = opts.withDefaults()
+	return &Runner{
+		opts: opts, st: newStore(), known: map[string]nodeModel{},
+		kick: make(chan struct{}, 1), sem: make(chan struct{}, opts.BindWorkers),
+		log: ctrl.Log.WithName("scheduler"),
+	}
+}
+
+// SetupWithManager registers the runner's informers on the manager's cache and
+// adds the runner, which runs only on the leader.
+func (r *Runner) SetupWithManager(mgr ctrl.Manager) error {
+	r.client, r.reader, r.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
+	r.events = mgr.GetEventRecorder("allot-scheduler")
+	ctx := context.Background()
+	for _, w := range []struct {
+		obj            client.Object
+		upsert, remove func(any)
+	}{
+		{&corev1.Pod{}, r.upsertPod, r.deletePod},
+		{&corev1.Node{}, r.upsertNode, r.deleteNode},
+		{&batchv1.Job{}, r.upsertJob, r.deleteJob},
+		{&allotv1.Team{}, r.upsertConfig, r.deleteConfig},
+		{&allotv1.Cohort{}, r.upsertConfig, r.deleteConfig},
+		{&allotv1.Tier{}, r.upsertConfig, r.deleteConfig},
+		{&allotv1.Pool{}, r.upsertConfig, r.deleteConfig},
+	} {
+		inf, err := r.cache.GetInformer(ctx, w.obj)
+		if err != nil {
+			return fmt.Errorf("scheduler: informer for %T: %w", w.obj, err)
+		}
+		if _, err := inf.AddEventHandler(r.handler(w.upsert, w.remove)); err != nil {
+			return fmt.Errorf("scheduler: event handler for %T: %w", w.obj, err)
+		}
+	}
+	return mgr.Add(r)
+}
+
+// NeedLeaderElection makes only the leader schedule.
+func (r *Runner) NeedLeaderElection() bool { return true }
+
+func (r *Runner) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start schedules until ctx ends: it waits for the cache to sync and to show
+// every pod the API has bound, rebuilds the core from them, then runs cycles.
+func (r *Runner) Start(ctx context.Context) error {
+	r.log = ctrl.LoggerFrom(ctx).WithName("scheduler")
+	if !r.cache.WaitForCacheSync(ctx) {
+		return errors.New("scheduler: the cache did not sync")
+	}
+	if err := r.barrier(ctx); err != nil {
+		return err
+	}
+	r.log.Info("cache synced, scheduling", "schedulerName", r.opts.SchedulerName)
+	r.tasks.Add(1)
+	go func() {
+		defer r.tasks.Done()
+		r.statusLoop(ctx)
+	}()
+	resync := time.NewTicker(r.opts.Resync)
+	defer resync.Stop()
+	var last time.Time
+	for {
+		wakeAt := r.step(ctx)
+		var wakeC <-chan time.Time
+		if !wakeAt.IsZero() {
+			t := time.NewTimer(time.Until(wakeAt))
+			wakeC = t.C
+			defer t.Stop()
+		}
+		last = time.Now()
+		select {
+		case <-ctx.Done():
+			r.tasks.Wait()
+			return nil
+		case <-r.kick:
+		case <-resync.C:
+		case <-wakeC:
+		}
+		// Decide on a batch: let the events of one burst arrive.
+		if d := r.opts.CycleInterval - time.Since(last); d > 0 {
+			select {
+			case <-ctx.Done():
+				r.tasks.Wait()
+				return nil
+			case <-time.After(d):
+			}
+		}
+	}
+}
+
+// barrier waits until the cache shows every pod of ours the API has bound, so
+// that the first cycle sees all the capacity in use (Karpenter's "cluster
+// synced"): a leader taking over never places on GPUs its predecessor gave away.
+func (r *Runner) barrier(ctx context.Context) error {
+	var pods corev1.PodList
+	if err := r.reader.List(ctx, &pods, client.MatchingFields{"spec.schedulerName": r.opts.SchedulerName}); err != nil {
+		return fmt.Errorf("scheduler: listing pods before the first cycle: %w", err)
+	}
+	want := map[types.UID]string{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			want[p.UID] = p.Spec.NodeName
+		}
+	}
+	deadline := time.Now().Add(r.opts.SyncTimeout)
+	for {
+		r.mu.Lock()
+		for uid, node := range want {
+			if p := r.st.pods[uid]; p != nil && p.node == node {
+				delete(want, uid)
+			}
+		}
+		n := len(want)
+		r.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			r.log.Info("cache still misses bound pods; going on (they may have been deleted)", "missing", n)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// step brings the core up to date with the cache, runs a cycle and applies it.
+// It returns when a cycle may decide something new without any event.
+func (r *Runner) step(ctx context.Context) time.Time {
+	r.mu.Lock()
+	now := r.opts.Now()
+	var acts actions
+	if r.core != nil {
+		r.core.Advance(now)
+	}
+	if r.st.configDirty || r.core == nil || r.nodesStructural() {
+		r.rebuild(now, &acts)
+	} else {
+		r.syncHealth(&acts)
+	}
+	if r.core == nil {
+		r.mu.Unlock()
+		r.run(ctx, acts)
+		return time.Time{}
+	}
+	for id := range r.st.dirty {
+		if g := r.st.gangs[id]; g != nil {
+			r.syncGang(g, now, &acts)
+		}
+	}
+	clear(r.st.dirty)
+	start := time.Now()
+	res := r.core.Cycle(now)
+	metricCycle.Observe(time.Since(start).Seconds())
+	r.applyResults(res, now, &acts)
+	r.mu.Unlock()
+	r.run(ctx, acts)
+	return res.Wake
+}
+
+// nodesStructural says whether a node changed in more than its health (added,
+// removed, resized, relabelled): the core is then rebuilt. New nodes are added
+// in place.
+func (r *Runner) nodesStructural() bool {
+	if len(r.st.nodesDirty) == 0 {
+		return false
+	}
+	for name := range r.st.nodesDirty {
+		m, ok := r.model(name)
+		old, had := r.known[name]
+		switch {
+		case !ok && !had:
+			delete(r.st.nodesDirty, name)
+		case ok && !had:
+			if r.core.AddNode(m.spec) != nil {
+				return true
+			}
+			r.known[name] = m
+			delete(r.st.nodesDirty, name)
+		case !ok || !had:
+			return true
+		default:
+			a, b := m.spec, old.spec
+			a.Unhealthy, b.Unhealthy = false, false
+			if a.GPUs != b.GPUs || a.Flavor != b.Flavor || !slices.Equal(a.Domains, b.Domains) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// model is a node as the core should have it: healthy GPUs less what other
+// schedulers' pods hold there.
+func (r *Runner) model(name string) (nodeModel, bool) {
+	n := r.st.nodes[name]
+	if n == nil {
+		return nodeModel{}, false
+	}
+	m, ok := modelNode(n, r.st.pools)
+	if !ok {
+		return m, false
+	}
+	m.spec.GPUs = m.gpus
+	for _, f := range r.st.foreign {
+		if f.node == name {
+			m.spec.GPUs -= f.gpus
+		}
+	}
+	m.spec.GPUs = max(0, m.spec.GPUs)
+	return m, true
+}
+
+// syncHealth tells the core of nodes that turned healthy or unhealthy; the
+// gangs on a failed node are evicted whole.
+func (r *Runner) syncHealth(acts *actions) {
+	for _, name := range slices.Sorted(maps.Keys(r.st.nodesDirty)) {
+		m, ok := r.model(name)
+		old := r.known[name]
+		if !ok || m.spec.Unhealthy == old.spec.Unhealthy {
+			continue
+		}
+		r.known[name] = m
+		evicted, err := r.core.SetNodeHealth(scheduler.NodeName(name), !m.spec.Unhealthy)
+		if err != nil {
+			r.log.Error(err, "setting node health", "node", name)
+			continue
+		}
+		r.evictGangs(evicted, "NodeUnhealthy", fmt.Sprintf("node %s is unhealthy", name), acts)
+	}
+	clear(r.st.nodesDirty)
+}
+
+// evictGangs evicts whole gangs the core took back, and forgets them: their pods
+// (made again by their Job) come back as a new submission.
+func (r *Runner) evictGangs(ids []scheduler.WorkloadID, reason, why string, acts *actions) {
+	for _, id := range ids {
+		metricEvictions.WithLabelValues(reason).Inc()
+		_ = r.core.Finish(id)
+		g := r.st.gangs[string(id)]
+		if g == nil {
+			continue
+		}
+		acts.evict(g, reason, fmt.Sprintf("gang %s evicted: %s", g.id, why))
+		g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+		r.st.dirty[g.id] = true
+	}
+}
+
+// rebuild makes a new core from the quota objects and nodes, restores the
+// admitted and running gangs into it and resubmits the pending ones in their
+// order. A quota tree the core refuses leaves the last good core in force.
+func (r *Runner) rebuild(now time.Time, acts *actions) {
+	cfg, err := quotaConfig(slices.Collect(derefs(r.st.teams)), slices.Collect(derefs(r.st.cohorts)), slices.Collect(derefs(r.st.tiers)))
+	var core *scheduler.Scheduler
+	if err == nil {
+		core, err = scheduler.New(cfg, *r.opts.Core)
+	}
+	r.st.configDirty = false
+	if err != nil {
+		if r.coreErr == nil || r.coreErr.Error() != err.Error() {
+			r.log.Error(err, "quota objects refused; the last good quota stays in force")
+		}
+		r.coreErr = err
+		return
+	}
+	r.coreErr = nil
+	core.Advance(now)
+	old := r.core
+	r.core, r.known = core, map[string]nodeModel{}
+	for _, name := range slices.Sorted(maps.Keys(r.st.nodes)) {
+		m, ok := r.model(name)
+		if !ok {
+			continue
+		}
+		healthy := m.spec
+		healthy.Unhealthy = false
+		if err := core.AddNode(healthy); err != nil {
+			r.log.Error(err, "adding node", "node", name)
+			continue
+		}
+		m.spec.Unhealthy = false
+		r.known[name] = m
+	}
+	clear(r.st.nodesDirty)
+	// Admitted gangs first, in their order, then the rest.
+	ids := slices.Sorted(maps.Keys(r.st.gangs))
+	for _, id := range ids {
+		g := r.st.gangs[id]
+		g.stuck = ""
+		if g.phase != admitted {
+			g.phase = idle
+			continue
+		}
+		if err := core.Restore(g.spec, slotPlacement(g.slots)); err != nil {
+			r.log.Error(err, "restoring an admitted gang; taking it back", "workload", id)
+			acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s no longer fits after a change of nodes or quotas: %v", id, err))
+			g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+		}
+	}
+	for _, id := range ids {
+		if g := r.st.gangs[id]; g.phase == idle {
+			r.syncGang(g, now, acts)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.st.nodes)) {
+		if m, ok := r.model(name); ok && m.spec.Unhealthy {
+			r.known[name] = m
+			evicted, err := core.SetNodeHealth(scheduler.NodeName(name), false)
+			if err == nil {
+				r.evictGangs(evicted, "NodeUnhealthy", fmt.Sprintf("node %s is unhealthy", name), acts)
+			}
+		}
+	}
+	if old == nil {
+		r.log.Info("scheduler state rebuilt", "nodes", len(r.known), "gangs", len(ids))
+	}
+}
+
+func slotPlacement(slots map[string]int64) []scheduler.PodPlacement {
+	out := make([]scheduler.PodPlacement, 0, len(slots))
+	for _, n := range slices.Sorted(maps.Keys(slots)) {
+		if slots[n] > 0 {
+			out = append(out, scheduler.PodPlacement{Node: scheduler.NodeName(n), Pods: slots[n]})
+		}
+	}
+	return out
+}
+
+func derefs[T any](m map[string]*T) func(func(T) bool) {
+	return func(yield func(T) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(*m[k]) {
+				return
+			}
+		}
+	}
+}
+
+// applyResults turns a cycle's decisions into actions: evictions, preemptions
+// (the victims' pods evicted, the preemptor bound once they are gone), bindings
+// and pending reasons.
+func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *actions) {
+	for _, e := range res.Evicted {
+		g := r.st.gangs[string(e.Workload)]
+		metricEvictions.WithLabelValues(e.Reason).Inc()
+		if g == nil {
+			continue
+		}
+		// The core requeued it (a gang timeout): take back what was bound.
+		acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s was not bound whole within the gang timeout; requeued", g.id))
+		g.phase, g.slots, g.waitFor, g.fresh = queued, nil, nil, false
+	}
+	victimPods := map[scheduler.WorkloadID][]types.UID{}
+	for _, p := range res.Preempted {
+		metricPreemptions.WithLabelValues(string(p.Reason)).Inc()
+		_ = r.core.Finish(p.Victim)
+		g := r.st.gangs[string(p.Victim)]
+		if g == nil {
+			continue
+		}
+		victimPods[p.By] = append(victimPods[p.By], acts.evict(g, "Preempted",
+			fmt.Sprintf("preempted by %s (%s): %s", p.By, p.Reason, preemptWhy(p.Reason)))...)
+		g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+		r.st.dirty[g.id] = true
+	}
+	for _, a := range res.Admitted {
+		g := r.st.gangs[string(a.Workload)]
+		if g == nil {
+			_ = r.core.Finish(a.Workload)
+			continue
+		}
+		g.phase, g.fresh = admitted, true
+		g.slots = map[string]int64{}
+		for _, p := range a.Pods {
+			g.slots[string(p.Node)] += p.Pods
+		}
+		g.waitFor = map[types.UID]bool{}
+		for _, uid := range victimPods[a.Workload] {
+			g.waitFor[uid] = true
+		}
+		metricWait.WithLabelValues(string(g.spec.Tier)).Observe(now.Sub(g.spec.Submitted).Seconds())
+		for _, p := range g.pods {
+			p.pending = ""
+		}
+		r.dispatch(g, acts)
+	}
+	for _, p := range res.Pending {
+		if g := r.st.gangs[string(p.Workload)]; g != nil {
+			r.setPending(g, g.sortedPods(isLive), string(p.Reason.Code), p.Reason.String(), acts)
+		}
+	}
+}
+
+func preemptWhy(r scheduler.PreemptReason) string {
+	switch r {
+	case scheduler.PreemptReclaim:
+		return "a team under its nominal quota reclaims GPUs this gang's team borrowed"
+	case scheduler.PreemptHigherTier:
+		return "a higher tier of the same team needs the GPUs of this preemptible tier"
+	}
+	return string(r)
+}

@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// statusLoop refreshes the metrics and the Teams' status every StatusInterval
+// until ctx ends.
+func (r *Runner) statusLoop(ctx context.Context) {
+	t := time.NewTicker(r.opts.StatusInterval)
+	defer t.Stop()
+	for {
+		r.publishStatus(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// publishStatus takes the core's usage under the lock, then sets the gauges and
+// patches each Team whose status changed.
+func (r *Runner) publishStatus(ctx context.Context) {
+	r.mu.Lock()
+	var usage []scheduler.TeamUsage
+	if r.core != nil {
+		usage = r.core.Usage()
+	}
+	teams := maps.Clone(r.st.teams)
+	type poolHealth struct {
+		flavor             string
+		healthy, unhealthy int
+		gpus               int64
+	}
+	pools := map[string]*poolHealth{}
+	for name, n := range r.st.nodes {
+		pool := n.Labels[LabelPool]
+		if pool == "" {
+			continue
+		}
+		m, ok := r.model(name)
+		if !ok {
+			continue
+		}
+		ph := pools[pool]
+		if ph == nil {
+			ph = &poolHealth{flavor: string(m.spec.Flavor)}
+			pools[pool] = ph
+		}
+		if m.spec.Unhealthy {
+			ph.unhealthy++
+		} else {
+			ph.healthy++
+			ph.gpus += m.gpus
+		}
+	}
+	r.mu.Unlock()
+
+	for _, g := range []interface{ Reset() }{metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted, metricPoolNodes, metricPoolHealthyGPUs} {
+		g.Reset()
+	}
+	for pool, ph := range pools {
+		metricPoolNodes.WithLabelValues(pool, ph.flavor, "healthy").Set(float64(ph.healthy))
+		metricPoolNodes.WithLabelValues(pool, ph.flavor, "unhealthy").Set(float64(ph.unhealthy))
+		metricPoolHealthyGPUs.WithLabelValues(pool, ph.flavor).Set(float64(ph.gpus))
+	}
+	for _, u := range usage {
+		team := string(u.Team)
+		for _, f := range u.Flavors {
+			fl := string(f.Flavor)
+			metricQuota.WithLabelValues(team, fl).Set(float64(f.Nominal))
+			metricUsed.WithLabelValues(team, fl).Set(float64(f.Used))
+			metricBorrowed.WithLabelValues(team, fl).Set(float64(f.Borrowed))
+			metricLent.WithLabelValues(team, fl).Set(float64(f.Lent))
+		}
+		var pending int64
+		for tier, n := range u.Pending {
+			metricPending.WithLabelValues(team, string(tier)).Set(float64(n))
+			pending += n
+		}
+		metricAdmitted.WithLabelValues(team).Set(float64(u.Admitted))
+
+		obj := teams[team]
+		if obj == nil {
+			continue
+		}
+		want := allotv1.TeamStatus{CommonStatus: obj.Status.CommonStatus, PendingWorkloads: pending, AdmittedWorkloads: u.Admitted}
+		for _, f := range u.Flavors {
+			want.Flavors = append(want.Flavors, allotv1.FlavorUsage{Flavor: string(f.Flavor), UsedGPUs: int64(f.Used), BorrowedGPUs: int64(f.Borrowed), LentGPUs: int64(f.Lent)})
+		}
+		slices.SortFunc(want.Flavors, func(a, b allotv1.FlavorUsage) int { return cmp.Compare(a.Flavor, b.Flavor) })
+		if teamStatusEqual(obj.Status, want) {
+			continue
+		}
+		patched := obj.DeepCopy()
+		patched.Status = want
+		if err := r.client.Status().Patch(ctx, patched, client.MergeFrom(obj)); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Error(err, "writing team status", "team", team)
+		}
+	}
+}
+
+func teamStatusEqual(a, b allotv1.TeamStatus) bool {
+	return a.PendingWorkloads == b.PendingWorkloads && a.AdmittedWorkloads == b.AdmittedWorkloads &&
+		slices.Equal(a.Flavors, b.Flavors)
+}
