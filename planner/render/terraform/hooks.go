@@ -18,6 +18,9 @@ const (
 	EnvNodeLabels = "ALLOT_NODE_LABELS" // a JSON object
 	EnvGPUs       = "ALLOT_GPUS"        // GPUs of the node
 	EnvPoolNodes  = "ALLOT_POOL_NODES"  // the pool's target node count
+	// EnvResumed is "1" when a create hook runs again because an earlier run
+	// was cut short inside it: the node may exist already.
+	EnvResumed = "ALLOT_RESUMED"
 )
 
 // hooks renders onprem and kwok pools with Terraform's built-in provider only, so
@@ -30,8 +33,20 @@ const (
 //     ALLOT_ACTION=create when the node appears and ALLOT_ACTION=delete when it
 //     goes, with the node's name and labels (pool, flavor, cluster, topology) in
 //     the environment. Growing a pool adds instances, shrinking removes the
-//     highest-numbered ones, an interrupted apply resumes where it stopped, and a
-//     change of a node's labels replaces that node only.
+//     highest-numbered ones, and a change of a node's labels replaces that node
+//     only;
+//   - terraform_data.<pool>_created: one instance per node, created once the
+//     node's create hook has finished. Terraform records a new resource in the
+//     state before its creation hook runs, so a run killed inside the hook (the
+//     manager's pod dies) leaves a node in the state whose hook never finished.
+//     Its _created instance is then missing, and the next apply creates it:
+//     that runs the create hook again, with ALLOT_RESUMED=1, for exactly the
+//     nodes whose hook may not have finished. In a run that goes through, the
+//     hook runs once per node (the _created instance runs a no-op when its node
+//     was created by the same plan, told by plantimestamp()).
+//
+// Hooks must be idempotent: a resumed create may find the node there, and a
+// node whose create hook failed is tainted and created again.
 //
 // Terraform runs no destroy-time hook for a resource block that is removed from
 // the configuration: to retire a whole pool, shrink it to 0 first.
@@ -76,15 +91,20 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 				EnvPoolNodes:  strconv.FormatInt(target, 10),
 			}
 		}
-		m.resource("terraform_data", name+"_nodes", map[string]any{
+		nodesName := name + "_nodes"
+		m.resource("terraform_data", nodesName, map[string]any{
 			"for_each": fmt.Sprintf("${local.nodes[%q]}", p.Name),
 			"input": map[string]any{
 				"node":    "${each.key}",
 				"pool":    string(p.Name),
 				"labels":  "${each.value}",
 				"command": "${var.command}",
+				// The plan that created the node, kept across later plans:
+				// the node's _created instance compares it with its own.
+				"created": "${plantimestamp()}",
 			},
 			"triggers_replace": "${each.value}",
+			"lifecycle":        []any{map[string]any{"ignore_changes": []any{"input.created"}}},
 			"provisioner": []any{
 				map[string]any{"local-exec": map[string]any{
 					"command":     "${var.command}",
@@ -96,6 +116,25 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 					"when":        "destroy",
 					"command":     "${self.input.command}",
 					"environment": env("delete", "${self.input.node}", "${jsonencode(self.input.labels)}"),
+				}},
+			},
+		})
+		node := fmt.Sprintf("terraform_data.%s[each.key]", nodesName)
+		resumed := env("create", "${each.key}", "${jsonencode(each.value)}")
+		resumed[EnvResumed] = "1"
+		m.resource("terraform_data", name+"_created", map[string]any{
+			"for_each": fmt.Sprintf("${local.nodes[%q]}", p.Name),
+			"input": map[string]any{
+				"node":      "${each.key}",
+				"pool":      string(p.Name),
+				"confirmed": true,
+			},
+			// A new instance of the node (e.g. new labels) is confirmed anew.
+			"triggers_replace": fmt.Sprintf("${%s.id}", node),
+			"provisioner": []any{
+				map[string]any{"local-exec": map[string]any{
+					"command":     fmt.Sprintf(`${%s.output.created == plantimestamp() ? "true" : var.command}`, node),
+					"environment": resumed,
 				}},
 			},
 		})

@@ -142,7 +142,7 @@ func TestTerraformApplyHooks(t *testing.T) {
 
 	write(3)
 	out := tf(t, bin, d, append([]string{"plan", "-input=false", "-no-color"}, vars...)...)
-	for _, s := range []string{"nodes         = 4 -> 3", `terraform_data.a100_nodes["a100-3"] will be destroyed`, "Plan: 0 to add, 1 to change, 1 to destroy."} {
+	for _, s := range []string{"nodes         = 4 -> 3", `terraform_data.a100_nodes["a100-3"] will be destroyed`, `terraform_data.a100_created["a100-3"] will be destroyed`, "Plan: 0 to add, 1 to change, 2 to destroy."} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the plan of a shrink does not show %q:\n%s", s, out)
 		}
