@@ -132,12 +132,63 @@ func (r *Runner) run(ctx context.Context, a actions) {
 			r.unbindPods(ctx, t)
 		}()
 	}
-	if len(a.pending) > 0 || len(a.events) > 0 {
-		r.tasks.Add(1)
-		go func() {
-			defer r.tasks.Done()
-			r.writePending(ctx, a.pending, a.events)
-		}()
+	r.pending.add(a.pending, a.events)
+}
+
+// pendingQueue holds the pending reasons and events to write: the latest
+// reason per pod, and the events in order.
+type pendingQueue struct {
+	mu     sync.Mutex
+	writes map[types.UID]pendingWrite
+	order  []types.UID
+	events []podEvent
+	kick   chan struct{}
+}
+
+func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
+	if len(writes) == 0 && len(evs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	if q.writes == nil {
+		q.writes = map[types.UID]pendingWrite{}
+	}
+	for _, w := range writes {
+		if _, ok := q.writes[w.pod.uid]; !ok {
+			q.order = append(q.order, w.pod.uid)
+		}
+		q.writes[w.pod.uid] = w
+	}
+	q.events = append(q.events, evs...)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *pendingQueue) take() ([]pendingWrite, []podEvent) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	writes := make([]pendingWrite, 0, len(q.order))
+	for _, uid := range q.order {
+		writes = append(writes, q.writes[uid])
+	}
+	evs := q.events
+	q.writes, q.order, q.events = nil, nil, nil
+	return writes, evs
+}
+
+// pendingLoop is the one writer of pending reasons and events.
+func (r *Runner) pendingLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.pending.kick:
+		}
+		writes, evs := r.pending.take()
+		r.writePending(ctx, writes, evs)
 	}
 }
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -61,6 +62,8 @@ type store struct {
 	configDirty bool
 	nodesDirty  map[string]bool
 	dirty       map[string]bool
+	// waiting are admitted gangs waiting for their victims' pods to go.
+	waiting map[string]bool
 }
 
 func newStore() store {
@@ -68,7 +71,7 @@ func newStore() store {
 		pods: map[types.UID]*podInfo{}, gangs: map[string]*gang{}, nodes: map[string]*corev1.Node{},
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
-		nodesDirty: map[string]bool{}, dirty: map[string]bool{},
+		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{},
 	}
 }
 
@@ -220,21 +223,33 @@ func (r *Runner) deleteJob(obj any) {
 	}
 }
 
-// configHandlers keep the quota objects; any change rebuilds the core.
+// upsertConfig keeps the quota objects; a change of their spec (a new
+// generation) rebuilds the core. Status writes, the runner's own among them,
+// do not.
 func (r *Runner) upsertConfig(obj any) {
+	var changed bool
 	switch o := obj.(type) {
 	case *allotv1.Team:
+		old := r.st.teams[o.Name]
+		changed = old == nil || old.Generation != o.Generation
 		r.st.teams[o.Name] = o
 	case *allotv1.Cohort:
+		old := r.st.cohorts[o.Name]
+		changed = old == nil || old.Generation != o.Generation
 		r.st.cohorts[o.Name] = o
 	case *allotv1.Tier:
+		old := r.st.tiers[o.Name]
+		changed = old == nil || old.Generation != o.Generation
 		r.st.tiers[o.Name] = o
 	case *allotv1.Pool:
-		r.st.pools[o.Name] = poolInfoOf(o)
+		pi := poolInfoOf(o)
+		old, had := r.st.pools[o.Name]
+		changed = !had || old.flavor != pi.flavor || !slices.Equal(old.levels, pi.levels)
+		r.st.pools[o.Name] = pi
 	default:
 		return
 	}
-	r.st.configDirty = true
+	r.st.configDirty = r.st.configDirty || changed
 }
 
 func (r *Runner) deleteConfig(obj any) {

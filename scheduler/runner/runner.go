@@ -94,6 +94,9 @@ type Runner struct {
 
 	kick  chan struct{}
 	sem   chan struct{}
+	// pending are the reasons and events to write, in the order decided; one
+	// writer drains them, so an older reason never lands after a newer one.
+	pending pendingQueue
 	tasks sync.WaitGroup
 }
 
@@ -102,7 +105,7 @@ func New(opts Options) *Runner {
 	opts = opts.withDefaults()
 	return &Runner{
 		opts: opts, st: newStore(), known: map[string]nodeModel{},
-		kick: make(chan struct{}, 1), sem: make(chan struct{}, opts.BindWorkers),
+		kick: make(chan struct{}, 1), pending: pendingQueue{kick: make(chan struct{}, 1)}, sem: make(chan struct{}, opts.BindWorkers),
 		log: ctrl.Log.WithName("scheduler"),
 	}
 }
@@ -157,10 +160,14 @@ func (r *Runner) Start(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("cache synced, scheduling", "schedulerName", r.opts.SchedulerName)
-	r.tasks.Add(1)
+	r.tasks.Add(2)
 	go func() {
 		defer r.tasks.Done()
 		r.statusLoop(ctx)
+	}()
+	go func() {
+		defer r.tasks.Done()
+		r.pendingLoop(ctx)
 	}()
 	resync := time.NewTicker(r.opts.Resync)
 	defer resync.Stop()
@@ -251,6 +258,14 @@ func (r *Runner) step(ctx context.Context) time.Time {
 		r.mu.Unlock()
 		r.run(ctx, acts)
 		return time.Time{}
+	}
+	// Preemptors waiting for their victims' pods to go look again.
+	for id := range r.st.waiting {
+		if g := r.st.gangs[id]; g != nil && len(g.waitFor) > 0 && g.phase == admitted {
+			r.st.dirty[id] = true
+		} else {
+			delete(r.st.waiting, id)
+		}
 	}
 	for id := range r.st.dirty {
 		if g := r.st.gangs[id]; g != nil {
@@ -487,6 +502,9 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 		g.waitFor = map[types.UID]bool{}
 		for _, uid := range victimPods[a.Workload] {
 			g.waitFor[uid] = true
+		}
+		if len(g.waitFor) > 0 {
+			r.st.waiting[g.id] = true
 		}
 		metricWait.WithLabelValues(string(g.spec.Tier)).Observe(now.Sub(g.spec.Submitted).Seconds())
 		for _, p := range g.pods {

@@ -1,0 +1,357 @@
+package runner_test
+
+import (
+	"context"
+
+	"fmt"
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// cluster is one test's control plane, with a fake kubelet that finishes what
+// the API server leaves to kubelets: a deleted pod that was bound goes away.
+type cluster struct {
+	t   *testing.T
+	env *testenv.Env
+	c   client.Client
+	ns  string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	env := testenv.Start(t)
+	cl := &cluster{t: t, env: env, c: env.Client, ns: "jobs"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cl.ns}}
+	if err := cl.c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cl.kubelet(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cl
+}
+
+// kubelet plays the part of every node's kubelet for deletions: a pod with a
+// deletion timestamp is removed at once, as a kubelet does once its containers
+// stopped.
+func (cl *cluster) kubelet(ctx context.Context) {
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := cl.c.List(ctx, &pods); err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.DeletionTimestamp != nil {
+					_ = cl.c.Delete(ctx, p, client.GracePeriodSeconds(0))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// sched is a running manager with the embedded scheduler.
+type sched struct {
+	metrics string
+	stop    func()
+	// base holds the counters as they stood when it started.
+	base map[string]float64
+}
+
+type schedOptions struct {
+	leaderElection bool
+	identity       string
+	core           *scheduler.Options
+}
+
+// start runs a manager with the scheduler until the test ends or stop is called.
+func (cl *cluster) start(o schedOptions) *sched {
+	cl.t.Helper()
+	addr := freeAddr(cl.t)
+	mo := ctrl.Options{
+		Scheme:                 cl.env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: addr},
+		HealthProbeBindAddress: "0",
+	}
+	if o.leaderElection {
+		mo.LeaderElection = true
+		mo.LeaderElectionID = "allot-scheduler-test"
+		mo.LeaderElectionNamespace = "default"
+		mo.LeaseDuration = ptr.To(3 * time.Second)
+		mo.RenewDeadline = ptr.To(2 * time.Second)
+		mo.RetryPeriod = ptr.To(200 * time.Millisecond)
+		mo.LeaderElectionReleaseOnCancel = false
+	}
+	cfg := *cl.env.Config
+	if o.identity != "" {
+		cfg.UserAgent = o.identity
+	}
+	mgr, err := ctrl.NewManager(&cfg, mo)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	r := runner.New(runner.Options{
+		Core: o.core, CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond,
+		StatusInterval: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
+	})
+	if err := r.SetupWithManager(mgr); err != nil {
+		cl.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			cl.t.Logf("manager stopped: %v", err)
+		}
+	}
+	cl.t.Cleanup(stop)
+	base := map[string]float64{}
+	if fams, err := ctrlmetrics.Registry.Gather(); err == nil {
+		byName := map[string]*dto.MetricFamily{}
+		for _, f := range fams {
+			if f.GetType() == dto.MetricType_COUNTER {
+				byName[f.GetName()] = f
+			}
+		}
+		base = samples(byName)
+	}
+	return &sched{metrics: "http://" + addr + "/metrics", stop: stop, base: base}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// tiers creates the four tiers of the examples.
+func (cl *cluster) tiers() {
+	cl.t.Helper()
+	for _, tr := range []allotv1.Tier{
+		{ObjectMeta: metav1.ObjectMeta{Name: "production"}, Spec: allotv1.TierSpec{Priority: 500}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "research"}, Spec: allotv1.TierSpec{Priority: 100, Preemptible: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "opportunist"}, Spec: allotv1.TierSpec{Priority: 0, Preemptible: true, BorrowOnly: true}},
+	} {
+		cl.create(&tr)
+	}
+}
+
+func (cl *cluster) cohort(name string) {
+	cl.create(&allotv1.Cohort{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// team creates a team with a nominal quota of one flavor in a cohort.
+func (cl *cluster) team(name, cohort, flavor string, nominal int64) {
+	cl.create(&allotv1.Team{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       allotv1.TeamSpec{Cohort: cohort, Quota: []allotv1.FlavorQuota{{Flavor: flavor, Nominal: nominal}}},
+	})
+}
+
+// pool creates a Pool and its nodes, named <pool>-<i>, in racks of perRack.
+func (cl *cluster) pool(name, flavor string, nodes, gpus, perRack int64) {
+	cl.t.Helper()
+	cl.create(&allotv1.Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: allotv1.PoolSpec{
+			Cluster: "test", Flavor: flavor, GPUsPerNode: gpus,
+			Nodes: allotv1.NodeBounds{Min: 0, Max: nodes}, NodesTarget: nodes,
+			Topology: &allotv1.Topology{Levels: []allotv1.TopologyLevel{{Name: "rack"}, {Name: "host"}}},
+			Price:    allotv1.Price{OnDemandPerNodeHour: "1"},
+		},
+	})
+	for i := range nodes {
+		labels := map[string]string{
+			runner.LabelPool: name, runner.LabelFlavor: flavor,
+			runner.LabelTopologyPrefix + "rack": "r" + strconv.FormatInt(i/perRack, 10),
+			runner.LabelTopologyPrefix + "host": fmt.Sprintf("%s-%d", name, i),
+		}
+		if _, err := testenv.CreateNode(context.Background(), cl.c, fmt.Sprintf("%s-%d", name, i), gpus, labels); err != nil {
+			cl.t.Fatal(err)
+		}
+	}
+}
+
+func (cl *cluster) create(o client.Object) {
+	cl.t.Helper()
+	if err := cl.c.Create(context.Background(), o); err != nil {
+		cl.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// podSpec is what a test says of the pods of one workload.
+type podSpec struct {
+	team, tier string
+	pods, gpus int64
+	require    string
+}
+
+// submit creates the pods of a workload named name: a gang when pods > 1.
+func (cl *cluster) submit(name string, s podSpec) []string {
+	cl.t.Helper()
+	var names []string
+	for i := range s.pods {
+		labels := map[string]string{runner.LabelTeam: s.team}
+		if s.tier != "" {
+			labels[runner.LabelTier] = s.tier
+		}
+		pn := name
+		if s.pods > 1 {
+			labels[runner.LabelGang] = name
+			labels[runner.LabelGangSize] = strconv.FormatInt(s.pods, 10)
+			pn = fmt.Sprintf("%s-%d", name, i)
+		}
+		if s.require != "" {
+			labels[runner.LabelRequire] = s.require
+		}
+		gpus := *resource.NewQuantity(s.gpus, resource.DecimalSI)
+		cl.create(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: pn, Labels: labels},
+			Spec: corev1.PodSpec{
+				SchedulerName: runner.SchedulerName,
+				Containers: []corev1.Container{{Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus},
+				}}},
+			},
+		})
+		names = append(names, pn)
+	}
+	return names
+}
+
+// pods returns the test namespace's pods by name.
+func (cl *cluster) pods() map[string]corev1.Pod {
+	cl.t.Helper()
+	var list corev1.PodList
+	if err := cl.c.List(context.Background(), &list, client.InNamespace(cl.ns)); err != nil {
+		cl.t.Fatal(err)
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// nodesOf returns where each named pod is bound ("" if not bound or gone).
+func (cl *cluster) nodesOf(names []string) []string {
+	all := cl.pods()
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = all[n].Spec.NodeName
+	}
+	return out
+}
+
+func bound(nodes []string) int {
+	n := 0
+	for _, x := range nodes {
+		if x != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// finish marks pods Succeeded, as their kubelet would.
+func (cl *cluster) finish(names []string) {
+	cl.t.Helper()
+	for _, n := range names {
+		var p corev1.Pod
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Namespace: cl.ns, Name: n}, &p); err != nil {
+			cl.t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		if err := cl.c.Status().Update(context.Background(), &p); err != nil {
+			cl.t.Fatal(err)
+		}
+	}
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+// waitBound waits until every named pod is bound, and returns their nodes.
+func (cl *cluster) waitBound(names []string) []string {
+	cl.t.Helper()
+	var nodes []string
+	eventually(cl.t, 20*time.Second, fmt.Sprintf("pods %v bound", names), func() error {
+		nodes = cl.nodesOf(names)
+		if b := bound(nodes); b != len(names) {
+			return fmt.Errorf("%d of %d bound: %v", b, len(names), nodes)
+		}
+		return nil
+	})
+	return nodes
+}
+
+// waitPending waits until a pod carries PodScheduled=False with a message
+// containing want.
+func (cl *cluster) waitPending(name, want string) string {
+	cl.t.Helper()
+	var msg string
+	eventually(cl.t, 20*time.Second, "pod "+name+" pending with "+want, func() error {
+		p, ok := cl.pods()[name]
+		if !ok {
+			return fmt.Errorf("no pod %s", name)
+		}
+		if p.Spec.NodeName != "" {
+			return fmt.Errorf("bound to %s", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				msg = c.Message
+				if strings.Contains(msg, want) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("conditions %+v", p.Status.Conditions)
+	})
+	return msg
+}
+
+func init() { ctrl.SetLogger(logr.Discard()) }
