@@ -92,12 +92,12 @@ type Runner struct {
 	// known are the nodes as the core has them.
 	known map[string]nodeModel
 
-	kick  chan struct{}
-	sem   chan struct{}
+	kick chan struct{}
+	sem  chan struct{}
 	// pending are the reasons and events to write, in the order decided; one
 	// writer drains them, so an older reason never lands after a newer one.
 	pending pendingQueue
-	tasks sync.WaitGroup
+	tasks   sync.WaitGroup
 }
 
 // New returns a runner; SetupWithManager wires it into a manager.
