@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+func init() { commands = append(commands, newManagerCommand) }
+
+// managerOptions are the manager's flags.
+type managerOptions struct {
+	kubeconfig     string
+	metricsAddr    string
+	probeAddr      string
+	leaderElect    bool
+	leaderNS       string
+	leaderID       string
+	gitCache       string
+	schedulerName  string
+	noScheduler    bool
+	noGitOps       bool
+	statusInterval time.Duration
+	development    bool
+}
+
+func newManagerCommand() *cobra.Command {
+	var o managerOptions
+	c := &cobra.Command{
+		Use:   "manager",
+		Short: "Run in the cluster: GitOps reconciler, embedded scheduler, /metrics",
+		Long: `Run allot's in-cluster manager: the CapacitySource reconciler (fetch a Git
+revision or a Flux artifact, validate and plan it exactly as 'allot plan' does,
+apply the objects in safe order with server-side apply, prune what left Git) and
+the embedded gang- and topology-aware scheduler, which binds the pods whose
+spec.schedulerName is "allot". Both run on the elected leader only.
+
+Serves Prometheus metrics on --metrics-bind-address and /healthz and /readyz on
+--health-probe-bind-address. Stops cleanly on SIGINT or SIGTERM.
+
+The cluster is reached through --kubeconfig, else $KUBECONFIG, else the
+in-cluster service account.`,
+		Example: `  allot manager --kubeconfig ~/.kube/config --leader-elect=false
+  allot manager --metrics-bind-address :8080 --git-cache-dir /var/cache/allot`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runManager(ctx, o, cmd)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 disables it)")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables them)")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and schedules")
+	f.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
+	f.StringVar(&o.leaderID, "leader-election-id", "allot-manager", "name of the leader Lease")
+	f.StringVar(&o.gitCache, "git-cache-dir", filepath.Join(os.TempDir(), "allot-git"), "directory of the Git mirrors of CapacitySources")
+	f.StringVar(&o.schedulerName, "scheduler-name", runner.SchedulerName, "spec.schedulerName of the pods allot schedules")
+	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
+	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
+	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
+	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
+	return c
+}
+
+func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error {
+	var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+	if o.development {
+		h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+	}
+	log := logr.FromSlogHandler(h)
+	ctrl.SetLogger(log)
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return usageError{fmt.Errorf("reaching the cluster: %w", err)}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := allotv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderID,
+		LeaderElectionNamespace:       o.leaderNS,
+		LeaderElectionReleaseOnCancel: true,
+		Logger:                        log,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	if err := setupManager(mgr, o); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting manager", "metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElection", o.leaderElect,
+		"scheduler", !o.noScheduler, "gitops", !o.noGitOps)
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("manager: %w", err)
+	}
+	return nil
+}
+
+// setupManager wires the reconcilers and the scheduler into mgr: the one place
+// where the manager's parts are put together.
+func setupManager(mgr ctrl.Manager, o managerOptions) error {
+	if !o.noGitOps {
+		if err := os.MkdirAll(o.gitCache, 0o755); err != nil {
+			return usageError{fmt.Errorf("--git-cache-dir: %w", err)}
+		}
+		r := &capacity.Reconciler{
+			Client:   mgr.GetClient(),
+			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
+			Recorder: mgr.GetEventRecorder("allot-capacity"),
+			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the CapacitySource reconciler: %w", err)
+		}
+	}
+	if !o.noScheduler {
+		s := runner.New(runner.Options{SchedulerName: o.schedulerName, StatusInterval: o.statusInterval})
+		if err := s.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the scheduler: %w", err)
+		}
+	}
+	return nil
+}
+
+// restConfig reads the kubeconfig named, else controller-runtime's default
+// ($KUBECONFIG, in-cluster, ~/.kube/config).
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	return ctrl.GetConfig()
+}
