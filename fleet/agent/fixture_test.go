@@ -19,7 +19,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func TestMain(m *testing.M) {
 	waitMillis = 20 // stop watchers quickly
 	flag.Parse()
-	os.Exit(m.Run())
+	code := m.Run()
+	stopAPIServer()
+	os.Exit(code)
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
