@@ -23,6 +23,10 @@ const (
 	EnvResumed = "ALLOT_RESUMED"
 )
 
+// RunIDVariable is the input variable of onprem and kwok modules that tells
+// one run from another; a runner sets it to a new value for every plan.
+const RunIDVariable = "run_id"
+
 // hooks renders onprem and kwok pools with Terraform's built-in provider only, so
 // that the module inits, plans and applies offline. Each pool has:
 //
@@ -42,8 +46,12 @@ const (
 //     Its _created instance is then missing, and the next apply creates it:
 //     that runs the create hook again, with ALLOT_RESUMED=1, for exactly the
 //     nodes whose hook may not have finished. In a run that goes through, the
-//     hook runs once per node (the _created instance runs a no-op when its node
-//     was created by the same plan, told by plantimestamp()).
+//     hook runs once per node: the _created instance runs a no-op when its node
+//     was created by the same run (local.run: var.run_id, which allot's runner
+//     sets anew for every plan, or else the plan's timestamp, to the second).
+//     Terraform's dependencies are per resource block, not per instance: the
+//     _created instances wait for every node of the run, so after a run cut
+//     short, every node it created is confirmed again.
 //
 // Hooks must be idempotent: a resumed create may find the node there, and a
 // node whose create hook failed is tainted and created again.
@@ -52,6 +60,8 @@ const (
 // the configuration: to retire a whole pool, shrink it to 0 first.
 func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64) error {
 	m.variable("command", "string", "The command run when a node is created or deleted; it reads the ALLOT_* environment.", DefaultCommand)
+	m.variable(RunIDVariable, "string", "Identifies the run; allot's runner sets a new one for every plan (default: the plan's timestamp).", "")
+	m.locals["run"] = fmt.Sprintf("${coalesce(var.%s, plantimestamp())}", RunIDVariable)
 	nodes := map[string]any{}
 	for _, p := range pools {
 		nodes[string(p.Name)] = map[string]any{}
@@ -99,9 +109,9 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 				"pool":    string(p.Name),
 				"labels":  "${each.value}",
 				"command": "${var.command}",
-				// The plan that created the node, kept across later plans:
-				// the node's _created instance compares it with its own.
-				"created": "${plantimestamp()}",
+				// The run that created the node, kept across later runs: the
+				// node's _created instance compares it with its own.
+				"created": "${local.run}",
 			},
 			"triggers_replace": "${each.value}",
 			"lifecycle":        []any{map[string]any{"ignore_changes": []any{"input.created"}}},
@@ -133,11 +143,17 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 			"triggers_replace": fmt.Sprintf("${%s.id}", node),
 			"provisioner": []any{
 				map[string]any{"local-exec": map[string]any{
-					"command":     fmt.Sprintf(`${%s.output.created == plantimestamp() ? "true" : var.command}`, node),
+					"command":     fmt.Sprintf(`${%s.output.created == local.run ? "true" : var.command}`, node),
 					"environment": resumed,
 				}},
 			},
 		})
 	}
 	return nil
+}
+
+// NodeAddress is the Terraform address of a node of an onprem or kwok pool,
+// e.g. for terraform plan -replace of a node that is gone from the cluster.
+func NodeAddress(pool schema.PoolName, node string) string {
+	return fmt.Sprintf("terraform_data.%s_nodes[%q]", ResourceName(pool), node)
 }

@@ -23,6 +23,10 @@ type PoolChange struct {
 	Add         int                `json:"add"`
 	Change      int                `json:"change"`
 	Destroy     int                `json:"destroy"`
+	// Resumed counts the onprem or kwok nodes whose create hook runs again
+	// because the run that created them was cut short or failed before it
+	// could confirm them (see the _created resources of hooks).
+	Resumed int `json:"resumed,omitempty"`
 	// Drift lists the addresses of the pool's resources that changed outside
 	// Terraform since the last apply (found by the plan's refresh).
 	Drift []string `json:"drift,omitempty"`
@@ -36,9 +40,12 @@ func (c PoolChange) Changed() bool { return c.Add+c.Change+c.Destroy > 0 }
 // the resources as this package renders them: a google_container_node_pool's
 // name and node_count, an aws_eks_node_group's node_group_name and
 // scaling_config desired_size, and for onprem and kwok the terraform_data
-// instances of <pool>_created, one per node whose create hook finished
-// (input.pool and input.confirmed).
+// instances of <pool>_nodes, one per node (input.pool and input.node); a
+// tainted node (its create hook failed) does not count before the plan.
 func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
+	if p == nil {
+		return nil
+	}
 	byPool := map[schema.PoolName]*PoolChange{}
 	get := func(pool schema.PoolName) *PoolChange {
 		c := byPool[pool]
@@ -48,26 +55,28 @@ func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
 		}
 		return c
 	}
-	if p == nil {
-		return nil
-	}
+	// Nodes created by this plan, and nodes confirmed by it, per pool.
+	created := map[schema.PoolName]map[string]bool{}
+	confirmed := map[schema.PoolName][]string{}
 	for _, rc := range p.ResourceChanges {
 		if rc.Change == nil || rc.Mode != tfjson.ManagedResourceMode {
 			continue
 		}
 		ch := rc.Change
-		before, beforeNodes, okBefore := poolOf(rc.Type, ch.Before)
-		after, afterNodes, okAfter := poolOf(rc.Type, ch.After)
+		before, okBefore := poolOf(rc.Type, ch.Before)
+		after, okAfter := poolOf(rc.Type, ch.After)
 		if !okBefore && !okAfter {
 			continue
 		}
-		pool := after
+		v := after
 		if !okAfter {
-			pool = before
+			v = before
 		}
-		c := get(pool)
-		c.NodesBefore += beforeNodes
-		c.NodesAfter += afterNodes
+		c := get(v.pool)
+		if rc.ActionReason != tfjson.ActionReasonReplaceBecauseTainted {
+			c.NodesBefore += before.nodes
+		}
+		c.NodesAfter += after.nodes
 		switch a := ch.Actions; {
 		case a.Create():
 			c.Add++
@@ -79,17 +88,35 @@ func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
 			c.Add++
 			c.Destroy++
 		}
+		if a := ch.Actions; a.Create() || a.Replace() {
+			switch {
+			case after.node != "" && after.confirms:
+				confirmed[v.pool] = append(confirmed[v.pool], after.node)
+			case after.node != "":
+				if created[v.pool] == nil {
+					created[v.pool] = map[string]bool{}
+				}
+				created[v.pool][after.node] = true
+			}
+		}
+	}
+	for pool, nodes := range confirmed {
+		for _, n := range nodes {
+			if !created[pool][n] {
+				byPool[pool].Resumed++
+			}
+		}
 	}
 	for _, rc := range p.ResourceDrift {
 		if rc.Change == nil {
 			continue
 		}
-		pool, _, ok := poolOf(rc.Type, rc.Change.Before)
+		v, ok := poolOf(rc.Type, rc.Change.Before)
 		if !ok {
-			pool, _, ok = poolOf(rc.Type, rc.Change.After)
+			v, ok = poolOf(rc.Type, rc.Change.After)
 		}
 		if ok {
-			c := get(pool)
+			c := get(v.pool)
 			c.Drift = append(c.Drift, rc.Address)
 		}
 	}
@@ -102,18 +129,28 @@ func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
 	return out
 }
 
-// poolOf returns the pool a resource's values belong to and how many nodes they
-// stand for; ok is false for values of no pool (or no values: a resource that
-// does not exist on that side of the change).
-func poolOf(typ string, values any) (pool schema.PoolName, nodes int64, ok bool) {
+// resource is what one side of a resource change says about its pool.
+type resource struct {
+	pool  schema.PoolName
+	nodes int64 // how many nodes the values stand for
+	// node names the node of an onprem or kwok node resource; confirms is
+	// set for its _created instance, which stands for no node of its own.
+	node     string
+	confirms bool
+}
+
+// poolOf reads the pool a resource's values belong to; ok is false for values
+// of no pool (or no values: a resource that does not exist on that side of
+// the change).
+func poolOf(typ string, values any) (r resource, ok bool) {
 	v, _ := values.(map[string]any)
 	if v == nil {
-		return "", 0, false
+		return r, false
 	}
 	switch typ {
 	case "google_container_node_pool":
 		name, ok := v["name"].(string)
-		return schema.PoolName(name), number(v["node_count"]), ok
+		return resource{pool: schema.PoolName(name), nodes: number(v["node_count"])}, ok
 	case "aws_eks_node_group":
 		name, ok := v["node_group_name"].(string)
 		var size int64
@@ -122,23 +159,26 @@ func poolOf(typ string, values any) (pool schema.PoolName, nodes int64, ok bool)
 				size = number(m["desired_size"])
 			}
 		}
-		return schema.PoolName(name), size, ok
+		return resource{pool: schema.PoolName(name), nodes: size}, ok
 	case "terraform_data":
 		in, _ := v["input"].(map[string]any)
 		name, ok := in["pool"].(string)
 		if !ok {
-			return "", 0, false
+			return r, false
 		}
-		// A node counts once its create hook has finished, i.e. once its
-		// <pool>_created instance exists: after a run killed inside a hook,
-		// the node's own instance is in the state but the node may not be,
-		// and the pool's resource may carry a size its nodes never reached.
-		if confirmed, _ := in["confirmed"].(bool); confirmed {
-			return schema.PoolName(name), 1, true
+		r = resource{pool: schema.PoolName(name)}
+		// The pool's own resource carries its planned size, which an
+		// interrupted apply may have recorded before its nodes exist: the node
+		// instances are what count.
+		if node, isNode := in["node"].(string); isNode {
+			r.node = node
+			if r.confirms, _ = in["confirmed"].(bool); !r.confirms {
+				r.nodes = 1
+			}
 		}
-		return schema.PoolName(name), 0, true
+		return r, true
 	}
-	return "", 0, false
+	return r, false
 }
 
 // number reads a JSON number decoded as float64 or json.Number.

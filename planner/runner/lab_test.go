@@ -1,0 +1,233 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/schema"
+)
+
+// lab is a working directory of the kwok module of testdata/lab, applied with
+// the real terraform binary and a hook that keeps one file per node under
+// nodes/, so tests see which nodes exist. The hook fails for a node when a
+// file fail-<node> exists, and blocks (touching blocked-<node>) when
+// block-<node> exists. It is strict, as a hook that provisions machines
+// would be: creating a node that exists is an error (a duplicate), unless
+// the create is a resumed one (ALLOT_RESUMED=1), which may find it there,
+// or the lab is lenient: with a remote backend, Terraform writes the state
+// at most every 20 seconds during an apply, so a killed run may leave nodes
+// out of the state whose create hook ran.
+type lab struct {
+	t       *testing.T
+	dir     string // the module's working directory
+	hook    string // the hook's directory
+	cfg     *schema.Config
+	plan    *planner.Plan
+	backend terraform.Backend
+	lenient bool
+}
+
+const hookScript = `#!/bin/sh
+echo "$ALLOT_ACTION $ALLOT_NODE${ALLOT_RESUMED:+ resumed}" >> "$HOOK_DIR/log"
+if [ -e "$HOOK_DIR/fail-$ALLOT_NODE" ]; then echo "cannot reach $ALLOT_NODE" >&2; exit 3; fi
+if [ -e "$HOOK_DIR/block-$ALLOT_NODE" ]; then touch "$HOOK_DIR/blocked-$ALLOT_NODE"; exec sleep 60; fi
+node="$HOOK_DIR/nodes/$ALLOT_NODE"
+case "$ALLOT_ACTION" in
+create)
+	if [ -e "$node" ]; then
+		if [ "$ALLOT_RESUMED" = 1 ] || [ -n "$HOOK_LENIENT" ]; then exit 0; fi
+		echo "duplicate $ALLOT_NODE" >> "$HOOK_DIR/duplicates"; echo "$ALLOT_NODE exists" >&2; exit 4
+	fi
+	touch "$node" ;;
+delete) rm -f "$node" ;;
+esac
+`
+
+func terraformBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the terraform binary")
+	}
+	bin, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Fatalf("terraform is not on PATH (go test -short skips this test): %v", err)
+	}
+	return bin
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	terraformBin(t)
+	root := t.TempDir()
+	l := &lab{t: t, dir: filepath.Join(root, "lab"), hook: filepath.Join(root, "hook")}
+	for _, d := range []string{l.dir, filepath.Join(l.hook, "nodes")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.writeFile(filepath.Join(l.hook, "hook.sh"), hookScript, 0o755)
+	l.writeFile(filepath.Join(root, "terraform.rc"), "", 0o644)
+	cfg, findings := schema.Load(os.DirFS("testdata/lab"))
+	if cfg == nil || findings.HasErrors() {
+		t.Fatalf("loading testdata/lab: %v", findings)
+	}
+	l.cfg, l.plan = cfg, planner.Build(cfg)
+	return l
+}
+
+func (l *lab) writeFile(path, data string, mode os.FileMode) {
+	l.t.Helper()
+	if err := os.WriteFile(path, []byte(data), mode); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// env is the environment of terraform in the lab: no CLI configuration (no
+// plugin cache, no mirror) and the hook's directory.
+func (l *lab) env() map[string]string {
+	env := map[string]string{
+		"TF_CLI_CONFIG_FILE": filepath.Join(filepath.Dir(l.dir), "terraform.rc"),
+		"HOOK_DIR":           l.hook,
+		"CHECKPOINT_DISABLE": "1",
+	}
+	if l.lenient {
+		env["HOOK_LENIENT"] = "1"
+	}
+	return env
+}
+
+// size renders the module with the given node count per pool.
+func (l *lab) size(nodes map[string]int64) {
+	l.t.Helper()
+	for i := range l.plan.Pools {
+		l.plan.Pools[i].NodesTarget = nodes[string(l.plan.Pools[i].Pool)]
+	}
+	m, err := terraform.Module(l.cfg, l.plan, "lab", terraform.Options{Backend: l.backend})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	b, err := terraform.Marshal(m)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.writeFile(filepath.Join(l.dir, terraform.ModuleFile), string(b), 0o644)
+}
+
+func (l *lab) runner(ctx context.Context, opts ...Option) *Runner {
+	l.t.Helper()
+	opts = append([]Option{
+		WithVars(map[string]string{"command": filepath.Join(l.hook, "hook.sh")}),
+		WithEnv(l.env()),
+	}, opts...)
+	r, err := New(ctx, "lab", l.dir, opts...)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return r
+}
+
+// converge plans and applies, and fails the test on any error.
+func (l *lab) converge(ctx context.Context, r *Runner) *Plan {
+	l.t.Helper()
+	p, err := r.Plan(ctx, PlanOptions{})
+	if err != nil {
+		l.t.Fatalf("plan: %v", err)
+	}
+	if err := r.Apply(ctx, p, ApplyOptions{}); err != nil {
+		l.t.Fatalf("apply: %v", err)
+	}
+	return p
+}
+
+// nodes lists the nodes the hook created and did not delete.
+func (l *lab) nodes() []string {
+	l.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(l.hook, "nodes"))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// log returns the hook calls since the last call, sorted.
+func (l *lab) log() []string {
+	l.t.Helper()
+	p := filepath.Join(l.hook, "log")
+	b, err := os.ReadFile(p)
+	if err != nil && !os.IsNotExist(err) {
+		l.t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		l.t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return nil
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// noDuplicates fails the test when the hook was asked to create a node that
+// existed.
+func (l *lab) noDuplicates() {
+	l.t.Helper()
+	if b, err := os.ReadFile(filepath.Join(l.hook, "duplicates")); err == nil {
+		l.t.Errorf("duplicate nodes created:\n%s", b)
+	}
+}
+
+// touch creates a control file of the hook (fail-<node>, block-<node>).
+func (l *lab) touch(name string) { l.writeFile(filepath.Join(l.hook, name), "", 0o644) }
+
+func (l *lab) remove(name string) {
+	l.t.Helper()
+	if err := os.Remove(filepath.Join(l.hook, name)); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// state lists the node instances in the Terraform state.
+func (l *lab) state() []string {
+	l.t.Helper()
+	cmd := exec.Command("terraform", "state", "list")
+	cmd.Dir = l.dir
+	cmd.Env = cmd.Environ()
+	for k, v := range l.env() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("terraform state list: %v\n%s", err, out)
+	}
+	var nodes []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if _, rest, ok := strings.Cut(line, `_nodes["`); ok {
+			nodes = append(nodes, strings.TrimSuffix(rest, `"]`))
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+func names(pool string, indexes ...int) []string {
+	var out []string
+	for _, i := range indexes {
+		out = append(out, pool+"-"+strconv.Itoa(i))
+	}
+	slices.Sort(out)
+	return out
+}

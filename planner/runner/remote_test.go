@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// TestStaleLockRemote kills terraform mid-apply with a remote backend, whose
+// lock outlives its holder: the next plan fails with a *LockError naming the
+// dead run's lock, which the runner does not release by itself; ForceUnlock
+// with another ID leaves it, with its ID releases it, and the next run
+// converges.
+func TestStaleLockRemote(t *testing.T) {
+	l := newLab(t)
+	srv := newStateServer(t)
+	l.backend, l.lenient = srv.backend(), true
+	l.size(map[string]int64{"a100": 1})
+	ctx := context.Background()
+	r := l.runner(ctx)
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.converge(ctx, r)
+
+	done := blockedApply(t, l, ctx, r)
+	held := srv.held()
+	if held == "" {
+		t.Fatal("the apply holds no lock")
+	}
+	if err := syscall.Kill(terraformPID(t, l.dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("a killed apply reported success")
+	}
+
+	r = l.runner(ctx)
+	_, err := r.Plan(ctx, PlanOptions{})
+	var le *LockError
+	if !errors.As(err, &le) {
+		t.Fatalf("plan after the kill: %v, want a *LockError", err)
+	}
+	if le.ID != held {
+		t.Errorf("lock error names lock %q, the dead run held %q", le.ID, held)
+	}
+	if srv.held() != held {
+		t.Fatalf("the lock was released without an operator")
+	}
+	// An operator names a lock that is not the one held (e.g. one released
+	// and taken again since): nothing is released.
+	err = r.ForceUnlock(ctx, "00000000-0000-0000-0000-000000000000")
+	if !errors.As(err, &le) || le.ID != held || srv.held() != held {
+		t.Errorf("force-unlock of another lock: %v; lock held %q", err, srv.held())
+	}
+	if err := r.ForceUnlock(ctx, le.ID); err != nil {
+		t.Fatalf("force-unlock: %v", err)
+	}
+	if srv.held() != "" {
+		t.Errorf("lock %s still held after the operator released it", srv.held())
+	}
+	afterInterruption(t, l)
+	if srv.held() != "" {
+		t.Errorf("lock %s held after the run", srv.held())
+	}
+	// Releasing a lock that is no longer there is no error.
+	if err := r.ForceUnlock(ctx, held); err != nil {
+		t.Errorf("force-unlock of a released lock: %v", err)
+	}
+}
