@@ -54,8 +54,9 @@ lint: vet ## Check formatting, vet and the architecture rules (pure cores stay p
 	$(GO) test ./ci/ -run TestArchitecture -count=1
 
 .PHONY: generate
-generate: ## Regenerate deepcopy functions and CRD YAML from api/.
+generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebuilder:rbac markers).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=config/crd
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
 
 .PHONY: test
 test: build controlplane ## Build the control plane if needed, run every test, then the contract check.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,10 +16,13 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
@@ -43,16 +47,19 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// allot manager, started as the binary would be, against a real API server:
-// it serves probes and metrics, binds an allot pod, and stops cleanly.
+// allot manager, started as the binary would be, against a real API server, as
+// the service account of config/ with only the rights of its generated
+// ClusterRole: it serves probes and metrics, binds an allot pod, writes the
+// team's status, and stops cleanly.
 func TestManager(t *testing.T) {
 	env := testenv.Start(t)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := env.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	c := env.Client
+	applyManifests(t, c, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-manager"); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range []client.Object{
 		&allotv1.Tier{ObjectMeta: metav1.ObjectMeta{Name: "production"}, Spec: allotv1.TierSpec{Priority: 500}},
 		&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "alpha"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 8}}}},
@@ -128,6 +135,20 @@ func TestManager(t *testing.T) {
 		return fmt.Errorf("allot_team_used_gpus: %v", fams["allot_team_used_gpus"].Metric)
 	})
 
+	waitFor(t, "team status", func() error {
+		var team allotv1.Team
+		if err := c.Get(ctx, client.ObjectKey{Name: "alpha"}, &team); err != nil {
+			return err
+		}
+		if team.Status.AdmittedWorkloads != 1 || len(team.Status.Flavors) != 1 || team.Status.Flavors[0].UsedGPUs != 8 {
+			return fmt.Errorf("status %+v", team.Status)
+		}
+		return nil
+	})
+	if strings.Contains(stderr.String(), "forbidden") {
+		t.Errorf("the manager was refused something its role should allow:\n%.3000s", stderr.String())
+	}
+
 	cancel()
 	stopped = true
 	select {
@@ -140,6 +161,62 @@ func TestManager(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"starting manager"`) {
 		t.Errorf("manager logs are not JSON lines with the start message:\n%.2000s", stderr.String())
+	}
+}
+
+// The Deployment's arguments are flags the manager takes.
+func TestManagerDeploymentArgs(t *testing.T) {
+	var d appsv1.Deployment
+	for _, doc := range manifestDocs(t, "config/manager/manager.yaml") {
+		if strings.Contains(doc, "kind: Deployment") {
+			if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("no manager container in config/manager/manager.yaml")
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if len(args) == 0 || args[0] != "manager" {
+		t.Fatalf("container args %v do not start with the manager verb", args)
+	}
+	if err := newManagerCommand().ParseFlags(args[1:]); err != nil {
+		t.Fatalf("config/manager/manager.yaml: %v", err)
+	}
+}
+
+// manifestDocs splits a YAML file of the repository into its documents.
+func manifestDocs(t *testing.T, rel string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n---\n")
+}
+
+// applyManifests creates the objects of YAML files of the repository, and
+// the service account's namespace.
+func applyManifests(t *testing.T, c client.Client, files ...string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "allot-system"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		for _, doc := range manifestDocs(t, f) {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := c.Create(context.Background(), u); err != nil {
+				t.Fatalf("%s: creating %s %s: %v", f, u.GetKind(), u.GetName(), err)
+			}
+		}
 	}
 }
 

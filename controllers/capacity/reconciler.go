@@ -64,6 +64,15 @@ type Capacity interface {
 	Resize(ctx context.Context, src *allotv1.CapacitySource, phase Phase, changes []PoolChange) error
 }
 
+// +kubebuilder:rbac:groups=allot.dev,resources=capacitysources,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=allot.dev,resources=capacitysources/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories,verbs=get;list;watch
+
 // Reconciler reconciles CapacitySources.
 type Reconciler struct {
 	Client  client.Client

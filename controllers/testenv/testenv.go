@@ -163,11 +163,16 @@ func CreateNode(ctx context.Context, c client.Client, name string, gpus int64, l
 
 // WriteKubeconfig writes a kubeconfig that reaches the control plane as an
 // administrator, for a process started beside the test (allot manager, kubectl).
-func (e *Env) WriteKubeconfig(path string) error {
+func (e *Env) WriteKubeconfig(path string) error { return e.WriteKubeconfigAs(path, "") }
+
+// WriteKubeconfigAs is WriteKubeconfig impersonating user (e.g.
+// system:serviceaccount:allot-system:allot-manager), so that the process has
+// only the rights RBAC gives that user; "" is the administrator.
+func (e *Env) WriteKubeconfigAs(path, user string) error {
 	c := e.Config
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
 	cfg.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*cfg, path)

@@ -75,6 +75,16 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods/binding;pods/eviction,verbs=create
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch;update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=allot.dev,resources=teams/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
 // Runner is the embedded scheduler: a manager runnable that needs leader election.
 type Runner struct {
 	opts   Options
