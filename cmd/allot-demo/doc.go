@@ -1,0 +1,19 @@
+// Command allot-demo is 'make demo': the example organisation run end to end on
+// an embedded control plane.
+//
+// It starts kube-apiserver and etcd from bin/ (make controlplane) with allot's
+// CRDs, puts examples/ in a local Git repository, starts 'allot manager' (the
+// real binary, as a child process) and a CapacitySource that follows the
+// repository, creates the pools' nodes as Node objects (at most
+// --max-nodes-per-pool per pool), submits a small mixed workload of single pods
+// and gangs and prints how it was scheduled. Then it commits a quota raise,
+// prints 'allot plan --base HEAD~1' for it, waits until the manager applied the
+// new revision and prints the scheduling again with what changed.
+//
+// Everything it starts (the manager, the control plane, temporary directories)
+// is stopped when it ends, fails or receives SIGINT or SIGTERM. A step that
+// does not happen in bounded time ends the demo with a one-line error and exit
+// status 1.
+//
+//	go run ./cmd/allot-demo --allot bin/allot
+package main
