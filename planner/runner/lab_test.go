@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +19,10 @@ import (
 // lab is a working directory of the kwok module of testdata/lab, applied with
 // the real terraform binary and a hook that keeps one file per node under
 // nodes/, so tests see which nodes exist. The hook fails for a node when a
-// file fail-<node> exists, and blocks (touching blocked-<node>) when
-// block-<node> exists. It is strict, as a hook that provisions machines
-// would be: creating a node that exists is an error (a duplicate), unless
-// the create is a resumed one (ALLOT_RESUMED=1), which may find it there,
-// or the lab is lenient: with a remote backend, Terraform writes the state
-// at most every 20 seconds during an apply, so a killed run may leave nodes
-// out of the state whose create hook ran.
+// file fail-<node> exists, blocks (touching blocked-<node>) when
+// block-<node> exists, and takes a second when slow-<node> exists. It
+// is idempotent, as hooks must be (see package terraform): a create that
+// finds its node there leaves it, and notes it in the file "existing".
 type lab struct {
 	t       *testing.T
 	dir     string // the module's working directory
@@ -32,21 +30,17 @@ type lab struct {
 	cfg     *schema.Config
 	plan    *planner.Plan
 	backend terraform.Backend
-	lenient bool
 }
 
 const hookScript = `#!/bin/sh
 echo "$ALLOT_ACTION $ALLOT_NODE${ALLOT_RESUMED:+ resumed}" >> "$HOOK_DIR/log"
 if [ -e "$HOOK_DIR/fail-$ALLOT_NODE" ]; then echo "cannot reach $ALLOT_NODE" >&2; exit 3; fi
 if [ -e "$HOOK_DIR/block-$ALLOT_NODE" ]; then touch "$HOOK_DIR/blocked-$ALLOT_NODE"; exec sleep 60; fi
+if [ -e "$HOOK_DIR/slow-$ALLOT_NODE" ]; then sleep 1; fi
 node="$HOOK_DIR/nodes/$ALLOT_NODE"
 case "$ALLOT_ACTION" in
 create)
-	if [ -e "$node" ]; then
-		if [ "$ALLOT_RESUMED" = 1 ] || [ -n "$HOOK_LENIENT" ]; then exit 0; fi
-		echo "duplicate $ALLOT_NODE" >> "$HOOK_DIR/duplicates"; echo "$ALLOT_NODE exists" >&2; exit 4
-	fi
-	touch "$node" ;;
+	if [ -e "$node" ]; then echo "$ALLOT_NODE" >> "$HOOK_DIR/existing"; else touch "$node"; fi ;;
 delete) rm -f "$node" ;;
 esac
 `
@@ -97,9 +91,6 @@ func (l *lab) env() map[string]string {
 		"TF_CLI_CONFIG_FILE": filepath.Join(filepath.Dir(l.dir), "terraform.rc"),
 		"HOOK_DIR":           l.hook,
 		"CHECKPOINT_DISABLE": "1",
-	}
-	if l.lenient {
-		env["HOOK_LENIENT"] = "1"
 	}
 	return env
 }
@@ -181,13 +172,12 @@ func (l *lab) log() []string {
 	return lines
 }
 
-// noDuplicates fails the test when the hook was asked to create a node that
-// existed.
-func (l *lab) noDuplicates() {
-	l.t.Helper()
-	if b, err := os.ReadFile(filepath.Join(l.hook, "duplicates")); err == nil {
-		l.t.Errorf("duplicate nodes created:\n%s", b)
-	}
+// existing lists the nodes whose create hook found them there.
+func (l *lab) existing() []string {
+	b, _ := os.ReadFile(filepath.Join(l.hook, "existing"))
+	lines := strings.Fields(string(b))
+	slices.Sort(lines)
+	return lines
 }
 
 // touch creates a control file of the hook (fail-<node>, block-<node>).
@@ -217,6 +207,37 @@ func (l *lab) state() []string {
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if _, rest, ok := strings.Cut(line, `_nodes["`); ok {
 			nodes = append(nodes, strings.TrimSuffix(rest, `"]`))
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// stateFile lists the node instances in the local backend's state file, as
+// Terraform last wrote it (without running terraform, which may be busy).
+func (l *lab) stateFile() []string {
+	l.t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.dir, "terraform.tfstate"))
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		Resources []struct {
+			Name      string
+			Instances []struct {
+				IndexKey string `json:"index_key"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil // being written
+	}
+	var nodes []string
+	for _, r := range st.Resources {
+		if strings.HasSuffix(r.Name, "_nodes") {
+			for _, i := range r.Instances {
+				nodes = append(nodes, i.IndexKey)
+			}
 		}
 	}
 	slices.Sort(nodes)

@@ -15,7 +15,7 @@ import (
 func TestStaleLockRemote(t *testing.T) {
 	l := newLab(t)
 	srv := newStateServer(t)
-	l.backend, l.lenient = srv.backend(), true
+	l.backend = srv.backend()
 	l.size(map[string]int64{"a100": 1})
 	ctx := context.Background()
 	r := l.runner(ctx)

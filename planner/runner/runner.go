@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"archive/zip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -198,8 +199,8 @@ type PlanOptions struct {
 // Plan runs terraform plan into a saved plan file, with the detailed exit
 // code, and reads the saved plan back with terraform show -json. A plan made
 // on a state that moved since allot's last apply, or whose pools differ from
-// opts.Observed, carries a *DriftError in Plan.Drift; the error is returned
-// only when the state moved while the plan was being made. Each plan has its
+// opts.Observed, carries a *DriftError in Plan.Drift: Plan succeeds, and
+// Apply refuses the plan unless told to correct the drift. Each plan has its
 // own file, which Apply removes; a plan that will not be applied can be
 // dropped with Discard.
 func (r *Runner) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error) {
@@ -210,14 +211,6 @@ func (r *Runner) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error
 		return nil, err
 	}
 	args = append(args, tfexec.Out(name))
-	base, err := r.pullMark(ctx)
-	if err != nil {
-		return nil, err
-	}
-	moved, err := r.stateMoved(base)
-	if err != nil {
-		return nil, err
-	}
 	file := filepath.Join(r.dir, name)
 	defer func() {
 		if err != nil || opts.Speculative {
@@ -229,13 +222,13 @@ func (r *Runner) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error
 	if err != nil {
 		return nil, r.fail(ctx, "plan", err)
 	}
-	// The drift check and Apply's record rely on base being the state the
-	// plan was made on: a change between the pull and the plan shows here.
-	if after, err := r.pullMark(ctx); err != nil {
+	base, err := r.planBase(ctx, file)
+	if err != nil {
 		return nil, err
-	} else if after != base {
-		return nil, fmt.Errorf("terraform plan of cluster %s: %w", r.cluster,
-			&DriftError{Reason: fmt.Sprintf("the state changed while the plan was made (serial %d, now %d)", base.Serial, after.Serial)})
+	}
+	moved, err := r.stateMoved(base)
+	if err != nil {
+		return nil, err
 	}
 	js, err := r.tf.ShowPlanFile(ctx, name)
 	if err != nil {
@@ -489,6 +482,28 @@ type stateMark struct {
 
 func (r *Runner) markFile() string { return filepath.Join(r.dir, AppliedFile) }
 
+// planBase reads the lineage and serial of the state a saved plan was made
+// on, which Terraform keeps in the plan (a zip file) to refuse the plan once
+// the state moves on. Should a Terraform write plans otherwise, the state is
+// pulled instead (a change between the plan and the pull then goes unseen).
+func (r *Runner) planBase(ctx context.Context, file string) (stateMark, error) {
+	var m stateMark
+	zr, err := zip.OpenReader(file)
+	if err != nil {
+		return m, fmt.Errorf("reading the saved plan of cluster %s: %w", r.cluster, err)
+	}
+	defer zr.Close()
+	f, err := zr.Open("tfstate")
+	if err != nil {
+		return r.pullMark(ctx)
+	}
+	defer f.Close()
+	if err := json.NewDecoder(f).Decode(&m); err != nil {
+		return m, fmt.Errorf("reading the saved plan of cluster %s: %w", r.cluster, err)
+	}
+	return m, nil
+}
+
 // pullMark reads the lineage and serial of the state (terraform state pull,
 // which takes no lock).
 func (r *Runner) pullMark(ctx context.Context) (stateMark, error) {
@@ -544,9 +559,10 @@ func (r *Runner) stateMoved(now stateMark) (string, error) {
 	switch {
 	case now.Lineage == last.Lineage && now.Serial == last.Serial && !last.Applying:
 		return "", nil
-	case now.Lineage == last.Lineage && now.Serial >= last.Serial && last.Applying:
-		// Moved by allot's own apply, whose end was never recorded: the
-		// process that ran it died.
+	case last.Applying && (last.Lineage == "" || now.Lineage == last.Lineage && now.Serial >= last.Serial):
+		// Moved by allot's own apply (maybe the first, which gave the state
+		// its lineage), whose end was never recorded: the process that ran
+		// it died.
 		return "", r.writeMark(now)
 	case now.Lineage != last.Lineage:
 		return fmt.Sprintf("the state was replaced outside allot (lineage %q, allot last applied %q)", now.Lineage, last.Lineage), nil
