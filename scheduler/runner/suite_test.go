@@ -30,13 +30,13 @@ import (
 // cluster is one test's control plane, with a fake kubelet that finishes what
 // the API server leaves to kubelets: a deleted pod that was bound goes away.
 type cluster struct {
-	t   *testing.T
+	t   testing.TB
 	env *testenv.Env
 	c   client.Client
 	ns  string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	env := testenv.Start(t)
 	cl := &cluster{t: t, env: env, c: env.Client, ns: "jobs"}
@@ -147,7 +147,7 @@ func (cl *cluster) start(o schedOptions) *sched {
 	return &sched{metrics: "http://" + addr + "/metrics", stop: stop, base: base}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +301,7 @@ func (cl *cluster) finish(names []string) {
 }
 
 // eventually polls f until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
