@@ -53,8 +53,13 @@ const RunIDVariable = "run_id"
 //     _created instances wait for every node of the run, so after a run cut
 //     short, every node it created is confirmed again.
 //
-// Hooks must be idempotent: a resumed create may find the node there, and a
-// node whose create hook failed is tainted and created again.
+// Create hooks must be idempotent, keyed by ALLOT_NODE (create the node if it
+// is not there): a resumed create may find the node there; a node whose
+// create hook failed or was interrupted is tainted and created again, without
+// a delete hook first; and a run killed between a hook's end and Terraform's
+// next state write (at once with the local backend, at most every 20 seconds
+// with a remote one) runs that node's create hook again, not flagged. Delete
+// hooks must accept a node that is already gone.
 //
 // Terraform runs no destroy-time hook for a resource block that is removed from
 // the configuration: to retire a whole pool, shrink it to 0 first.
