@@ -23,6 +23,7 @@ import (
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 	"github.com/allot-dev/allot/schema/source"
 )
 
@@ -269,6 +270,18 @@ func (d *demo) waitApplied(ctx context.Context, rev string) (*allotv1.CapacitySo
 	return src, err
 }
 
+// sayApplied prints the source's Ready message and plan summary.
+func (d *demo) sayApplied(src *allotv1.CapacitySource, note string) {
+	d.say("capacitysource/%s: %s%s", sourceName, conditions.GetMessage(src, allotv1.ReadyCondition), note)
+	if p := src.Status.Plan; p != nil {
+		cost := "$" + string(p.MonthlyUSD)
+		if m, err := quantity.Parse(string(p.MonthlyUSD)); err == nil {
+			cost = quantity.USD(m)
+		}
+		d.say("plan: %d teams, %d pools, %d nodes, %d GPUs, %s a month", p.Teams, p.Pools, p.Nodes, p.GPUs, cost)
+	}
+}
+
 func (d *demo) applySource(ctx context.Context) error {
 	d.header("Create a CapacitySource for the repository and wait until it is applied")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sourceNamespace}}
@@ -291,10 +304,7 @@ func (d *demo) applySource(ctx context.Context) error {
 		return err
 	}
 	d.res.revisions[0] = src.Status.LastAppliedRevision
-	d.say("capacitysource/%s: %s", sourceName, conditions.GetMessage(src, allotv1.ReadyCondition))
-	if p := src.Status.Plan; p != nil {
-		d.say("plan: %d teams, %d pools, %d nodes, %d GPUs, $%s a month", p.Teams, p.Pools, p.Nodes, p.GPUs, p.MonthlyUSD)
-	}
+	d.sayApplied(src, "")
 	kinds := map[string]int{}
 	for _, o := range src.Status.Inventory {
 		kind, _, _ := strings.Cut(o, "/")
@@ -352,9 +362,11 @@ func (d *demo) createNodes(ctx context.Context) error {
 		return err
 	}
 	var declared, created int64
+	clusters := map[string]bool{}
 	tw := newTable(d.o.out, "POOL", "FLAVOR", "NODES", "GPUS", "TOPOLOGY")
 	for _, p := range pools {
 		declared += p.Spec.NodesTarget
+		clusters[p.Spec.Cluster] = true
 		created += have[p.Name]
 		var levels []string
 		if p.Spec.Topology != nil {
@@ -371,6 +383,9 @@ func (d *demo) createNodes(ctx context.Context) error {
 	tw.flush()
 	if created < declared {
 		d.say("%d of the %d nodes the plan sizes: at most %d per pool keeps the demo small (--max-nodes-per-pool).", created, declared, d.o.maxNodes)
+	}
+	if len(clusters) > 1 {
+		d.say("The examples declare %d clusters; here the nodes of all of them share one API server.", len(clusters))
 	}
 	return nil
 }
@@ -511,10 +526,7 @@ func (d *demo) applyChange(ctx context.Context) error {
 		return err
 	}
 	d.res.revisions[1] = src.Status.LastAppliedRevision
-	d.say("capacitysource/%s: %s (%.1fs after the request)", sourceName, conditions.GetMessage(src, allotv1.ReadyCondition), time.Since(t0).Seconds())
-	if p := src.Status.Plan; p != nil {
-		d.say("plan: %d teams, %d pools, %d nodes, %d GPUs, $%s a month", p.Teams, p.Pools, p.Nodes, p.GPUs, p.MonthlyUSD)
-	}
+	d.sayApplied(src, fmt.Sprintf(" (%.1fs after the request)", time.Since(t0).Seconds()))
 	// Pool targets may have moved; the capped nodes follow them.
 	if _, _, err := d.ensureNodes(ctx); err != nil {
 		return err

@@ -309,10 +309,15 @@ func (s *snapshot) changes(before *snapshot) []string {
 }
 
 // table is an aligned table indented under a step.
-type table struct{ tw *tabwriter.Writer }
+type table struct {
+	w   io.Writer
+	buf strings.Builder
+	tw  *tabwriter.Writer
+}
 
 func newTable(w io.Writer, headers ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
 	cells := make([]any, len(headers))
 	for i, h := range headers {
 		cells[i] = h
@@ -329,4 +334,11 @@ func (t *table) row(cells ...any) {
 	fmt.Fprintf(t.tw, "         %s\n", strings.Join(parts, "\t"))
 }
 
-func (t *table) flush() { t.tw.Flush() }
+// flush writes the table, without the padding of empty last cells.
+func (t *table) flush() {
+	t.tw.Flush()
+	for l := range strings.Lines(t.buf.String()) {
+		fmt.Fprintln(t.w, strings.TrimRight(l, " \n"))
+	}
+	t.buf.Reset()
+}
