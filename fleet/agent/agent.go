@@ -168,6 +168,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		rep, err := a.Poll(ctx)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil // stopped mid-poll: not a failure
 		case err != nil:
 			log.Error(err, "GPU health poll")
 		case rep.Reason != last.Reason || rep.HealthyGPUs != last.HealthyGPUs:

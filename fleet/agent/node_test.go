@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,11 +48,15 @@ func stopAPIServer() {
 	}
 }
 
+var nodes atomic.Int32
+
 // gpuNode creates a Ready node of 8 GPUs with boot ID boot-1, a kubelet
 // condition and a taint of someone else's, which the agent must leave alone.
-func gpuNode(t *testing.T, c client.Client, name string) {
+// Its name is prefix and a number of its own: tests share the API server.
+func gpuNode(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
+	name := fmt.Sprintf("%s-%d", prefix, nodes.Add(1))
 	n, err := testenv.CreateNode(ctx, c, name, nvmltest.GPUs, map[string]string{fleet.LabelCluster: "onprem-a"})
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +70,7 @@ func gpuNode(t *testing.T, c client.Client, name string) {
 	if err := c.Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	return name
 }
 
 func getNode(t *testing.T, c client.Client, name string) *corev1.Node {
@@ -110,8 +117,7 @@ func condition(n *corev1.Node, typ corev1.NodeConditionType) (corev1.NodeConditi
 func TestAgentNode(t *testing.T) {
 	env := apiServer(t)
 	c := env.Client
-	const name = "gpu-node-1"
-	gpuNode(t, c, name)
+	name := gpuNode(t, c, "gpu-node")
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	pub := NewNode(c, name, 5*time.Minute, clk.Now)
 	srv := nvmltest.New()
@@ -239,8 +245,7 @@ func TestAgentNodeMissing(t *testing.T) {
 // and both taints are on the node.
 func TestAgentNodeConflict(t *testing.T) {
 	env := apiServer(t)
-	const name = "gpu-node-conflict"
-	gpuNode(t, env.Client, name)
+	name := gpuNode(t, env.Client, "gpu-node-conflict")
 	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
