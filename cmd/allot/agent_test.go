@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,15 +40,23 @@ func withMockNVML(t *testing.T, srv *nvmltest.Server) {
 	agentWorld.now = func() time.Time { return agentT0 }
 }
 
-// agentBootID writes a boot ID file and returns its path.
-func agentBootID(t *testing.T) string {
+// agentFile writes a file of a test and returns its path.
+func agentFile(t *testing.T, name, content string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "boot_id")
-	if err := os.WriteFile(p, []byte("3b5e1c1e-0000-4000-8000-000000000001\n"), 0o644); err != nil {
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
+
+// agentBootID writes a boot ID file and returns its path.
+func agentBootID(t *testing.T) string {
+	return agentFile(t, "boot_id", "3b5e1c1e-0000-4000-8000-000000000001\n")
+}
+
+// onpremOverrides make XID 43 the hardware's fault on cluster onprem-a.
+const onpremOverrides = "clusters:\n  onprem-a:\n    xids:\n      \"43\": {class: hardware}\n"
 
 // agentOneLine asserts stderr is exactly one line saying want, with no trace of a
 // panic or a stack.
@@ -104,10 +110,7 @@ func TestAgentDefaultLibrary(t *testing.T) {
 }
 
 func TestAgentUsage(t *testing.T) {
-	overrides := filepath.Join(t.TempDir(), "xids.yaml")
-	if err := os.WriteFile(overrides, []byte("xids:\n  \"43\": {class: hardware, fatl: true}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	overrides := agentFile(t, "xids.yaml", "xids:\n  \"43\": {class: hardware, fatl: true}\n")
 	tests := map[string]struct {
 		args []string
 		want string
@@ -207,71 +210,53 @@ func TestAgentDryRunOnce(t *testing.T) {
 	})
 }
 
-// agentOutput is a buffer the running agent writes while the test reads.
-type agentOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *agentOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *agentOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAgentDryRunWatches: a running dry run prints a poll at once and another
 // as soon as an XID arrives through the event set, classified with the
 // cluster's overrides (XID 43 is the hardware's fault on onprem-a), and stops
 // with its context.
 func TestAgentDryRunWatches(t *testing.T) {
-	overrides := filepath.Join(t.TempDir(), "xids.yaml")
-	if err := os.WriteFile(overrides, []byte("clusters:\n  onprem-a:\n    xids:\n      \"43\": {class: hardware}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	overrides := agentFile(t, "xids.yaml", onpremOverrides)
 	srv := nvmltest.New()
 	withMockNVML(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr agentOutput
+	var stdout, stderr syncBuffer
 	done := make(chan int)
 	go func() {
 		done <- runContext(ctx, []string{"agent", "--dry-run", "--node", "gpu-3", "--boot-id-file", agentBootID(t), "--interval", "1h",
 			"--xid-overrides", overrides, "--cluster", "onprem-a"}, &stdout, &stderr)
 	}()
-	waitForAgent(t, &stdout, "GPUHealthy=True (AllChecksPassed)")
+	printed := func(want string) func() error {
+		return func() error {
+			if !strings.Contains(stdout.String(), want) {
+				return fmt.Errorf("stdout:\n%s", stdout.String())
+			}
+			return nil
+		}
+	}
+	waitFor(t, "the first poll", printed("GPUHealthy=True (AllChecksPassed)"))
 	srv.XID(4, 43)
-	waitForAgent(t, &stdout, "XID 43 on GPU 4: GPU stopped processing (hardware)")
+	waitFor(t, "XID 43", printed("XID 43 on GPU 4: GPU stopped processing (hardware)"))
 	if !strings.Contains(stdout.String(), "GPUHealthy=False (XID), 7 of 8 GPUs healthy") {
 		t.Errorf("the overridden XID did not mark GPU 4:\n%s", stdout.String())
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != exitOK {
-			t.Errorf("exit %d, stderr %s", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not stop with its context")
-	}
+	agentStops(t, cancel, done, &stderr)
 	if n := strings.Count(stdout.String(), "would write:"); n != 2 {
 		t.Errorf("%d polls printed, want 2 (start, XID)", n)
 	}
 }
 
-func waitForAgent(t *testing.T, out *agentOutput, want string) {
+// agentStops cancels a running agent and expects it to exit 0 soon.
+func agentStops(t *testing.T, cancel func(), code <-chan int, stderr *syncBuffer) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output lacks %q:\n%s", want, out.String())
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit %d; log:\n%s", c, stderr.String())
 		}
-		time.Sleep(10 * time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not stop with its context")
 	}
 }
 
@@ -318,17 +303,14 @@ func TestAgentOnNode(t *testing.T) {
 	if err := c.Status().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	overrides := filepath.Join(t.TempDir(), "xids.yaml")
-	if err := os.WriteFile(overrides, []byte("clusters:\n  onprem-a:\n    xids:\n      \"43\": {class: hardware}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	overrides := agentFile(t, "xids.yaml", onpremOverrides)
 	srv := nvmltest.New()
 	withMockNVML(t, srv)
 
 	metrics := freePort(t)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stderr agentOutput
+	var stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- runContext(runCtx, []string{"agent", "--kubeconfig", kubeconfig, "--node", name, "--interval", "200ms",
@@ -394,15 +376,7 @@ func TestAgentOnNode(t *testing.T) {
 		}
 	}
 
-	cancel()
-	select {
-	case c := <-code:
-		if c != exitOK {
-			t.Errorf("exit %d; log:\n%s", c, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not stop")
-	}
+	agentStops(t, cancel, code, &stderr)
 	if strings.Contains(stderr.String(), "level=ERROR") {
 		t.Errorf("the agent logged errors:\n%s", stderr.String())
 	}

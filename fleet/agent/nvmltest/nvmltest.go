@@ -131,122 +131,88 @@ func New() *Server {
 	return s
 }
 
+// read returns what v reads of g under the server's lock, or the error a test
+// set for r.
+func read[T any](s *Server, g *GPU, r Reading, v func() T) (T, nvml.Return) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ret, ok := g.Fail[r]; ok {
+		var zero T
+		return zero, ret
+	}
+	return v(), nvml.SUCCESS
+}
+
+// remap is what GetRemappedRows returns.
+type remap struct {
+	corrected, uncorrected int
+	pending, failed        bool
+}
+
 // wire sets the health calls of GPU i, each reading g under the server's lock.
 func (s *Server) wire(i int, g *GPU) {
-	// fail returns the error a test set for r, if any; the lock is held.
-	fail := func(r Reading) (nvml.Return, bool) {
-		ret, ok := g.Fail[r]
-		return ret, ok
-	}
 	g.GetUUIDFunc = func() (string, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(UUID); ok {
-			return "", r
-		}
-		return g.UUID, nvml.SUCCESS
+		return read(s, g, UUID, func() string { return g.UUID })
 	}
 	g.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, c nvml.EccCounterType) (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(ECC); ok {
-			return 0, r
-		}
 		if t != nvml.MEMORY_ERROR_TYPE_UNCORRECTED || c != nvml.VOLATILE_ECC {
 			return 0, nvml.ERROR_INVALID_ARGUMENT
 		}
-		return g.ECCUncorrected, nvml.SUCCESS
+		return read(s, g, ECC, func() uint64 { return g.ECCUncorrected })
 	}
 	g.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(RetiredPages); ok {
-			return 0, r
-		}
-		if g.RetiredPagesPending {
-			return nvml.FEATURE_ENABLED, nvml.SUCCESS
-		}
-		return nvml.FEATURE_DISABLED, nvml.SUCCESS
+		return read(s, g, RetiredPages, func() nvml.EnableState { return enabled(g.RetiredPagesPending) })
 	}
 	g.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(RemappedRows); ok {
-			return 0, 0, false, false, r
-		}
-		return g.RemapCorrected, g.RemapUncorrected, g.RemapPending, g.RemapFailed, nvml.SUCCESS
+		r, ret := read(s, g, RemappedRows, func() remap {
+			return remap{g.RemapCorrected, g.RemapUncorrected, g.RemapPending, g.RemapFailed}
+		})
+		return r.corrected, r.uncorrected, r.pending, r.failed, ret
 	}
 	g.GetTemperatureFunc = func(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(Temperature); ok {
-			return 0, r
-		}
 		if sensor != nvml.TEMPERATURE_GPU {
 			return 0, nvml.ERROR_INVALID_ARGUMENT
 		}
-		return g.TemperatureC, nvml.SUCCESS
+		return read(s, g, Temperature, func() uint32 { return g.TemperatureC })
 	}
 	g.GetTemperatureThresholdFunc = func(t nvml.TemperatureThresholds) (uint32, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(Threshold); ok {
-			return 0, r
-		}
 		if t != nvml.TEMPERATURE_THRESHOLD_SLOWDOWN {
 			return 0, nvml.ERROR_NOT_SUPPORTED
 		}
-		return g.SlowdownC, nvml.SUCCESS
+		return read(s, g, Threshold, func() uint32 { return g.SlowdownC })
 	}
 	g.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(ClockEvents); ok {
-			return 0, r
-		}
-		return g.ClockReasons, nvml.SUCCESS
+		return read(s, g, ClockEvents, func() uint64 { return g.ClockReasons })
 	}
 	g.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(ClockThrottle); ok {
-			return 0, r
-		}
-		return g.ClockReasons, nvml.SUCCESS
+		return read(s, g, ClockThrottle, func() uint64 { return g.ClockReasons })
 	}
 	g.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if link < 0 || link >= g.NVLinks {
+		// A link the GPU does not have is an invalid argument, whatever fails.
+		if has, _ := read(s, g, "", func() bool { return link >= 0 && link < g.NVLinks }); !has {
 			return 0, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if r, ok := fail(NVLinkState); ok {
-			return 0, r
-		}
-		if g.LinksDown[link] {
-			return nvml.FEATURE_DISABLED, nvml.SUCCESS
-		}
-		return nvml.FEATURE_ENABLED, nvml.SUCCESS
+		return read(s, g, NVLinkState, func() nvml.EnableState { return enabled(!g.LinksDown[link]) })
 	}
 	g.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(EventTypes); ok {
-			return 0, r
-		}
-		return supportedEvents, nvml.SUCCESS
+		return read(s, g, EventTypes, func() uint64 { return supportedEvents })
 	}
 	g.RegisterEventsFunc = func(types uint64, _ nvml.EventSet) nvml.Return {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r, ok := fail(RegisterEvents); ok {
-			return r
-		}
-		if types&nvml.EventTypeXidCriticalError != 0 {
-			s.registered[i] = true
-		}
-		return nvml.SUCCESS
+		_, ret := read(s, g, RegisterEvents, func() bool {
+			if types&nvml.EventTypeXidCriticalError != 0 {
+				s.registered[i] = true
+			}
+			return true
+		})
+		return ret
 	}
+}
+
+func enabled(b bool) nvml.EnableState {
+	if b {
+		return nvml.FEATURE_ENABLED
+	}
+	return nvml.FEATURE_DISABLED
 }
 
 // Edit changes GPU i (its index when the server was made) under the lock.
