@@ -124,7 +124,7 @@ type Finding struct {
 	// +optional
 	Line int64 `json:"line,omitempty"`
 	// +optional
-	Column int64 `json:"column,omitempty"`
+	Column  int64  `json:"column,omitempty"`
 	Message string `json:"message"`
 }
 

@@ -89,6 +89,29 @@ type TeamStatus struct {
 	// AdmittedWorkloads are the team's workloads admitted and not finished.
 	// +optional
 	AdmittedWorkloads int64 `json:"admittedWorkloads,omitempty"`
+
+	// Metered is the GPU time the team's pods bound by allot have used, per
+	// flavor and tier, since the team was first scheduled for: the scheduler
+	// meters it from its own bindings and keeps it here across restarts.
+	// +optional
+	// +listType=atomic
+	Metered []MeteredUsage `json:"metered,omitempty"`
+
+	// MeteredAt is when Metered was last brought up to date.
+	// +optional
+	MeteredAt *metav1.Time `json:"meteredAt,omitempty"`
+}
+
+// MeteredUsage is the GPU time used in one flavor and tier.
+type MeteredUsage struct {
+	// Flavor is the GPU model or pool class.
+	Flavor string `json:"flavor"`
+
+	// Tier is the priority tier the pods ran in.
+	Tier string `json:"tier"`
+
+	// GPUSeconds are GPUs times seconds bound, whole seconds.
+	GPUSeconds int64 `json:"gpuSeconds"`
 }
 
 // FlavorUsage is a team's use of one flavor.

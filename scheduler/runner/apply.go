@@ -241,6 +241,9 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
 			p.node = ""
 		} else {
 			ok = append(ok, p)
+			if p.scheduledAt.IsZero() {
+				p.scheduledAt = r.opts.Now()
+			}
 		}
 	}
 	switch {

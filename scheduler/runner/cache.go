@@ -30,6 +30,8 @@ type podInfo struct {
 	evicting bool
 	// pending is the PodScheduled=False message last written.
 	pending string
+	// scheduledAt is when the pod was bound (PodScheduled=True), if known.
+	scheduledAt time.Time
 }
 
 // live pods count toward their gang: not finished, not on their way out.
@@ -111,6 +113,11 @@ func (r *Runner) upsertPod(obj any) {
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		deleting: p.DeletionTimestamp != nil,
 	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			pi.scheduledAt = c.LastTransitionTime.Time
+		}
+	}
 	job := ""
 	if ref := ownerRef(p); ref != nil {
 		pi.controlled = true
@@ -121,6 +128,9 @@ func (r *Runner) upsertPod(obj any) {
 	pi.gang = gangID(p.Namespace, job, p.Labels[LabelGang], p.Name)
 	if old != nil {
 		pi.binding, pi.evicting, pi.pending = old.binding, old.evicting, old.pending
+		if pi.scheduledAt.IsZero() {
+			pi.scheduledAt = old.scheduledAt
+		}
 		if old.node != "" && pi.node == "" {
 			pi.node = old.node // the informer has not seen our bind yet
 		}
@@ -129,6 +139,9 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	st.pods[p.UID] = pi
+	if old != nil && !old.terminal && pi.terminal {
+		r.stopMetering(pi, r.opts.Now())
+	}
 	g := st.gangs[pi.gang]
 	if g == nil {
 		g = &gang{id: pi.gang, ns: p.Namespace, pods: map[types.UID]*podInfo{}}
@@ -151,6 +164,9 @@ func (r *Runner) deletePod(obj any) {
 		r.st.nodesDirty[f.node] = true
 	}
 	if pi := r.st.pods[p.UID]; pi != nil {
+		if !pi.terminal {
+			r.stopMetering(pi, r.opts.Now())
+		}
 		r.leaveGang(pi)
 		delete(r.st.pods, p.UID)
 	}
@@ -230,6 +246,7 @@ func (r *Runner) upsertConfig(obj any) {
 	var changed bool
 	switch o := obj.(type) {
 	case *allotv1.Team:
+		r.meter.seed(o)
 		old := r.st.teams[o.Name]
 		changed = old == nil || old.Generation != o.Generation
 		r.st.teams[o.Name] = o

@@ -67,5 +67,5 @@ var (
 func init() {
 	ctrlmetrics.Registry.MustRegister(metricBinds, metricCycle, metricEvictions, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
-		metricPoolNodes, metricPoolHealthyGPUs)
+		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

@@ -94,9 +94,10 @@ type Runner struct {
 	events events.EventRecorder
 	log    logr.Logger
 
-	mu   sync.Mutex
-	st   store
-	core *scheduler.Scheduler
+	mu    sync.Mutex
+	st    store
+	meter meter
+	core  *scheduler.Scheduler
 	// coreErr says why the quota objects could not be built into a core.
 	coreErr error
 	// known are the nodes as the core has them.
@@ -114,7 +115,7 @@ type Runner struct {
 func New(opts Options) *Runner {
 	opts = opts.withDefaults()
 	return &Runner{
-		opts: opts, st: newStore(), known: map[string]nodeModel{},
+		opts: opts, st: newStore(), meter: newMeter(), known: map[string]nodeModel{},
 		kick: make(chan struct{}, 1), pending: pendingQueue{kick: make(chan struct{}, 1)}, sem: make(chan struct{}, opts.BindWorkers),
 		log: ctrl.Log.WithName("scheduler"),
 	}

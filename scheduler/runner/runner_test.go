@@ -367,6 +367,25 @@ func (s *sched) expect(want map[string]float64) error {
 	return nil
 }
 
+// expectAtLeast scrapes /metrics and checks one sample is at least min (no
+// baseline: the metric continues from persisted totals).
+func (s *sched) expectAtLeast(key string, min float64) error {
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err
+	}
+	if g, ok := samples(families)[key]; !ok || g < min {
+		return fmt.Errorf("%s = %v (present %v), want at least %v", key, g, ok, min)
+	}
+	return nil
+}
+
 // samples flattens metric families to 'name{labels}': value; counters and
 // gauges only.
 func samples(families map[string]*dto.MetricFamily) map[string]float64 {
@@ -397,4 +416,62 @@ func value(m *dto.Metric) float64 {
 		return float64(m.Histogram.GetSampleCount())
 	}
 	return 0
+}
+
+// The GPU time of the pods the scheduler bound is metered per team, flavor and
+// tier, matches the pods' bound time, and continues across a restart.
+func TestMetering(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 16)
+	cl.pool("a", "h100", 2, 8, 2)
+	s := cl.start(schedOptions{})
+
+	short := cl.submit("short", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 2})
+	long := cl.submit("long", podSpec{team: "alpha", tier: "research", pods: 1, gpus: 4})
+	cl.waitBound(append(short, long...))
+	time.Sleep(2 * time.Second)
+	cl.finish(short)
+	time.Sleep(time.Second)
+	s.stop() // a restart: the next scheduler carries on from the Team's status
+	time.Sleep(time.Second)
+	s = cl.start(schedOptions{})
+	time.Sleep(time.Second)
+	cl.finish(long)
+
+	// What the pods really held: from their PodScheduled time to their end,
+	// as the API server recorded them.
+	want := map[string]float64{}
+	for _, name := range []string{"short", "long"} {
+		p := cl.pods()[name]
+		var start time.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+				start = c.LastTransitionTime.Time
+			}
+		}
+		end := p.ManagedFields[len(p.ManagedFields)-1].Time.Time // the status update that finished it
+		q := p.Spec.Containers[0].Resources.Requests[corev1.ResourceName("nvidia.com/gpu")]
+		want[p.Labels["allot.dev/tier"]] = float64(q.Value()) * end.Sub(start).Seconds()
+	}
+	eventually(t, 10*time.Second, "metered GPU-seconds", func() error {
+		var team allotv1.Team
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: "alpha"}, &team); err != nil {
+			return err
+		}
+		got := map[string]float64{}
+		for _, m := range team.Status.Metered {
+			if m.Flavor != "h100" {
+				return fmt.Errorf("metered flavor %q", m.Flavor)
+			}
+			got[m.Tier] = float64(m.GPUSeconds)
+		}
+		for tier, w := range want {
+			// Whole seconds, and the time to see a pod finish: within 1 s of GPU time per GPU.
+			if g := got[tier]; g < w-5 || g > w+5 {
+				return fmt.Errorf("tier %s: metered %v GPU-s, want %.1f (all: %v)", tier, g, w, got)
+			}
+		}
+		return s.expectAtLeast(`allot_team_gpu_seconds_total{flavor="h100",team="alpha",tier="research"}`, want["research"]-5)
+	})
 }

@@ -38,6 +38,8 @@ func (r *Runner) publishStatus(ctx context.Context) {
 		usage = r.core.Usage()
 	}
 	teams := maps.Clone(r.st.teams)
+	now := r.opts.Now()
+	metered := r.meterAll(now)
 	type poolHealth struct {
 		flavor             string
 		healthy, unhealthy int
@@ -95,7 +97,11 @@ func (r *Runner) publishStatus(ctx context.Context) {
 		if obj == nil {
 			continue
 		}
-		want := allotv1.TeamStatus{CommonStatus: obj.Status.CommonStatus, PendingWorkloads: pending, AdmittedWorkloads: u.Admitted}
+		want := allotv1.TeamStatus{CommonStatus: obj.Status.CommonStatus, PendingWorkloads: pending, AdmittedWorkloads: u.Admitted,
+			Metered: metered[team], MeteredAt: obj.Status.MeteredAt}
+		if !slices.Equal(want.Metered, obj.Status.Metered) {
+			want.MeteredAt = meteredAt(now)
+		}
 		for _, f := range u.Flavors {
 			want.Flavors = append(want.Flavors, allotv1.FlavorUsage{Flavor: string(f.Flavor), UsedGPUs: int64(f.Used), BorrowedGPUs: int64(f.Borrowed), LentGPUs: int64(f.Lent)})
 		}
@@ -113,5 +119,5 @@ func (r *Runner) publishStatus(ctx context.Context) {
 
 func teamStatusEqual(a, b allotv1.TeamStatus) bool {
 	return a.PendingWorkloads == b.PendingWorkloads && a.AdmittedWorkloads == b.AdmittedWorkloads &&
-		slices.Equal(a.Flavors, b.Flavors)
+		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Metered, b.Metered)
 }
