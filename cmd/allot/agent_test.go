@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/controllers/testenv"
@@ -260,36 +258,15 @@ func agentStops(t *testing.T, cancel func(), code <-chan int, stderr *syncBuffer
 	}
 }
 
-// agentRole is the least the agent needs on the API server: its node read and
-// patched (annotations, taints, the GPUHealthy condition) and events recorded.
-var agentRole = rbacv1.ClusterRole{
-	ObjectMeta: metav1.ObjectMeta{Name: "allot-agent"},
-	Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-	},
-}
-
 // TestAgentOnNode runs allot agent as the DaemonSet does, against a real API
-// server, as a service account with only agentRole, on a simulated DGX A100:
+// server, as the service account of config/agent/rbac.yaml, with only its rules, on a simulated DGX A100:
 // the node turns healthy, an XID the cluster's overrides make hardware marks a
 // GPU, a fatal XID taints the node, /metrics says so, and it stops cleanly.
 func TestAgentOnNode(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	ctx := context.Background()
-	role := agentRole.DeepCopy()
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "allot-agent"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "allot-system", Name: "allot-agent"}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyManifests(t, c, "config/agent/rbac.yaml")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-agent"); err != nil {
 		t.Fatal(err)

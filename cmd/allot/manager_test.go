@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	appsv1 "k8s.io/api/apps/v1"
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,25 +164,37 @@ func TestManager(t *testing.T) {
 	}
 }
 
-// The Deployment's arguments are flags the manager takes.
-func TestManagerDeploymentArgs(t *testing.T) {
-	var d appsv1.Deployment
-	for _, doc := range manifestDocs(t, "config/manager/manager.yaml") {
-		if strings.Contains(doc, "kind: Deployment") {
-			if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
-				t.Fatal(err)
+// The arguments of the manager's Deployment and the agent's DaemonSet are
+// flags their verbs take.
+func TestDeploymentArgs(t *testing.T) {
+	for file, verb := range map[string]func() *cobra.Command{
+		"config/manager/manager.yaml": newManagerCommand,
+		"config/agent/daemonset.yaml": newAgentCommand,
+	} {
+		var pod struct {
+			Kind string
+			Spec struct {
+				Template corev1.PodTemplateSpec
 			}
 		}
-	}
-	if len(d.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("no manager container in config/manager/manager.yaml")
-	}
-	args := d.Spec.Template.Spec.Containers[0].Args
-	if len(args) == 0 || args[0] != "manager" {
-		t.Fatalf("container args %v do not start with the manager verb", args)
-	}
-	if err := newManagerCommand().ParseFlags(args[1:]); err != nil {
-		t.Fatalf("config/manager/manager.yaml: %v", err)
+		for _, doc := range manifestDocs(t, file) {
+			if strings.Contains(doc, "kind: Deployment") || strings.Contains(doc, "kind: DaemonSet") {
+				if err := yaml.Unmarshal([]byte(doc), &pod); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if len(pod.Spec.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: no container", file)
+		}
+		c := verb()
+		args := pod.Spec.Template.Spec.Containers[0].Args
+		if len(args) == 0 || args[0] != c.Name() {
+			t.Fatalf("%s: container args %v do not start with the verb %s", file, args, c.Name())
+		}
+		if err := c.ParseFlags(args[1:]); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
 	}
 }
 
