@@ -18,6 +18,7 @@ func init() { commands = append(commands, newPlanCommand) }
 func newPlanCommand() *cobra.Command {
 	var base, output string
 	var simulate simulateFlags
+	var tf terraformFlags
 	c := &cobra.Command{
 		Use:   "plan DIR",
 		Short: "Show the capacity, quota and cost plan, and its diff against a base",
@@ -26,11 +27,18 @@ monthly cost per pool, team and cost centre. With --base (a directory, or a Git 
 of the repository containing DIR, read without touching the work tree) also the
 diff: quota changes, node changes, the monthly cost delta and the approvals needed.
 
+With --terraform, each cluster's Terraform module is also planned (terraform init
+and a plan that takes no state lock, in a copy of WORKDIR/<cluster>) and the plan
+shows per pool the nodes before and after and the resources Terraform adds,
+changes and destroys.
+
 Output: text (terminal tables), markdown (the pull-request comment) or json.
-Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
+Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage (or a
+cluster's terraform plan failed).`,
 		Example: `  allot plan examples
   allot plan . --base origin/main -o markdown > comment.md
-  allot plan examples -o json --base ../main/examples`,
+  allot plan examples -o json --base ../main/examples
+  allot plan . --base origin/main --terraform rendered --terraform-cluster dgx-onprem`,
 		Args: exactArgs(1, "DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -64,6 +72,9 @@ Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
 				if in.WhatIf, err = simulate.run(b.cfg, c.cfg); err != nil {
 					return err
 				}
+				if write, err = tf.run(cmd, c, write, output); err != nil {
+					return err
+				}
 			}
 			if err := write(cmd.OutOrStdout(), in); err != nil {
 				return fmt.Errorf("writing the plan: %w", err)
@@ -74,12 +85,13 @@ Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage.`,
 			if c.findings.HasErrors() {
 				return exitError{exitFindings}
 			}
-			return nil
+			return tf.err
 		},
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text, markdown or json")
 	simulate.register(c)
+	tf.register(c)
 	return c
 }
 

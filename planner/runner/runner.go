@@ -75,8 +75,8 @@ func WithLockTimeout(d time.Duration) Option { return func(r *Runner) { r.lockTi
 func WithWaitDelay(d time.Duration) Option { return func(r *Runner) { r.waitDelay = d } }
 
 // WithEnv adds environment variables to terraform's environment (which is
-// otherwise allot's own), e.g. credentials, TF_CLI_CONFIG_FILE or the KUBECONFIG
-// a kwok hook reads. Variables terraform-exec manages itself (TF_LOG, TF_VAR_*,
+// otherwise allot's own, with CHECKPOINT_DISABLE=1 unless it is set), e.g.
+// credentials, TF_CLI_CONFIG_FILE or the KUBECONFIG a kwok hook reads. Variables terraform-exec manages itself (TF_LOG, TF_VAR_*,
 // TF_CLI_ARGS*, ...) are dropped.
 func WithEnv(env map[string]string) Option {
 	return func(r *Runner) {
@@ -109,17 +109,17 @@ func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Op
 	if err := tf.SetWaitDelay(r.waitDelay); err != nil {
 		return nil, err
 	}
-	if r.env != nil {
-		env := map[string]string{}
-		for _, kv := range os.Environ() {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				env[k] = v
-			}
+	// allot's environment, without Terraform's calls home (unless asked
+	// for), and the options'.
+	env := map[string]string{"CHECKPOINT_DISABLE": "1"}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
 		}
-		maps.Copy(env, r.env)
-		if err := tf.SetEnv(tfexec.CleanEnv(env)); err != nil {
-			return nil, err
-		}
+	}
+	maps.Copy(env, r.env)
+	if err := tf.SetEnv(tfexec.CleanEnv(env)); err != nil {
+		return nil, err
 	}
 	if r.output != nil {
 		tf.SetStdout(r.output)
