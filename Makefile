@@ -19,10 +19,8 @@ build: ## Build bin/allot.
 	$(GO) build -o $(ALLOT) ./cmd/allot
 
 .PHONY: demo
-demo: build ## Validate and plan the example fleet (the quick start's main job).
-	$(ALLOT) validate examples
-	$(ALLOT) plan examples
-	$(ALLOT) sim examples --workload examples/workloads/mixed.csv
+demo: build controlplane ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
+	$(GO) run ./cmd/allot-demo --allot $(abspath $(ALLOT))
 
 # The test control plane: kube-apiserver and etcd built from the Go module proxy
 # (config/controlplane), rebuilt only when its pinned versions change.
