@@ -67,11 +67,7 @@ type ProviderError struct {
 }
 
 func (e *ProviderError) Error() string {
-	what := "provider failure"
-	if e.Credentials {
-		what = "provider credentials"
-	}
-	return fmt.Sprintf("%s: %s", what, joinDiag(e.Summary, e.Detail))
+	return failure("provider failure", "provider credentials", e.Credentials, e.Summary, e.Detail)
 }
 
 // BackendError says the state backend could not be initialised or read (a
@@ -84,11 +80,16 @@ type BackendError struct {
 }
 
 func (e *BackendError) Error() string {
-	what := "state backend"
-	if e.Credentials {
-		what = "state backend credentials"
+	return failure("state backend", "state backend credentials", e.Credentials, e.Summary, e.Detail)
+}
+
+// failure is what failed and Terraform's diagnostic; credentials names what
+// failed when they are the cause.
+func failure(what, credentials string, creds bool, summary, detail string) string {
+	if creds {
+		what = credentials
 	}
-	return what + ": " + joinDiag(e.Summary, e.Detail)
+	return what + ": " + joinDiag(summary, detail)
 }
 
 // HookError says a node hook (the local-exec command of an onprem or kwok

@@ -157,12 +157,7 @@ func TestKwokNodes(t *testing.T) {
 	observed := func() map[schema.PoolName]int64 {
 		return map[schema.PoolName]int64{"a100": int64(len(poolNodes(t, c, "a100")))}
 	}
-	l.size(map[string]int64{"a100": 3})
-	r := l.runner(ctx, opts...)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := l.converge(ctx, r)
+	r, p := l.applied(ctx, map[string]int64{"a100": 3}, opts...)
 	if cp := pool(p, "a100"); cp.NodesBefore != 0 || cp.NodesAfter != 3 {
 		t.Errorf("summary of the growth: %+v", cp)
 	}

@@ -125,6 +125,29 @@ func (l *lab) runner(ctx context.Context, opts ...Option) *Runner {
 	return r
 }
 
+// applied is where most tests start: the module sized to nodes, a runner
+// with opts, init, and the plan of the first apply.
+func (l *lab) applied(ctx context.Context, nodes map[string]int64, opts ...Option) (*Runner, *Plan) {
+	l.t.Helper()
+	l.size(nodes)
+	r := l.runner(ctx, opts...)
+	if err := r.Init(ctx); err != nil {
+		l.t.Fatal(err)
+	}
+	return r, l.converge(ctx, r)
+}
+
+// command is terraform with args, in the lab's directory and environment.
+func (l *lab) command(args ...string) *exec.Cmd {
+	cmd := exec.Command("terraform", args...)
+	cmd.Dir = l.dir
+	cmd.Env = cmd.Environ()
+	for k, v := range l.env() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
 // converge plans and applies, and fails the test on any error.
 func (l *lab) converge(ctx context.Context, r *Runner) *Plan {
 	l.t.Helper()
@@ -193,13 +216,7 @@ func (l *lab) remove(name string) {
 // state lists the node instances in the Terraform state.
 func (l *lab) state() []string {
 	l.t.Helper()
-	cmd := exec.Command("terraform", "state", "list")
-	cmd.Dir = l.dir
-	cmd.Env = cmd.Environ()
-	for k, v := range l.env() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	out, err := cmd.CombinedOutput()
+	out, err := l.command("state", "list").CombinedOutput()
 	if err != nil {
 		l.t.Fatalf("terraform state list: %v\n%s", err, out)
 	}

@@ -16,13 +16,8 @@ func TestStaleLockRemote(t *testing.T) {
 	l := newLab(t)
 	srv := newStateServer(t)
 	l.backend = srv.backend()
-	l.size(map[string]int64{"a100": 1})
 	ctx := context.Background()
-	r := l.runner(ctx)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(ctx, r)
+	r, _ := l.applied(ctx, map[string]int64{"a100": 1})
 
 	done := blockedApply(t, l, ctx, r)
 	held := srv.held()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,13 +24,7 @@ import (
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 4, "8x-l4": 1})
-	r := l.runner(ctx)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	p := l.converge(ctx, r)
+	r, p := l.applied(ctx, map[string]int64{"a100": 4, "8x-l4": 1})
 	// Per pool: its own resource, and per node its instance and the one
 	// that confirms its create hook finished.
 	want := []terraform.PoolChange{
@@ -107,29 +100,20 @@ func TestLifecycle(t *testing.T) {
 // TestLocked holds the state lock with a running terraform console: plan
 // and apply fail with a *LockError that names the holder, and the apply
 // leaves the drift record as it was; a speculative plan takes no lock and
-// goes through, but cannot be applied. Once the holder is gone, the plan
-// made before applies.
+// goes through, but cannot be applied. Once the holder is gone, plans go
+// through again, and the plan refused under the lock stays refused (a saved
+// plan is tried once).
 func TestLocked(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 1})
-	r := l.runner(ctx)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(ctx, r)
+	r, _ := l.applied(ctx, map[string]int64{"a100": 1})
 	l.size(map[string]int64{"a100": 2})
 	pending, err := r.Plan(ctx, PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	console := exec.Command("terraform", "console", "-var", "command=true")
-	console.Dir = l.dir
-	console.Env = console.Environ()
-	for k, v := range l.env() {
-		console.Env = append(console.Env, k+"="+v)
-	}
+	console := l.command("console", "-var", "command=true")
 	stdin, err := console.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -320,12 +304,7 @@ func TestProviderFailure(t *testing.T) {
 func TestDrift(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 2})
-	r := l.runner(ctx)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(ctx, r)
+	r, _ := l.applied(ctx, map[string]int64{"a100": 2})
 
 	l.size(map[string]int64{"a100": 3})
 	stale, err := r.Plan(ctx, PlanOptions{})
@@ -336,13 +315,8 @@ func TestDrift(t *testing.T) {
 		t.Fatalf("drift before anything changed: %v", stale.Drift)
 	}
 	// Someone replaces a node by hand.
-	cmd := exec.Command("terraform", "apply", "-auto-approve", "-input=false", "-no-color",
+	cmd := l.command("apply", "-auto-approve", "-input=false", "-no-color",
 		"-var", "command="+filepath.Join(l.hook, "hook.sh"), `-replace=terraform_data.a100_nodes["a100-0"]`)
-	cmd.Dir = l.dir
-	cmd.Env = cmd.Environ()
-	for k, v := range l.env() {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("outside apply: %v\n%s", err, out)
 	}
@@ -430,12 +404,7 @@ func afterInterruption(t *testing.T, l *lab) *Plan {
 // cleanly (state written, lock released) and the next run converges.
 func TestCancelMidApply(t *testing.T) {
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 1})
-	r := l.runner(context.Background(), WithWaitDelay(20*time.Second))
-	if err := r.Init(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(context.Background(), r)
+	r, _ := l.applied(context.Background(), map[string]int64{"a100": 1}, WithWaitDelay(20*time.Second))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := blockedApply(t, l, ctx, r)
@@ -461,12 +430,7 @@ func TestCancelMidApply(t *testing.T) {
 // the pool converges without a missing or a duplicate node.
 func TestKillMidApply(t *testing.T) {
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 1})
-	r := l.runner(context.Background())
-	if err := r.Init(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(context.Background(), r)
+	r, _ := l.applied(context.Background(), map[string]int64{"a100": 1})
 
 	done := blockedApply(t, l, context.Background(), r)
 	pid := terraformPID(t, l.dir)
@@ -546,12 +510,7 @@ func TestCredentials(t *testing.T) {
 func TestObservedDrift(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	l.size(map[string]int64{"a100": 3, "8x-l4": 1})
-	r := l.runner(ctx)
-	if err := r.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.converge(ctx, r)
+	r, _ := l.applied(ctx, map[string]int64{"a100": 3, "8x-l4": 1})
 	observed := func() map[schema.PoolName]int64 {
 		n := map[schema.PoolName]int64{}
 		for _, node := range l.nodes() {

@@ -86,7 +86,10 @@ func Create(ctx context.Context, c client.Client, name string, labels map[string
 	} else if err != nil {
 		return err
 	}
-	if !ready(n) {
+	ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+	if !ready {
 		capacity := Capacity.DeepCopy()
 		capacity[nodestate.ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
 		n.Status.Capacity, n.Status.Allocatable = capacity, capacity.DeepCopy()
@@ -102,13 +105,4 @@ func Create(ctx context.Context, c client.Client, name string, labels map[string
 		return c.Update(ctx, n)
 	}
 	return nil
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
