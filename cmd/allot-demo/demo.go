@@ -14,9 +14,11 @@ import (
 
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -87,6 +89,9 @@ type demo struct {
 // run runs the demo until it ends, fails or ctx ends, and stops all it started.
 func run(ctx context.Context, o options) (_ *result, err error) {
 	d := &demo{o: o, started: time.Now()}
+	// The demo's own client logs nothing: what matters is printed, and the
+	// manager's logs are its own.
+	ctrl.SetLogger(logr.Discard())
 	defer func() {
 		var done []string
 		for _, f := range slices.Backward(d.cleanup) {
@@ -155,15 +160,16 @@ func (d *demo) say(format string, args ...any) {
 // registered first.
 func (d *demo) onCleanup(f func() string) { d.cleanup = append(d.cleanup, f) }
 
-// waitUntil polls check until it is done. It fails with "<what> after
-// <timeout>: <detail>" when the time runs out, with the manager's last words
-// when it exited, and with ctx's error when the demo is interrupted.
-func (d *demo) waitUntil(ctx context.Context, timeout time.Duration, what string, check func(context.Context) (bool, string)) error {
+// waitUntil polls check until it is done, or returns an error that waiting
+// cannot mend. It fails with "<what> after <timeout>: <detail>" when the time
+// runs out, with the manager's last words when it exited, and with ctx's error
+// when the demo is interrupted.
+func (d *demo) waitUntil(ctx context.Context, timeout time.Duration, what string, check func(context.Context) (done bool, detail string, err error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		done, detail := check(ctx)
-		if done {
-			return nil
+		done, detail, err := check(ctx)
+		if done || err != nil {
+			return err
 		}
 		if d.mgr != nil {
 			if err := d.mgr.gone(); err != nil {
@@ -171,7 +177,7 @@ func (d *demo) waitUntil(ctx context.Context, timeout time.Duration, what string
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s after %s: %s", what, timeout, detail)
+			return fmt.Errorf("%s after %ds: %s", what, int(timeout.Seconds()), oneLine(detail))
 		}
 		select {
 		case <-ctx.Done():
@@ -180,6 +186,9 @@ func (d *demo) waitUntil(ctx context.Context, timeout time.Duration, what string
 		}
 	}
 }
+
+// oneLine joins a multi-line message into one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (d *demo) startControlPlane(ctx context.Context) error {
 	d.header("Start the control plane (kube-apiserver and etcd from bin/, allot's CRDs)")
@@ -239,8 +248,8 @@ func (d *demo) startManager(ctx context.Context, bin string) error {
 		m.stop()
 		return fmt.Sprintf("stopped allot manager (pid %d)", m.cmd.Process.Pid)
 	})
-	err = d.waitUntil(ctx, managerReadyTimeout, "allot manager not ready", func(ctx context.Context) (bool, string) {
-		return m.ready(ctx), "last log: " + m.lastLog()
+	err = d.waitUntil(ctx, managerReadyTimeout, "allot manager not ready", func(ctx context.Context) (bool, string, error) {
+		return m.ready(ctx), "last log: " + m.lastLog(), nil
 	})
 	if err != nil {
 		return err
@@ -256,16 +265,21 @@ func (d *demo) sourceKey() client.ObjectKey {
 // waitApplied waits until the CapacitySource has applied rev and is Ready.
 func (d *demo) waitApplied(ctx context.Context, rev string) (*allotv1.CapacitySource, error) {
 	src := &allotv1.CapacitySource{}
-	err := d.waitUntil(ctx, applyTimeout, "CapacitySource not Ready", func(ctx context.Context) (bool, string) {
+	err := d.waitUntil(ctx, applyTimeout, "CapacitySource not Ready", func(ctx context.Context) (bool, string, error) {
 		if err := d.c.Get(ctx, d.sourceKey(), src); err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		msg := conditions.GetMessage(src, allotv1.ReadyCondition)
 		if msg == "" {
 			msg = "no Ready condition yet"
 		}
-		ok := strings.HasSuffix(src.Status.LastAppliedRevision, rev) && conditions.IsReady(src) && !conditions.IsReconciling(src)
-		return ok, msg
+		attempted := strings.HasSuffix(src.Status.LastAttemptedRevision, rev)
+		if attempted && conditions.IsStalled(src) {
+			// Stalled waits for a new revision: there is nothing to wait for.
+			return false, "", fmt.Errorf("CapacitySource stalled on %s: %s", rev[:7], oneLine(msg))
+		}
+		ok := attempted && strings.HasSuffix(src.Status.LastAppliedRevision, rev) && conditions.IsReady(src) && !conditions.IsReconciling(src)
+		return ok, msg, nil
 	})
 	return src, err
 }
@@ -414,14 +428,14 @@ func (d *demo) showScheduling(ctx context.Context, title string, before *snapsho
 	var s *snapshot
 	var last string
 	stable := 0
-	err := d.waitUntil(ctx, settleTimeout, "scheduling not settled", func(ctx context.Context) (bool, string) {
+	err := d.waitUntil(ctx, settleTimeout, "scheduling not settled", func(ctx context.Context) (bool, string, error) {
 		cur, detail, err := d.snapshot(ctx)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		if detail != "" {
 			stable, last = 0, ""
-			return false, detail
+			return false, detail, nil
 		}
 		// Settled: consistent, and the same over a second of polls.
 		if text := cur.String(); text == last {
@@ -430,7 +444,7 @@ func (d *demo) showScheduling(ctx context.Context, title string, before *snapsho
 			stable, last = 0, text
 		}
 		s = cur
-		return stable >= 4, "still changing"
+		return stable >= 4, "still changing", nil
 	})
 	if err != nil {
 		return nil, err
@@ -531,15 +545,15 @@ func (d *demo) applyChange(ctx context.Context) error {
 	if _, _, err := d.ensureNodes(ctx); err != nil {
 		return err
 	}
-	return d.waitUntil(ctx, settleTimeout, change.workload+" still not running after the change", func(ctx context.Context) (bool, string) {
+	return d.waitUntil(ctx, settleTimeout, change.workload+" still not running after the change", func(ctx context.Context) (bool, string, error) {
 		s, _, err := d.snapshot(ctx)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		w := s.workload(change.workload)
 		if w == nil {
-			return false, "no such workload"
+			return false, "", fmt.Errorf("%s was not submitted", change.workload)
 		}
-		return w.running(), w.reason
+		return w.running(), w.reason, nil
 	})
 }

@@ -160,6 +160,35 @@ func TestDemoInterrupted(t *testing.T) {
 	assertCleanedUp(t, m[1])
 }
 
+// An invalid revision ends the demo at once with a one-line error that points
+// at the finding, and cleans up.
+func TestDemoStalled(t *testing.T) {
+	examples := filepath.Join(t.TempDir(), "examples")
+	if err := copyTree(filepath.Join(testenv.Root(), "examples"), examples); err != nil {
+		t.Fatal(err)
+	}
+	ads := filepath.Join(examples, "teams", "ads.cue")
+	b, err := os.ReadFile(ads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ads, bytes.Replace(b, []byte("costCenter:"), []byte("costCentre:"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	o := demoOptions(t, &out)
+	o.examples = examples
+	_, err = run(context.Background(), o)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "CapacitySource stalled on ") || !strings.Contains(err.Error(), "teams/ads.cue:4:2: error: unknown-field") {
+		t.Fatalf("run: %v; want a one-line stall at teams/ads.cue:4:2\n%s", err, out.String())
+	}
+	m := regexp.MustCompile(`removed (\S+)\.`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("output does not name the removed directory:\n%s", out.String())
+	}
+	assertCleanedUp(t, m[1])
+}
+
 // cancelOn calls cancel once marker has been written.
 type cancelOn struct {
 	w      *bytes.Buffer

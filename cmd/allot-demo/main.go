@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/allot-dev/allot/controllers/testenv"
 )
 
@@ -50,8 +47,6 @@ func main() {
 		fs.Usage()
 		os.Exit(2)
 	}
-	ctrl.SetLogger(logr.Discard())
-
 	// The signal context stays registered until the demo has cleaned up, so a
 	// second interrupt cannot kill it half-way through stopping its children.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -123,8 +124,8 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 		first := ps[0]
 		team := first.Labels[runner.LabelTeam]
 		w := workloadRow{id: id, tier: first.Labels[runner.LabelTier], pods: int64(len(ps)), gpusPerPod: podGPUs(first)}
-		if g := first.Labels[runner.LabelGangSize]; g != "" {
-			fmt.Sscan(g, &w.pods)
+		if n, err := strconv.ParseInt(first.Labels[runner.LabelGangSize], 10, 64); err == nil {
+			w.pods = n
 		}
 		inPool := map[string]int64{}
 		domains := map[string]bool{}
