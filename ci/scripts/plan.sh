@@ -1,0 +1,57 @@
+#!/bin/sh
+# plan.sh: validate the capacity repository and write its plan against the base of
+# the change into $ALLOT_OUT: plan.md (the comment), plan.json, codequality.json
+# (GitLab's code-quality report) and status (allot validate's exit code, for
+# verdict.sh). Findings do not fail this step, so that the comment and the label
+# are still posted; verdict.sh fails the check. Bad usage (an unknown base, say)
+# fails here, exit 2.
+#
+#   ALLOT_DIR          the capacity repository, relative to the work tree (default .)
+#   ALLOT_BASE         the base: a Git ref or a directory; default origin/$ALLOT_BASE_BRANCH,
+#                      fetched when the clone lacks it
+#   ALLOT_BASE_BRANCH  the target branch of the change
+#   ALLOT_SIMULATE     optional workload file: adds the what-if to the comment
+set -eu
+. "$(dirname -- "$0")/lib.sh"
+need git jq
+[ -x "$ALLOT" ] || die "$ALLOT is not an executable (run ci/scripts/install.sh, or set ALLOT)"
+
+dir=${ALLOT_DIR:-.}
+base=${ALLOT_BASE:-}
+if [ -z "$base" ]; then
+	[ -n "${ALLOT_BASE_BRANCH:-}" ] || die "set ALLOT_BASE_BRANCH (the target branch) or ALLOT_BASE"
+	base=origin/$ALLOT_BASE_BRANCH
+	if ! git -C "$dir" rev-parse -q --verify "$base^{commit}" >/dev/null; then
+		say "fetching $ALLOT_BASE_BRANCH, the base of the change"
+		git -C "$dir" fetch -q --no-tags --depth=1 origin "+refs/heads/$ALLOT_BASE_BRANCH:refs/remotes/$base"
+	fi
+fi
+mkdir -p "$ALLOT_OUT"
+
+# Findings with their annotations (GITHUB_ACTIONS=true) come from validate; the
+# plans run without, so each annotation is written once.
+status=0
+"$ALLOT" validate "$dir" --base "$base" || status=$?
+[ "$status" -le 1 ] || exit "$status"
+echo "$status" >"$ALLOT_OUT/status"
+
+code=0
+GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o markdown ${ALLOT_SIMULATE:+--simulate "$ALLOT_SIMULATE"} >"$ALLOT_OUT/plan.md" || code=$?
+[ "$code" -le 1 ] || exit "$code"
+code=0
+GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o json >"$ALLOT_OUT/plan.json" || code=$?
+[ "$code" -le 1 ] || exit "$code"
+
+# GitLab's code-quality report: one entry per finding, paths from the work tree.
+jq --arg dir "${dir#./}" '[.findings[] | {
+	description: "\(.rule): \(.message)",
+	check_name: ("allot " + .rule),
+	fingerprint: "\(.rule):\(.file):\(.line):\(.col):\(.message)",
+	severity: (if .severity == "error" then "major" else "minor" end),
+	location: {path: (if $dir == "." or $dir == "" then .file else "\($dir)/\(.file)" end), lines: {begin: ([.line, 1] | max)}}
+}]' "$ALLOT_OUT/plan.json" >"$ALLOT_OUT/codequality.json"
+
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+	cat "$ALLOT_OUT/plan.md" >>"$GITHUB_STEP_SUMMARY"
+fi
+say "plan written to $ALLOT_OUT/plan.md"
