@@ -81,6 +81,8 @@ type demo struct {
 	env     *testenv.Env
 	c       client.Client
 	mgr     *manager
+	// bin is the allot binary's absolute path.
+	bin     string
 	repo    gitRepo
 	cleanup []func() string
 	res     result
@@ -104,9 +106,9 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 			err = errInterrupted
 		}
 	}()
-	bin, err := filepath.Abs(o.allot)
+	d.bin, err = filepath.Abs(o.allot)
 	if err == nil {
-		_, err = os.Stat(bin)
+		_, err = os.Stat(d.bin)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the allot binary %s is missing: run 'make build' or pass --allot", o.allot)
@@ -115,7 +117,7 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 	for _, s := range []func(context.Context) error{
 		d.startControlPlane,
 		d.createRepository,
-		func(ctx context.Context) error { return d.startManager(ctx, bin) },
+		d.startManager,
 		d.applySource,
 		d.createNodes,
 		d.submit,
@@ -153,7 +155,7 @@ func (d *demo) header(title string) {
 
 // say prints a line of the current step.
 func (d *demo) say(format string, args ...any) {
-	fmt.Fprintf(d.o.out, "         "+format+"\n", args...)
+	fmt.Fprintln(d.o.out, strings.TrimRight("         "+fmt.Sprintf(format, args...), " "))
 }
 
 // onCleanup registers f, which stops something and says what; they run last
@@ -233,13 +235,13 @@ func (d *demo) createRepository(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) startManager(ctx context.Context, bin string) error {
+func (d *demo) startManager(ctx context.Context) error {
 	d.header("Start allot manager (GitOps reconciler and embedded scheduler)")
 	kubeconfig := filepath.Join(d.dir, "kubeconfig")
 	if err := d.env.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	m, err := startManager(bin, kubeconfig, d.dir)
+	m, err := startManager(d.bin, kubeconfig, d.dir)
 	if err != nil {
 		return err
 	}
@@ -491,7 +493,7 @@ func (d *demo) commitChange(ctx context.Context) error {
 	}
 	fmt.Fprintln(d.o.out)
 	d.say("$ allot plan %s --base HEAD~1", repoPath)
-	cmd := exec.CommandContext(ctx, d.o.allot, "plan", repoPath, "--base", "HEAD~1", "-o", "text")
+	cmd := exec.CommandContext(ctx, d.bin, "plan", repoPath, "--base", "HEAD~1", "-o", "text")
 	cmd.Dir = d.repo.dir
 	out, err := cmd.CombinedOutput()
 	d.res.plan = string(out)
