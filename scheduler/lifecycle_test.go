@@ -73,6 +73,23 @@ func TestNodeFailureRequeuesGangWholeAheadOfItsTier(t *testing.T) {
 	}
 }
 
+// A workload resubmitted with its restarts (its pods made anew after a fault)
+// goes ahead of its tier like one the core requeued itself.
+func TestResubmittedRestartGoesAheadOfItsTier(t *testing.T) {
+	f := newFx(t, Config{Teams: []Team{teamQ("a", "", 64, nil, nil)}}, rack("n", "a", 2, 8, 0, 0), noReserve())
+	f.submit(wl("other", "a", "research", 2, 8, 0))
+	again := wl("g", "a", "research", 2, 8, 1)
+	again.Restarts = 2
+	f.submit(again)
+	res := f.cycle(2)
+	if diff := cmp.Diff([]WorkloadID{"g"}, admittedIDs(res)); diff != "" {
+		t.Errorf("admitted (-want +got):\n%s", diff)
+	}
+	if got := f.s.Restarts("g"); got != 2 {
+		t.Errorf("restarts = %d, want 2", got)
+	}
+}
+
 func TestReservationStopsSmallWorkFromStarvingAGang(t *testing.T) {
 	run := func(reserveAfter time.Duration) (gangStart int) {
 		f := newFx(t, Config{Teams: []Team{teamQ("a", "", 1000, nil, nil)}}, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: reserveAfter})

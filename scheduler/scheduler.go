@@ -304,7 +304,7 @@ func (s *Scheduler) Submit(spec Workload) error {
 	if spec.Pods <= 0 || spec.GPUsPerPod <= 0 {
 		return fmt.Errorf("workload %s: needs at least one pod of at least one GPU, got %d x %d", spec.ID, spec.Pods, spec.GPUsPerPod)
 	}
-	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted}
+	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
 	s.seq++
 	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer}

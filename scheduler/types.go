@@ -99,6 +99,11 @@ type Workload struct {
 	Prefer string
 	// Submitted orders workloads of one team and tier.
 	Submitted time.Time
+	// Restarts counts the times the workload lost a node to a fault and was
+	// started again. A runner that resubmits such a workload (its pods made
+	// anew by their controller) passes the count on: a workload with restarts
+	// goes ahead of its tier, as SetNodeHealth requeues it.
+	Restarts int
 }
 
 // GPUs returns the GPUs of the whole gang.

@@ -24,6 +24,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -49,12 +50,13 @@ func newManagerCommand() *cobra.Command {
 	var o managerOptions
 	c := &cobra.Command{
 		Use:   "manager",
-		Short: "Run in the cluster: GitOps reconciler, embedded scheduler, /metrics",
+		Short: "Run in the cluster: GitOps reconciler, Pool health, embedded scheduler, /metrics",
 		Long: `Run allot's in-cluster manager: the CapacitySource reconciler (fetch a Git
 revision or a Flux artifact, validate and plan it exactly as 'allot plan' does,
-apply the objects in safe order with server-side apply, prune what left Git) and
-the embedded gang- and topology-aware scheduler, which binds the pods whose
-spec.schedulerName is "allot". Both run on the elected leader only.
+apply the objects in safe order with server-side apply, prune what left Git), the
+Pool health reconciler (healthy GPUs per pool from its nodes, the CapacityReady
+condition) and the embedded gang- and topology-aware scheduler, which binds the
+pods whose spec.schedulerName is "allot". They run on the elected leader only.
 
 Serves Prometheus metrics on --metrics-bind-address and /healthz and /readyz on
 --health-probe-bind-address. Stops cleanly on SIGINT or SIGTERM.
@@ -150,6 +152,10 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the CapacitySource reconciler: %w", err)
 		}
+	}
+	pools := &pool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-pool")}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Pool health reconciler: %w", err)
 	}
 	if !o.noScheduler {
 		s := runner.New(runner.Options{SchedulerName: o.schedulerName, StatusInterval: o.statusInterval})

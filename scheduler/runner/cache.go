@@ -66,6 +66,9 @@ type store struct {
 	dirty       map[string]bool
 	// waiting are admitted gangs waiting for their victims' pods to go.
 	waiting map[string]bool
+	// restarts are the restarts of gangs evicted from a failed node, kept for
+	// their pods' return.
+	restarts map[string]int
 }
 
 func newStore() store {
@@ -73,7 +76,7 @@ func newStore() store {
 		pods: map[types.UID]*podInfo{}, gangs: map[string]*gang{}, nodes: map[string]*corev1.Node{},
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
-		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{},
+		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{},
 	}
 }
 
@@ -236,6 +239,7 @@ func (r *Runner) deleteJob(obj any) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		delete(r.st.jobs, types.NamespacedName{Namespace: j.Namespace, Name: j.Name})
 		r.st.dirty[gangID(j.Namespace, j.Name, "", "")] = true
+		delete(r.st.restarts, gangID(j.Namespace, j.Name, "", ""))
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -17,7 +17,7 @@ const (
 	// SchedulerName is what pods set in spec.schedulerName to be scheduled by allot.
 	SchedulerName = "allot"
 	// GPUResource is the extended resource of a GPU.
-	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	GPUResource = nodestate.ResourceGPU
 
 	LabelTeam     = "allot.dev/team"
 	LabelTier     = "allot.dev/tier"
@@ -30,12 +30,6 @@ const (
 	// LabelTopologyPrefix + level names a node's domain of that level.
 	LabelTopologyPrefix = "topology.allot.dev/"
 
-	// ConditionGPUHealthy is the node condition the NVML agent writes.
-	ConditionGPUHealthy corev1.NodeConditionType = "GPUHealthy"
-	// AnnotationHealthyGPUs is the node's healthy GPU count; absent: all.
-	AnnotationHealthyGPUs = "allot.dev/healthy-gpus"
-	// TaintGPUFault marks a node with a fatal GPU fault.
-	TaintGPUFault = "allot.dev/gpu-fault"
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
@@ -94,14 +88,14 @@ type nodeModel struct {
 
 // modelNode reads a Node: nvidia.com/gpu allocatable (only the healthy ones when
 // the agent says fewer are healthy), the flavor, the topology domains in the
-// order of the node's Pool, and health per the contract: unhealthy when not
-// Ready, tainted allot.dev/gpu-fault, or GPUHealthy=False with no healthy GPU.
+// order of the node's Pool, and health as the node contract reads it
+// (fleet/nodestate.Read): unhealthy when not Ready, tainted allot.dev/gpu-fault,
+// or without a healthy GPU.
 func modelNode(n *corev1.Node, pools map[string]poolInfo) (nodeModel, bool) {
-	q, ok := n.Status.Allocatable[GPUResource]
-	if !ok || q.Value() <= 0 {
+	c := nodestate.Read(n)
+	if c.GPUs <= 0 {
 		return nodeModel{}, false
 	}
-	gpus := q.Value()
 	pool, havePool := pools[n.Labels[LabelPool]]
 	flavor := n.Labels[LabelFlavor]
 	if flavor == "" {
@@ -124,23 +118,13 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo) (nodeModel, bool) {
 			m.spec.Domains = append(m.spec.Domains, scheduler.Domain{Level: l, Name: path[1:]})
 		}
 	}
-	ready, gpuFalse := false, false
-	for _, c := range n.Status.Conditions {
-		switch c.Type {
-		case corev1.NodeReady:
-			ready = c.Status == corev1.ConditionTrue
-		case ConditionGPUHealthy:
-			gpuFalse = c.Status == corev1.ConditionFalse
-		}
+	// An unusable node keeps its size (the core takes its work back by its
+	// health); a usable one offers its healthy GPUs.
+	m.spec.Unhealthy = !c.Usable
+	m.gpus = c.GPUs
+	if c.Usable {
+		m.gpus = c.HealthyGPUs
 	}
-	if v, ok := n.Annotations[AnnotationHealthyGPUs]; ok {
-		if h, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && h >= 0 {
-			gpus = min(gpus, h)
-		}
-	}
-	fault := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintGPUFault })
-	m.spec.Unhealthy = !ready || fault || (gpuFalse && gpus == 0)
-	m.gpus = gpus
 	return m, true
 }
 

@@ -84,7 +84,7 @@ func (e *specError) Error() string { return e.msg }
 // workload derives the core's Workload from the gang's pods (and Job), or says
 // what is wrong with them.
 func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) {
-	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id)}
+	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id), Restarts: r.st.restarts[g.id]}
 	first := live[0]
 	agree := func(label string) (string, error) {
 		v := first.labels[label]

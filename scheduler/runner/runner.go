@@ -367,16 +367,22 @@ func (r *Runner) syncHealth(acts *actions) {
 }
 
 // evictGangs evicts whole gangs the core took back, and forgets them: their pods
-// (made again by their Job) come back as a new submission.
+// (made again by their Job) come back as a new submission, which carries the
+// restarts so that it goes ahead of its tier.
 func (r *Runner) evictGangs(ids []scheduler.WorkloadID, reason, why string, acts *actions) {
 	for _, id := range ids {
 		metricEvictions.WithLabelValues(reason).Inc()
+		note := why
+		if n := r.core.Restarts(id); n > 0 {
+			r.st.restarts[string(id)] = n
+			note = fmt.Sprintf("%s; restart %d, requeued ahead of its tier", why, n)
+		}
 		_ = r.core.Finish(id)
 		g := r.st.gangs[string(id)]
 		if g == nil {
 			continue
 		}
-		acts.evict(g, reason, fmt.Sprintf("gang %s evicted: %s", g.id, why))
+		acts.evict(g, reason, fmt.Sprintf("gang %s evicted: %s", g.id, note))
 		g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
 		r.st.dirty[g.id] = true
 	}
