@@ -28,7 +28,9 @@ func node(name string, gpus int64, ready bool, edit func(*corev1.Node)) corev1.N
 
 func TestObserve(t *testing.T) {
 	pool := &allotv1.Pool{Spec: allotv1.PoolSpec{GPUsPerNode: 8, NodesTarget: 4, SpareNodes: 1}}
-	taint := func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: nodestate.TaintGPUFault, Effect: corev1.TaintEffectNoSchedule}} }
+	taint := func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: nodestate.TaintGPUFault, Effect: corev1.TaintEffectNoSchedule}}
+	}
 	fewer := func(n *corev1.Node) { n.Annotations = map[string]string{nodestate.AnnotationHealthyGPUs: "6"} }
 	for name, tc := range map[string]struct {
 		nodes     []corev1.Node

@@ -29,7 +29,6 @@ const (
 	LabelPool     = "allot.dev/pool"
 	// LabelTopologyPrefix + level names a node's domain of that level.
 	LabelTopologyPrefix = "topology.allot.dev/"
-
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
