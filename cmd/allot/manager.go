@@ -44,6 +44,9 @@ type managerOptions struct {
 	noGitOps       bool
 	statusInterval time.Duration
 	development    bool
+	terraformDir   string
+	terraformHook  string
+	readyTimeout   time.Duration
 }
 
 func newManagerCommand() *cobra.Command {
@@ -85,6 +88,9 @@ in-cluster service account.`,
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
+	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
+	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
+	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
 	return c
 }
 
@@ -148,6 +154,20 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
+		}
+		if o.terraformDir != "" {
+			hook := o.terraformHook
+			if hook == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("--terraform-hook: %w", err)
+				}
+				hook = self + " hook kwok"
+			}
+			r.Capacity = &capacity.Terraform{
+				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout,
+				Recorder: mgr.GetEventRecorder("allot-capacity"),
+			}
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the CapacitySource reconciler: %w", err)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -59,9 +60,10 @@ const maxFindings = 50
 
 // Capacity makes the node-target changes of a step real (Terraform, in
 // production) and returns when they are: for growth, when the new nodes are
-// Ready. An error stops the apply before the next step.
+// Ready. An error stops the apply before the next step, and leaves the quotas
+// of the steps after it as they were.
 type Capacity interface {
-	Resize(ctx context.Context, src *allotv1.CapacitySource, phase Phase, changes []PoolChange) error
+	Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error
 }
 
 // +kubebuilder:rbac:groups=allot.dev,resources=capacitysources,verbs=get;list;watch;update;patch
@@ -91,7 +93,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.FieldManager = DefaultFieldManager
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&allotv1.CapacitySource{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}))).
+		For(&allotv1.CapacitySource{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, approvalChanged))).
 		Named("capacitysource").
 		Complete(r)
 }
@@ -166,10 +168,14 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		r.fail(src, ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	rev := Revision{ID: art.Revision, Config: judged.Config, Plan: judged.Plan, Current: map[string]int64{}}
+	for name, p := range cur.Pools {
+		rev.Current[name] = p.Spec.NodesTarget
+	}
 	var kept []string
 	for _, step := range Steps(cur, objs, src.PruneEnabled()) {
 		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
-		k, reason, err := r.run(ctx, src, step)
+		k, reason, err := r.run(ctx, src, rev, step)
 		kept = append(kept, k...)
 		if err != nil {
 			msg := fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits for a retry", art.Revision, step.Phase, err)
@@ -343,18 +349,31 @@ func index[T any, P interface {
 	return m
 }
 
-// run applies one step: objects, then the capacity changes, then deletions.
+// run applies one step: objects, then the capacity changes, then the Pools
+// whose size changed, then deletions.
 // It returns the namespaces kept because they still hold pods, and the reason
 // of a failure.
-func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, s Step) ([]string, string, error) {
+func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev Revision, s Step) ([]string, string, error) {
+	// A Pool's node target is recorded once its capacity is real: a resize that
+	// fails leaves the old target in force, and the retry resizes again.
+	var pools []client.Object
 	for _, obj := range s.Apply {
+		if _, ok := obj.(*allotv1.Pool); ok && r.Capacity != nil {
+			pools = append(pools, obj)
+			continue
+		}
 		if err := r.apply(ctx, obj); err != nil {
 			return nil, ReasonApplyFailed, err
 		}
 	}
 	if r.Capacity != nil && len(s.Resize) > 0 {
-		if err := r.Capacity.Resize(ctx, src, s.Phase, s.Resize); err != nil {
+		if err := r.Capacity.Resize(ctx, src, rev, s); err != nil {
 			return nil, ReasonCapacityFailed, err
+		}
+	}
+	for _, obj := range pools {
+		if err := r.apply(ctx, obj); err != nil {
+			return nil, ReasonApplyFailed, err
 		}
 	}
 	var kept []string
@@ -395,4 +414,11 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 		return fmt.Errorf("applying %s/%s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	return nil
+}
+
+// approvalChanged lets a new disruption approval start a reconcile at once.
+var approvalChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[AnnotationApproveDisruption] != e.ObjectNew.GetAnnotations()[AnnotationApproveDisruption]
+	},
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,8 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/planner/runner/kwok"
 )
 
 var (
@@ -32,6 +35,14 @@ var (
 // TestMain starts one control plane and one manager running the capacity
 // reconciler for every test of the package.
 func TestMain(m *testing.M) {
+	if os.Getenv(terraform.EnvAction) != "" {
+		// Terraform runs this binary as the kwok module's node hook.
+		if err := kwok.Main(context.Background(), os.Getenv); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(run(m))
 }
 
@@ -215,3 +226,5 @@ func newNamespace(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 }
+
+func init() { ctrl.SetLogger(logr.Discard()) }

@@ -1,0 +1,357 @@
+package capacity
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/planner/runner"
+	"github.com/allot-dev/allot/schema"
+)
+
+// AnnotationApproveDisruption on a CapacitySource approves one shrink that
+// removes nodes running workloads: its value is the disruption ID the
+// refusal named.
+const AnnotationApproveDisruption = "allot.dev/approve-disruption"
+
+// Terraform makes the node targets of a step real with Terraform: it renders
+// the revision's root module of each cluster the step resizes, plans it, checks
+// the plan removes no node that runs work unless that is allowed, applies the
+// saved plan, and, when the step grows pools, waits until their nodes are
+// Ready. In the grow phase no pool is made smaller than it is (targets are
+// the larger of the old and the new), so one module can grow some pools now
+// and shrink others in the shrink phase, after the quotas came down.
+type Terraform struct {
+	// Reader reads Nodes and Pods (uncached: resizes are rare, and pods are
+	// listed by node).
+	Reader client.Reader
+	// Dir holds one working directory per source and cluster. Keep it on a
+	// persistent volume: it holds the local state (with the default backend)
+	// and the record drift is measured against.
+	Dir string
+	// Options render the modules (the backend).
+	Options terraform.Options
+	// Hook is the command of onprem and kwok modules' node hooks.
+	Hook string
+	// Env is added to terraform's environment (and so the hooks').
+	Env map[string]string
+	// Binary is the terraform executable; empty: terraform on PATH.
+	Binary string
+	// ReadyTimeout bounds the wait for grown pools' nodes; default 10 minutes.
+	ReadyTimeout time.Duration
+	// Recorder, when set, records drift and disruption events on the source.
+	Recorder events.EventRecorder
+}
+
+// DisruptionError is a shrink that would remove nodes running workloads,
+// refused because neither policy.allowDisruption nor the approval annotation
+// allows it.
+type DisruptionError struct {
+	// ID names this disruption; the annotation approves it by this value.
+	ID string
+	// Nodes are the nodes to go that run pods, with their pod counts.
+	Nodes map[string]int
+}
+
+func (e *DisruptionError) Error() string {
+	var ns []string
+	for _, n := range slices.Sorted(maps.Keys(e.Nodes)) {
+		ns = append(ns, fmt.Sprintf("%s (%d pods)", n, e.Nodes[n]))
+	}
+	return fmt.Sprintf("the shrink would remove nodes that run workloads: %s; allow it with policy.allowDisruption: true, or approve this one with the annotation %s=%s",
+		strings.Join(ns, ", "), AnnotationApproveDisruption, e.ID)
+}
+
+// NotReadyError is a grown pool whose nodes did not all become Ready in time.
+type NotReadyError struct {
+	Pool         string
+	Ready, Want  int64
+	WaitedFor    time.Duration
+	FaultyOrLate []string
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("pool %s has %d of %d nodes Ready after %s; the quotas that need them wait", e.Pool, e.Ready, e.Want, e.WaitedFor)
+}
+
+// Resize implements Capacity.
+func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error {
+	targets := t.targets(rev, step.Phase)
+	clusters := map[schema.ClusterName]bool{}
+	for _, c := range step.Resize {
+		clusters[schema.ClusterName(c.Pool.Spec.Cluster)] = true
+	}
+	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {
+		if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
+			return fmt.Errorf("cluster %s: %w", cluster, err)
+		}
+	}
+	if step.Phase != PhaseGrowCapacity {
+		return nil
+	}
+	for _, c := range step.Resize {
+		if err := t.waitReady(ctx, c.Pool.Name, targets[schema.PoolName(c.Pool.Name)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targets are the node targets of every pool of the revision for a phase: in
+// the grow phase no pool goes below what it has now.
+func (t *Terraform) targets(rev Revision, phase Phase) map[schema.PoolName]int64 {
+	out := map[schema.PoolName]int64{}
+	for _, pp := range rev.Plan.Pools {
+		n := pp.NodesTarget
+		if cur, ok := rev.Current[string(pp.Pool)]; ok && phase == PhaseGrowCapacity && cur > n {
+			n = cur
+		}
+		out[pp.Pool] = n
+	}
+	return out
+}
+
+func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySource, rev Revision, cluster schema.ClusterName, targets map[schema.PoolName]int64) error {
+	plan := *rev.Plan
+	plan.Pools = slices.Clone(rev.Plan.Pools)
+	for i := range plan.Pools {
+		plan.Pools[i].NodesTarget = targets[plan.Pools[i].Pool]
+	}
+	module, err := terraform.Module(rev.Config, &plan, cluster, t.Options)
+	if err != nil {
+		return err
+	}
+	b, err := terraform.Marshal(module)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(t.Dir, src.Namespace, src.Name, string(cluster))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, terraform.ModuleFile), b, 0o644); err != nil {
+		return err
+	}
+	opts := []runner.Option{runner.WithEnv(t.Env), runner.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)})}
+	if p := rev.Config.Clusters[cluster]; p != nil && (p.Provider == schema.ProviderKwok || p.Provider == schema.ProviderOnPrem) && t.Hook != "" {
+		opts = append(opts, runner.WithVars(map[string]string{"command": t.Hook}))
+	}
+	if t.Binary != "" {
+		opts = append(opts, runner.WithBinary(t.Binary))
+	}
+	r, err := runner.New(ctx, cluster, dir, opts...)
+	if err != nil {
+		return err
+	}
+	if err := r.Init(ctx); err != nil {
+		return err
+	}
+	observed, err := t.observed(ctx, rev.Config, cluster)
+	if err != nil {
+		return err
+	}
+	p, err := r.Plan(ctx, runner.PlanOptions{Observed: observed})
+	if err != nil {
+		return err
+	}
+	if p.Drift != nil {
+		// Git is the source of truth: the apply puts back what it declares.
+		t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %v; correcting it", cluster, p.Drift)
+	}
+	if err := t.checkDisruption(ctx, src, rev, p); err != nil {
+		return errors.Join(err, p.Discard())
+	}
+	if err := r.Apply(ctx, p, runner.ApplyOptions{CorrectDrift: true}); err != nil {
+		return err
+	}
+	for _, pc := range p.Pools {
+		log.FromContext(ctx).Info("pool resized", "cluster", cluster, "pool", pc.Pool, "from", pc.NodesBefore, "to", pc.NodesAfter,
+			"add", pc.Add, "destroy", pc.Destroy)
+	}
+	return nil
+}
+
+// observed counts the Node objects of each pool of the cluster.
+func (t *Terraform) observed(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName) (map[schema.PoolName]int64, error) {
+	out := map[schema.PoolName]int64{}
+	for name, p := range cfg.Pools {
+		if p.Cluster != cluster {
+			continue
+		}
+		var nodes corev1.NodeList
+		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: string(name)}); err != nil {
+			return nil, fmt.Errorf("listing the nodes of pool %s: %w", name, err)
+		}
+		out[name] = int64(len(nodes.Items))
+	}
+	return out, nil
+}
+
+// checkDisruption refuses a plan that removes nodes running pods, unless the
+// policy or the approval annotation allows it. Onprem and kwok pools remove
+// their highest-numbered nodes; a cloud node group removes nodes of its
+// choosing, so any pod on the pool counts when its pods' GPUs exceed what the
+// pool keeps.
+func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySource, rev Revision, p *runner.Plan) error {
+	if rev.Config.Policy.AllowDisruption {
+		return nil
+	}
+	busy := map[string]int{}
+	var shrinks []string
+	for _, pc := range p.Pools {
+		if pc.NodesAfter >= pc.NodesBefore {
+			continue
+		}
+		shrinks = append(shrinks, fmt.Sprintf("%s:%d->%d", pc.Pool, pc.NodesBefore, pc.NodesAfter))
+		pool := rev.Config.Pools[pc.Pool]
+		running, err := t.podsPerNode(ctx, string(pc.Pool))
+		if err != nil {
+			return err
+		}
+		cloud := pool == nil || (rev.Config.Clusters[pool.Cluster] != nil && rev.Config.Clusters[pool.Cluster].Provider != schema.ProviderKwok && rev.Config.Clusters[pool.Cluster].Provider != schema.ProviderOnPrem)
+		if cloud {
+			var gpus int64
+			for _, r := range running {
+				gpus += r.gpus
+			}
+			if pool == nil || gpus > pc.NodesAfter*pool.GPUsPerNode {
+				for n, r := range running {
+					busy[n] = r.pods
+				}
+			}
+			continue
+		}
+		for i := pc.NodesAfter; i < pc.NodesBefore; i++ {
+			if r, ok := running[fleet.NodeName(pc.Pool, i)]; ok {
+				busy[fleet.NodeName(pc.Pool, i)] = r.pods
+			}
+		}
+	}
+	if len(busy) == 0 {
+		return nil
+	}
+	slices.Sort(shrinks)
+	sum := sha256.Sum256([]byte(rev.ID + "\n" + strings.Join(shrinks, "\n")))
+	id := hex.EncodeToString(sum[:6])
+	if src.Annotations[AnnotationApproveDisruption] == id {
+		t.event(src, corev1.EventTypeNormal, "DisruptionApproved", "shrink %s approved by annotation: removing nodes that run pods", strings.Join(shrinks, ", "))
+		return nil
+	}
+	err := &DisruptionError{ID: id, Nodes: busy}
+	t.event(src, corev1.EventTypeWarning, "DisruptionRefused", "%v", err)
+	return err
+}
+
+type nodeUse struct {
+	pods int
+	gpus int64
+}
+
+// podsPerNode counts the live pods bound to each node of a pool.
+func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]nodeUse, error) {
+	var nodes corev1.NodeList
+	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+		return nil, err
+	}
+	out := map[string]nodeUse{}
+	for _, n := range nodes.Items {
+		var pods corev1.PodList
+		if err := t.Reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
+			return nil, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+				continue
+			}
+			u := out[n.Name]
+			u.pods++
+			for _, c := range p.Spec.Containers {
+				if q, ok := c.Resources.Limits[nodestate.ResourceGPU]; ok {
+					u.gpus += q.Value()
+				}
+			}
+			out[n.Name] = u
+		}
+	}
+	return out, nil
+}
+
+// waitReady waits, bounded, until the pool has want usable nodes.
+func (t *Terraform) waitReady(ctx context.Context, pool string, want int64) error {
+	timeout := t.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	var ready int64
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var nodes corev1.NodeList
+		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+			return false, nil //nolint:nilerr // a failed list is retried until the timeout
+		}
+		ready = 0
+		for i := range nodes.Items {
+			if nodestate.Read(&nodes.Items[i]).Usable {
+				ready++
+			}
+		}
+		return ready >= want, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &NotReadyError{Pool: pool, Ready: ready, Want: want, WaitedFor: timeout}
+	}
+	return nil
+}
+
+func (t *Terraform) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
+	if t.Recorder != nil {
+		t.Recorder.Eventf(src, nil, kind, reason, "Resize", format, args...)
+	}
+}
+
+// logWriter sends terraform's output to the log, a line at a time.
+type logWriter struct {
+	log interface{ Info(string, ...any) }
+}
+
+func (w logWriter) Write(b []byte) (int, error) {
+	for l := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			w.log.Info("terraform", "line", l)
+		}
+	}
+	return len(b), nil
+}
+
+// Revision is what a step's capacity change is made from: the revision's
+// configuration and plan, and the node targets in force before it.
+type Revision struct {
+	// ID names the revision, e.g. main@sha1:0123abc.
+	ID     string
+	Config *schema.Config
+	Plan   *planner.Plan
+	// Current are the node targets of the Pools in the cluster before this
+	// revision, by pool name.
+	Current map[string]int64
+}
