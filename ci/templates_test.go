@@ -454,7 +454,8 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 	return 0, log.String()
 }
 
-// evalIf evaluates the one form of condition the action uses: inputs.x == ”.
+// evalIf evaluates the one form of condition the action uses: an input
+// compared with the empty string.
 func evalIf(t *testing.T, cond string, ctx map[string]string) bool {
 	m := regexp.MustCompile(`^(inputs\.[a-z-]+) == ''$`).FindStringSubmatch(cond)
 	if m == nil {

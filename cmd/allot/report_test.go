@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var reportPNG = flag.String("report-png", "", "save the Chromium screenshot of the example report to this file (../../docs/report.png)")
+
+// TestReportGolden locks the report of the example pull request (robotics' H100
+// quota 128 -> 160) with its what-if, and of the examples alone.
+func TestReportGolden(t *testing.T) {
+	t.Run("change", func(t *testing.T) {
+		prChange(t)
+		code, out, errOut := allot(t, nil, "report", "head", "-o", "report.html", "--base", "base", "--simulate", workloadHere(t))
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+		}
+		if want := "report.html: 5 pools, 7 teams, $2,559,010.62 a month (+$160,716.80 against base)\n"; out != want {
+			t.Errorf("stdout %q, want %q", out, want)
+		}
+		golden(t, "report-pr-simulate.html", readFile(t, "report.html"))
+	})
+	t.Run("alone", func(t *testing.T) {
+		prChange(t)
+		code, out, errOut := allot(t, nil, "report", "base", "-o", "-")
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+		}
+		if !strings.HasPrefix(out, "<!DOCTYPE html>") {
+			t.Fatalf("-o - writes more than the page: %.80q", out)
+		}
+		golden(t, "report-base.html", out)
+	})
+}
+
+func TestReportErrors(t *testing.T) {
+	t.Run("no output", func(t *testing.T) {
+		prChange(t)
+		if code, _, errOut := allot(t, nil, "report", "head"); code != 2 || !strings.Contains(errOut, "report needs -o FILE") {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+	})
+	t.Run("errors are reported and fail", func(t *testing.T) {
+		prChange(t)
+		edit(t, "head", "pools.cue", "gpusPerNode: 8", "gpusPerNod: 8")
+		code, out, errOut := allot(t, nil, "report", "head", "--base", "base", "-o", "report.html")
+		if code != 1 || !strings.Contains(errOut, "pools.cue:11:3: error: unknown-field") || !strings.Contains(out, "does not load") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		if page := readFile(t, "report.html"); !strings.Contains(page, "The configuration does not load") || !strings.Contains(page, "gpusPerNod") {
+			t.Errorf("the report does not show the findings:\n%s", page)
+		}
+	})
+	t.Run("base does not load", func(t *testing.T) {
+		prChange(t)
+		edit(t, "base", "pools.cue", "gpusPerNode: 8", "gpusPerNod: 8")
+		code, _, errOut := allot(t, nil, "report", "head", "--base", "base", "-o", "report.html")
+		if code != 2 || !strings.Contains(errOut, "the base base does not load") {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		if _, err := os.Stat("report.html"); err == nil {
+			t.Error("a report was written although the base does not load")
+		}
+	})
+}
+
+// TestReportRendersInChromium opens the example report in headless Chromium, with
+// every host name unresolvable, and checks what a person would see: a page of
+// the window's size, not blank, with the header's colour (the inline styles
+// applied) and the team bars' colour (the inline SVG drawn), and every team in
+// the rendered DOM.
+func TestReportRendersInChromium(t *testing.T) {
+	browser := chromium(t)
+	prChange(t)
+	if code, _, errOut := allot(t, nil, "report", "head", "-o", "report.html", "--base", "base", "--simulate", workloadHere(t)); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	page, err := filepath.Abs("report.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + page
+
+	shot := filepath.Join(t.TempDir(), "report.png")
+	headless(t, browser, "--screenshot="+shot, "--window-size=1280,1600", url)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("Chromium wrote no screenshot: %v", err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("the screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 1600 {
+		t.Fatalf("screenshot %v, want 1280x1600", b)
+	}
+	if c := at(img, 20, 20); !near(c, [3]int{0x17, 0x20, 0x36}) {
+		t.Errorf("the header is %v, want #172036: the styles did not apply", c)
+	}
+	var white, bars int
+	counts := map[[3]int]int{}
+	for y := 0; y < 1600; y++ {
+		for x := 0; x < 1280; x++ {
+			c := at(img, x, y)
+			counts[c]++
+			if c[0] > 250 && c[1] > 250 && c[2] > 250 {
+				white++
+			}
+			if near(c, [3]int{0x42, 0x63, 0xeb}) {
+				bars++
+			}
+		}
+	}
+	var most int
+	for _, n := range counts {
+		most = max(most, n)
+	}
+	if total := 1280 * 1600; most > total*8/10 || white > total*9/10 {
+		t.Errorf("the page looks blank: %d of %d pixels share one colour, %d are white", most, total, white)
+	}
+	if bars < 2000 {
+		t.Errorf("%d pixels of the team bars' colour: the charts did not render", bars)
+	}
+	if *reportPNG != "" {
+		b, err := os.ReadFile(shot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*reportPNG, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dom := string(headless(t, browser, "--dump-dom", url))
+	for _, team := range []string{"ads", "nlp", "platform", "robotics", "search", "speech", "vision"} {
+		if !strings.Contains(dom, "<td class=\"id\">"+team+"</td>") || !strings.Contains(dom, ">"+team+"</text>") {
+			t.Errorf("team %s is not in the rendered DOM's table and chart", team)
+		}
+	}
+	if n := strings.Count(dom, "<rect "); n < 20 {
+		t.Errorf("the rendered DOM has %d SVG rects", n)
+	}
+}
+
+// workloadHere copies the example workload to workloads/mixed.csv in the current
+// directory and returns that relative path, the one the report then shows.
+func workloadHere(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join("workloads", "mixed.csv")
+	if err := os.MkdirAll("workloads", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// chromium finds Debian's Chromium; the test fails without it: a report nobody
+// saw render has not been tested.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("chromium is not on PATH: install Debian's package (apt-get update && apt-get install -y chromium) to test the report's rendering")
+	return ""
+}
+
+// headless runs Chromium without a sandbox (root in CI), GPU, network or
+// profile, and returns its stdout.
+func headless(t *testing.T, browser string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--user-data-dir=" + t.TempDir()}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+func at(img image.Image, x, y int) [3]int {
+	r, g, b, _ := img.At(x, y).RGBA()
+	return [3]int{int(r >> 8), int(g >> 8), int(b >> 8)}
+}
+
+func near(c, want [3]int) bool {
+	for i := range c {
+		if d := c[i] - want[i]; d < -8 || d > 8 {
+			return false
+		}
+	}
+	return true
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
