@@ -3,6 +3,7 @@ package ci
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"io/fs"
 	"net/http"
@@ -68,7 +69,7 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 			}
 
 			// 1. robotics' H100 quota 128 -> 160: +$160,716.80, finance must approve.
-			code, out, _ := run("raise", 7)
+			code, out, ws := run("raise", 7)
 			if code != 0 {
 				t.Fatalf("raise: exit %d\n%s", code, out)
 			}
@@ -87,6 +88,11 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 			}
 			if n := api.count("create-comment"); n != 1 {
 				t.Errorf("raise: %d comments created, want 1", n)
+			}
+			if forge == "gitlab" {
+				if page, err := os.ReadFile(filepath.Join(ws, ".allot", "report.html")); err != nil || !strings.Contains(html.UnescapeString(string(page)), "+$160,716.80") {
+					t.Errorf("raise: the finance report in the artifacts: %v", err)
+				}
 			}
 
 			// 2. The same commit again: the one comment is updated in place.
@@ -122,7 +128,7 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 
 			// 4. Another pull request misspells a pool field: the check fails, the
 			// findings point at the line, and the comment shows them.
-			code, out, ws := run("typo", 8)
+			code, out, ws = run("typo", 8)
 			if code != 1 {
 				t.Fatalf("typo: exit %d, want 1\n%s", code, out)
 			}
@@ -197,8 +203,8 @@ func TestTemplateStepsCallTheScripts(t *testing.T) {
 	var github []string
 	for _, s := range action.Runs.Steps {
 		if s.Run == "" {
-			if !strings.HasPrefix(s.Uses, "actions/setup-go@") {
-				t.Errorf("step %q uses %q: only actions/setup-go may be used, the rest is ci/scripts", s.Name, s.Uses)
+			if !strings.HasPrefix(s.Uses, "actions/setup-go@") && !strings.HasPrefix(s.Uses, "actions/upload-artifact@") {
+				t.Errorf("step %q uses %q: only actions/setup-go and upload-artifact may be used, the rest is ci/scripts", s.Name, s.Uses)
 			}
 			continue
 		}
@@ -323,6 +329,7 @@ type actionFile struct {
 			Name  string            `json:"name"`
 			If    string            `json:"if"`
 			Uses  string            `json:"uses"`
+			With  map[string]string `json:"with"`
 			Run   string            `json:"run"`
 			Shell string            `json:"shell"`
 			Env   map[string]string `json:"env"`
@@ -435,7 +442,17 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 		if s.If != "" && !evalIf(t, s.If, ctx) {
 			continue
 		}
-		if s.Run == "" {
+		switch {
+		case strings.HasPrefix(s.Uses, "actions/upload-artifact@"):
+			// Uploads what plan.sh left: check that it is there.
+			dir := resolve(s.With["path"])
+			for _, f := range []string{"plan.md", "plan.json", "report.html"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("step %q: %v", s.Name, err)
+				}
+			}
+			continue
+		case s.Run == "":
 			t.Fatalf("step %q would run %q although input allot is set", s.Name, s.Uses)
 		}
 		stepEnv := slices.Clone(env)
@@ -454,12 +471,15 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 	return 0, log.String()
 }
 
-// evalIf evaluates the one form of condition the action uses: an input
+// evalIf evaluates the conditions the action uses: always(), and an input
 // compared with the empty string.
 func evalIf(t *testing.T, cond string, ctx map[string]string) bool {
+	if cond == "always()" {
+		return true
+	}
 	m := regexp.MustCompile(`^(inputs\.[a-z-]+) == ''$`).FindStringSubmatch(cond)
 	if m == nil {
-		t.Fatalf("if: %q: the test knows only inputs.x == ''", cond)
+		t.Fatalf("if: %q: the test knows only always() and inputs.x == ''", cond)
 	}
 	return ctx[m[1]] == ""
 }

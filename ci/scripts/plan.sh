@@ -1,8 +1,8 @@
 #!/bin/sh
 # plan.sh: validate the capacity repository and write its plan against the base of
-# the change into $ALLOT_OUT: plan.md (the comment), plan.json, codequality.json
-# (GitLab's code-quality report) and status (allot validate's exit code, for
-# verdict.sh). Findings do not fail this step, so that the comment and the label
+# the change into $ALLOT_OUT: plan.md (the comment), plan.json, report.html (the
+# finance report), codequality.json (GitLab's code-quality report) and status
+# (allot validate's exit code, for verdict.sh). Findings do not fail this step, so that the comment and the label
 # are still posted; verdict.sh fails the check. Bad usage (an unknown base, say)
 # fails here, exit 2.
 #
@@ -41,6 +41,13 @@ GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o markdown ${ALLOT_SIMULA
 code=0
 GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o json >"$ALLOT_OUT/plan.json" || code=$?
 [ "$code" -le 1 ] || exit "$code"
+
+code=0
+"$ALLOT" report "$dir" --base "$base" ${ALLOT_SIMULATE:+--simulate "$ALLOT_SIMULATE"} -o "$ALLOT_OUT/report.html" >/dev/null 2>"$ALLOT_OUT/report.log" || code=$?
+if [ "$code" -gt 1 ]; then
+	cat "$ALLOT_OUT/report.log" >&2
+	exit "$code"
+fi
 
 # GitLab's code-quality report: one entry per finding, paths from the work tree.
 jq --arg dir "${dir#./}" '[.findings[] | {
