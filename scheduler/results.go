@@ -140,3 +140,31 @@ func (r PendingReason) String() string {
 	}
 	return string(r.Code)
 }
+
+// Advice says in plain words what a reason means for the workload's owner and
+// what would let it run. Codes the core does not know get "".
+func (c ReasonCode) Advice() string {
+	switch c {
+	case ReasonQueued:
+		return "It has not been considered yet; the next scheduling cycle will."
+	case ReasonOverQuota:
+		return "The team's quota of this flavor is in use up to its nominal plus borrowing limit. It runs when enough of the team's running work ends; if it asks for more than the limit itself, only a pull request raising the team's nominal or borrowing limit lets it run."
+	case ReasonCohortExhausted:
+		return "The team is within its limits, but the other teams of its cohort lend nothing right now (their quota is in use or held back by lending limits). It runs when they free quota, or within the team's own nominal."
+	case ReasonNoTopologyDomain:
+		return "The workload requires all its pods in one topology domain, and no domain of that level has enough free GPUs. It runs when one does; requiring a wider level (or only preferring this one) lets it run sooner."
+	case ReasonInsufficientNodes:
+		return "There are not enough free GPUs on healthy nodes of the flavors it accepts. It runs when work ends or nodes come back; a pool too small for its quotas shows in allot plan."
+	case ReasonBehindHigherTier:
+		return "Capacity was free, but workloads ordered before it (a higher tier, or a team further below its fair share) took it first."
+	case ReasonReserved:
+		return "The free nodes are being drained toward a large gang that has waited long enough; smaller work may not take them meanwhile."
+	case ReasonWaitingForReservation:
+		return "Nodes are reserved for this gang and are draining: it starts when the work on them ends."
+	case ReasonNoFlavor:
+		return "The team has no quota in any flavor the workload accepts: ask for quota of that flavor, or accept another (label allot.dev/flavor)."
+	case ReasonBackoff:
+		return "It was admitted but not all its pods could run in time, so it was requeued and waits before the next try."
+	}
+	return ""
+}

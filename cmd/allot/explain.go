@@ -1,0 +1,268 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
+	"github.com/allot-dev/allot/scheduler/sim"
+)
+
+func init() { commands = append(commands, newExplainCommand) }
+
+func newExplainCommand() *cobra.Command {
+	var kubeconfig, namespace, simFile string
+	c := &cobra.Command{
+		Use:   "explain [pod/]NAME | job/NAME | gang/NAME",
+		Short: "Say why a workload is pending (or where it runs), in plain words with the numbers",
+		Long: `Explain a workload of the embedded scheduler: a pod, a Job's pods or the pods of
+an allot.dev/gang label, in the cluster (--kubeconfig, -n). It prints where its pods
+run, or why they wait, with the scheduler's numbers and what would let them run.
+
+With --sim REPORT, explain a job of a simulation instead: REPORT is the output of
+'allot sim -o json', and the argument is the job's id.
+
+Exit status: 0 explained, 2 not found or bad usage.`,
+		Example: `  allot explain job/llm-pretrain -n nlp
+  allot explain gang/sweep-7 -n robotics --kubeconfig ~/.kube/config
+  allot sim examples --workload jobs.csv -o json > sim.json && allot explain --sim sim.json job-42`,
+		Args: exactArgs(1, "WORKLOAD"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if simFile != "" {
+				return explainSim(cmd.OutOrStdout(), simFile, args[0])
+			}
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return usageError{fmt.Errorf("reaching the cluster: %w", err)}
+			}
+			scheme := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(scheme); err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			if err != nil {
+				return usageError{fmt.Errorf("reaching the cluster: %w", err)}
+			}
+			return explainCluster(cmd.Context(), cmd.OutOrStdout(), c, namespace, args[0])
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster)")
+	f.StringVarP(&namespace, "namespace", "n", "default", "namespace of the workload")
+	f.StringVar(&simFile, "sim", "", "explain a job of this 'allot sim -o json' report instead")
+	return c
+}
+
+// runnerAdvice explains the reasons the in-cluster scheduler adds to the core's.
+var runnerAdvice = map[string]string{
+	"WaitingForGang":  "A gang is placed only whole, and not all its pods exist yet (see allot.dev/gang-size, or the Job's parallelism).",
+	"InvalidWorkload": "The pods do not make a workload the scheduler can take (see the message): fix the pod template's labels or GPU requests.",
+}
+
+func advice(code string) string {
+	if a := scheduler.ReasonCode(code).Advice(); a != "" {
+		return a
+	}
+	return runnerAdvice[code]
+}
+
+// explainCluster finds the workload's pods and says where they run or why
+// they wait.
+func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref string) error {
+	kind, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		kind, name = "pod", ref
+	}
+	var pods []corev1.Pod
+	switch kind {
+	case "pod":
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			return usageError{fmt.Errorf("pod %s/%s: %w", ns, name, err)}
+		}
+		pods = []corev1.Pod{p}
+	case "job", "gang":
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return usageError{fmt.Errorf("listing the pods of %s: %w", ns, err)}
+		}
+		for _, p := range list.Items {
+			ctl := metav1.GetControllerOf(&p)
+			if kind == "job" && ctl != nil && ctl.Kind == "Job" && ctl.Name == name ||
+				kind == "gang" && p.Labels[runner.LabelGang] == name {
+				pods = append(pods, p)
+			}
+		}
+	default:
+		return usageError{fmt.Errorf("%q: want pod/NAME, job/NAME or gang/NAME", ref)}
+	}
+	if len(pods) == 0 {
+		return usageError{fmt.Errorf("%s in namespace %s has no pods", ref, ns)}
+	}
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	first := pods[0]
+	fmt.Fprintf(out, "%s in namespace %s: team %s, tier %s, %d pod(s) of %d GPUs\n", ref, ns,
+		orDash(first.Labels[runner.LabelTeam]), orDash(first.Labels[runner.LabelTier]), len(pods), podGPUCount(&first))
+	if first.Spec.SchedulerName != runner.SchedulerName {
+		fmt.Fprintf(out, "  it is scheduled by %q, not by allot\n", first.Spec.SchedulerName)
+		return nil
+	}
+	var bound []string
+	var waiting *corev1.Pod
+	for i, p := range pods {
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		case p.Spec.NodeName != "":
+			bound = append(bound, p.Name+" on "+p.Spec.NodeName)
+		case waiting == nil:
+			waiting = &pods[i]
+		}
+	}
+	events, err := podEvents(ctx, c, ns, pods)
+	if err != nil {
+		return err
+	}
+	if waiting == nil {
+		fmt.Fprintf(out, "  running: %s\n", strings.Join(bound, ", "))
+	} else {
+		fmt.Fprintf(out, "  pending: %d of %d pods bound\n", len(bound), len(pods))
+		msg, code := "", ""
+		for _, cond := range waiting.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+				msg = cond.Message
+			}
+		}
+		// The scheduler's event on the pod carries the reason's code.
+		for _, e := range events {
+			if e.Regarding.Name == waiting.Name && e.Reason == corev1.PodReasonUnschedulable {
+				if c, m, ok := strings.Cut(e.Note, ": "); ok && (msg == "" || m == msg) {
+					code, msg = c, m
+				}
+			}
+		}
+		if msg == "" {
+			fmt.Fprintln(out, "  why:   the scheduler has not said yet (is allot manager running?)")
+		} else {
+			fmt.Fprintf(out, "  why:   %s\n", msg)
+		}
+		if a := advice(code); a != "" {
+			fmt.Fprintf(out, "  what it means: %s\n", a)
+		}
+	}
+	var history []string
+	for _, e := range events {
+		if e.Reason == "Preempted" || e.Reason == "NodeUnhealthy" || e.Reason == "GangTimeout" || e.Reason == "BindFailed" || e.Reason == "Unbound" {
+			history = append(history, fmt.Sprintf("%s %s: %s", e.Regarding.Name, e.Reason, e.Note))
+		}
+	}
+	if len(history) > 0 {
+		fmt.Fprintln(out, "  history:")
+		for _, h := range history {
+			fmt.Fprintf(out, "    %s\n", h)
+		}
+	}
+	return nil
+}
+
+// podEvents returns the events about the pods, oldest first.
+func podEvents(ctx context.Context, c client.Client, ns string, pods []corev1.Pod) ([]eventsv1.Event, error) {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing events of %s: %w", ns, err)
+	}
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if names[e.Regarding.Name] {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b eventsv1.Event) int { return a.EventTime.Time.Compare(b.EventTime.Time) })
+	return out, nil
+}
+
+func podGPUCount(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[runner.GPUResource]; ok {
+			n += q.Value()
+		} else if q, ok := c.Resources.Requests[runner.GPUResource]; ok {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// explainSim explains one job of a simulation report.
+func explainSim(out io.Writer, file, id string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return usageError{err}
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return usageError{fmt.Errorf("%s: not an 'allot sim -o json' report: %w", file, err)}
+	}
+	i := slices.IndexFunc(rep.Jobs, func(j sim.JobReport) bool { return j.ID == id })
+	if i < 0 {
+		return usageError{errors.New("job " + id + " is not in " + file)}
+	}
+	j := rep.Jobs[i]
+	fmt.Fprintf(out, "job %s: team %s, tier %s, %d GPUs, submitted at %gs\n", j.ID, j.Team, j.Tier, j.GPUs, j.Submit)
+	if j.Start == nil {
+		fmt.Fprintln(out, "  never ran")
+		if j.Reason != "" {
+			fmt.Fprintf(out, "  why:   %s\n", j.Reason)
+		}
+		if a := advice(j.ReasonCode); a != "" {
+			fmt.Fprintf(out, "  what it means: %s\n", a)
+		}
+	} else {
+		where := strings.Join(j.Nodes, ", ")
+		for _, level := range slices.Sorted(func(yield func(string) bool) {
+			for k := range j.Domain {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
+			where += fmt.Sprintf(" (%s %s)", level, j.Domain[level])
+		}
+		fmt.Fprintf(out, "  started at %gs after waiting %gs, on %s\n", *j.Start, *j.WaitS, where)
+		if j.End != nil {
+			fmt.Fprintf(out, "  ended at %gs\n", *j.End)
+		} else if j.Reason != "" {
+			fmt.Fprintf(out, "  did not finish: %s\n", j.Reason)
+		}
+	}
+	if j.Preempted > 0 {
+		fmt.Fprintf(out, "  preempted or requeued %d time(s) on the way\n", j.Preempted)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/scheduler/runner"
+	"github.com/allot-dev/allot/scheduler/sim"
+)
+
+// explain --sim says why a job of a simulation never ran, and where one ran.
+func TestExplainSim(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"sim", "../../examples", "--workload", "../../examples/workloads/mixed.csv", "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("sim exited %d: %s", code, errb.String())
+	}
+	report := filepath.Join(t.TempDir(), "sim.json")
+	if err := os.WriteFile(report, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var never, ran *sim.JobReport
+	for i, j := range rep.Jobs {
+		if j.Start == nil && j.ReasonCode == "OverQuota" && never == nil {
+			never = &rep.Jobs[i]
+		}
+		if j.Start != nil && ran == nil {
+			ran = &rep.Jobs[i]
+		}
+	}
+	if never == nil || ran == nil {
+		t.Fatal("the example workload has no over-quota job or no job that ran")
+	}
+	out.Reset()
+	if code := run([]string{"explain", "--sim", report, never.ID}, &out, &errb); code != 0 {
+		t.Fatalf("explain exited %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"job " + never.ID + ": team " + never.Team, "never ran", "why:   " + never.Reason, "what it means: The team's quota"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain of %s lacks %q:\n%s", never.ID, want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"explain", "--sim", report, ran.ID}, &out, &errb); code != 0 {
+		t.Fatalf("explain exited %d", code)
+	}
+	if !strings.Contains(out.String(), "started at") || !strings.Contains(out.String(), ran.Nodes[0]) {
+		t.Errorf("explain of %s does not say where it ran:\n%s", ran.ID, out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"explain", "--sim", report, "no-such-job"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "no-such-job is not in") {
+		t.Errorf("unknown job: exit %d, %q", code, errb.String())
+	}
+}
+
+// explain in the cluster reads the reason the scheduler wrote on a pending
+// gang's pods (condition and event) and says where a Job's pods run.
+func TestExplainCluster(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nlp"}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		q := *resource.NewQuantity(8, resource.DecimalSI)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name, Labels: labels},
+			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gang := map[string]string{runner.LabelTeam: "nlp", runner.LabelTier: "research", runner.LabelGang: "pretrain", runner.LabelGangSize: "2"}
+	const msg = "over quota on h100-80gb: requests 16 GPUs, 8 available to the team, limit 64 (nominal + borrowing limit)"
+	for _, name := range []string{"pretrain-0", "pretrain-1"} {
+		p := pod(name, gang)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name + ".1"}, EventTime: metav1.NewMicroTime(time.Now()),
+			ReportingController: "allot-scheduler", ReportingInstance: "allot-scheduler-0", Action: "Schedule", Type: corev1.EventTypeWarning,
+			Reason: corev1.PodReasonUnschedulable, Note: "OverQuota: " + msg,
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "nlp", Name: name, UID: p.UID}}
+		if err := c.Create(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	solo := pod("eval", map[string]string{runner.LabelTeam: "nlp"})
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: "eval"}, Target: corev1.ObjectReference{Kind: "Node", Name: "h100-3"}}
+	if err := c.SubResource("binding").Create(ctx, solo, b); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errb bytes.Buffer
+	if code := run([]string{"explain", "gang/pretrain", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != 0 {
+		t.Fatalf("explain exited %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"gang/pretrain in namespace nlp: team nlp, tier research, 2 pod(s) of 8 GPUs", "pending: 0 of 2 pods bound", "why:   " + msg, "what it means: The team's quota"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain gang lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"explain", "eval", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != 0 {
+		t.Fatalf("explain exited %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "running: eval on h100-3") {
+		t.Errorf("explain of a bound pod:\n%s", out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"explain", "job/none", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "has no pods") {
+		t.Errorf("a job without pods: exit %d, %q", code, errb.String())
+	}
+}
