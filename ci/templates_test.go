@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -287,7 +286,9 @@ func capacityRemote(t *testing.T) string {
 	work := t.TempDir()
 	git(t, "", "init", "-q", "--bare", origin)
 	git(t, work, "init", "-q", "-b", "main")
-	copyTree(t, filepath.Join(root, "examples"), filepath.Join(work, "capacity"))
+	if err := os.CopyFS(filepath.Join(work, "capacity"), os.DirFS(filepath.Join(root, "examples"))); err != nil {
+		t.Fatal(err)
+	}
 	git(t, work, "add", "-A")
 	git(t, work, "commit", "-qm", "capacity")
 	git(t, work, "remote", "add", "origin", origin)
@@ -353,11 +354,13 @@ type workflowFile struct {
 	OnYAML11    map[string]any    `json:"true"`
 	Permissions map[string]string `json:"permissions"`
 	Jobs        map[string]struct {
-		Steps []struct {
-			Uses string            `json:"uses"`
-			With map[string]string `json:"with"`
-		} `json:"steps"`
+		Steps []workflowStep `json:"steps"`
 	} `json:"jobs"`
+}
+
+type workflowStep struct {
+	Uses string            `json:"uses"`
+	With map[string]string `json:"with"`
 }
 
 func readWorkflow(t *testing.T) workflowFile {
@@ -374,10 +377,7 @@ func (w workflowFile) triggeredByPullRequest() bool {
 }
 
 // actionStep is the workflow's step that uses allot's action.
-func (w workflowFile) actionStep(t *testing.T) struct {
-	Uses string            `json:"uses"`
-	With map[string]string `json:"with"`
-} {
+func (w workflowFile) actionStep(t *testing.T) workflowStep {
 	t.Helper()
 	for _, j := range w.Jobs {
 		for _, s := range j.Steps {
@@ -387,7 +387,7 @@ func (w workflowFile) actionStep(t *testing.T) struct {
 		}
 	}
 	t.Fatal("workflow.yml has no step that uses allot-dev/allot/ci/github")
-	panic("unreachable")
+	return workflowStep{}
 }
 
 var expr = regexp.MustCompile(`\$\{\{\s*(.*?)\s*\}\}`)
@@ -606,27 +606,6 @@ func git(t *testing.T, dir string, args ...string) {
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

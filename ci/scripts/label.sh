@@ -15,31 +15,33 @@ fi
 body=$(mktemp)
 resp=$(mktemp)
 trap 'rm -f "$body" "$resp"' EXIT
+
+# The labels the change has now: GitHub lists them as objects, GitLab as names.
 case $(forge) in
-github)
-	api GET "$ISSUE/labels?per_page=100" >"$resp"
-	has=$(jq --arg l "$label" 'any(.[]?; .name == $l)' "$resp")
-	if [ "$want" = true ] && [ "$has" = false ]; then
+github) api GET "$ISSUE/labels?per_page=100" >"$resp" ;;
+gitlab) api GET "$ISSUE" >"$resp" ;;
+esac
+has=$(jq --arg l "$label" 'any((if type == "array" then .[].name else .labels[] end)?; . == $l)' "$resp")
+
+# relabel add|remove
+relabel() {
+	case $(forge)/$1 in
+	github/add)
 		jq -n --arg l "$label" '{labels: [$l]}' >"$body"
 		api POST "$ISSUE/labels" "$body" >/dev/null
-	elif [ "$want" = false ] && [ "$has" = true ]; then
-		api DELETE "$ISSUE/labels/$(jq -rn --arg l "$label" '$l | @uri')" >/dev/null
-	fi
-	;;
-gitlab)
-	api GET "$ISSUE" >"$resp"
-	has=$(jq --arg l "$label" 'any(.labels[]?; . == $l)' "$resp")
-	if [ "$want" = true ] && [ "$has" = false ]; then
-		jq -n --arg l "$label" '{add_labels: $l}' >"$body"
+		;;
+	github/remove) api DELETE "$ISSUE/labels/$(jq -rn --arg l "$label" '$l | @uri')" >/dev/null ;;
+	gitlab/*)
+		jq -n --arg l "$label" --arg op "$1_labels" '{($op): $l}' >"$body"
 		api PUT "$ISSUE" "$body" >/dev/null
-	elif [ "$want" = false ] && [ "$has" = true ]; then
-		jq -n --arg l "$label" '{remove_labels: $l}' >"$body"
-		api PUT "$ISSUE" "$body" >/dev/null
-	fi
-	;;
-esac
+		;;
+	esac
+}
+
 if [ "$want" = true ]; then
+	[ "$has" = true ] || relabel add
 	say "finance must approve: labelled $label"
 else
+	[ "$has" = false ] || relabel remove
 	say "finance need not approve: no $label label"
 fi
