@@ -100,6 +100,8 @@ type Runner struct {
 	core  *scheduler.Scheduler
 	// coreErr says why the quota objects could not be built into a core.
 	coreErr error
+	// quotaGen is the generation of each Team the core was built from.
+	quotaGen map[string]int64
 	// known are the nodes as the core has them.
 	known map[string]nodeModel
 
@@ -406,6 +408,10 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 		return
 	}
 	r.coreErr = nil
+	r.quotaGen = map[string]int64{}
+	for name, t := range r.st.teams {
+		r.quotaGen[name] = t.Generation
+	}
 	core.Advance(now)
 	old := r.core
 	r.core, r.known = core, map[string]nodeModel{}

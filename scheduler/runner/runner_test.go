@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -179,6 +180,11 @@ func TestQuotaLoweredBelowUse(t *testing.T) {
 		}
 		if len(cur.Status.Flavors) != 1 || cur.Status.Flavors[0].BorrowedGPUs != 8 {
 			return fmt.Errorf("status %+v", cur.Status.Flavors)
+		}
+		// The scheduler says the new generation is the quota in force.
+		if !conditions.IsTrue(&cur, allotv1.QuotaAppliedCondition) || cur.Status.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("QuotaApplied %q, observed generation %d of %d",
+				conditions.GetMessage(&cur, allotv1.QuotaAppliedCondition), cur.Status.ObservedGeneration, cur.Generation)
 		}
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +39,7 @@ func (r *Runner) publishStatus(ctx context.Context) {
 		usage = r.core.Usage()
 	}
 	teams := maps.Clone(r.st.teams)
+	quotaGen, coreErr := maps.Clone(r.quotaGen), r.coreErr
 	now := r.opts.Now()
 	metered := r.meterAll(now)
 	type poolHealth struct {
@@ -97,7 +99,7 @@ func (r *Runner) publishStatus(ctx context.Context) {
 		if obj == nil {
 			continue
 		}
-		want := allotv1.TeamStatus{CommonStatus: obj.Status.CommonStatus, PendingWorkloads: pending, AdmittedWorkloads: u.Admitted,
+		want := allotv1.TeamStatus{CommonStatus: quotaStatus(obj, quotaGen[team], coreErr), PendingWorkloads: pending, AdmittedWorkloads: u.Admitted,
 			Metered: metered[team], MeteredAt: obj.Status.MeteredAt}
 		if !slices.Equal(want.Metered, obj.Status.Metered) {
 			want.MeteredAt = meteredAt(now)
@@ -117,7 +119,35 @@ func (r *Runner) publishStatus(ctx context.Context) {
 	}
 }
 
+// Reasons of a Team's QuotaApplied condition.
+const (
+	ReasonQuotaInForce = "QuotaInForce"
+	ReasonQuotaPending = "QuotaPending"
+	ReasonQuotaRefused = "QuotaRefused"
+)
+
+// quotaStatus says whether the Team's current spec is the quota the scheduler
+// enforces: QuotaApplied, with the generation in force as observedGeneration.
+func quotaStatus(t *allotv1.Team, gen int64, coreErr error) allotv1.CommonStatus {
+	obj := t.DeepCopy()
+	switch {
+	case gen == t.Generation && coreErr == nil:
+		conditions.MarkTrue(obj, allotv1.QuotaAppliedCondition, ReasonQuotaInForce, "the scheduler enforces generation %d of this quota", gen)
+		obj.Status.ObservedGeneration = gen
+	case coreErr != nil:
+		conditions.MarkFalse(obj, allotv1.QuotaAppliedCondition, ReasonQuotaRefused, "the quota objects were refused, generation %d stays in force: %v", gen, coreErr)
+	default:
+		conditions.MarkFalse(obj, allotv1.QuotaAppliedCondition, ReasonQuotaPending, "generation %d is not yet in force (%d is)", t.Generation, gen)
+	}
+	return obj.Status.CommonStatus
+}
+
 func teamStatusEqual(a, b allotv1.TeamStatus) bool {
+	ca, cb := conditions.Get(&allotv1.Team{Status: a}, allotv1.QuotaAppliedCondition), conditions.Get(&allotv1.Team{Status: b}, allotv1.QuotaAppliedCondition)
+	if (ca == nil) != (cb == nil) || ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason || ca.Message != cb.Message) ||
+		a.ObservedGeneration != b.ObservedGeneration {
+		return false
+	}
 	return a.PendingWorkloads == b.PendingWorkloads && a.AdmittedWorkloads == b.AdmittedWorkloads &&
 		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Metered, b.Metered)
 }
