@@ -49,14 +49,15 @@ type pkg struct {
 }
 
 // isAdapter says whether a package is an adapter, or under one (its test
-// fixtures, such as fleet/agent/nvmltest); every .../runner is one too.
+// fixtures, such as fleet/agent/nvmltest); every .../runner, and what is under
+// it (planner/runner/kwok), is one too.
 func isAdapter(path string) bool {
 	for a := range adapters {
 		if path == a || strings.HasPrefix(path, a+"/") {
 			return true
 		}
 	}
-	return strings.HasSuffix(path, "/runner")
+	return strings.HasSuffix(path, "/runner") || strings.Contains(path, "/runner/")
 }
 
 func TestArchitecture(t *testing.T) {
