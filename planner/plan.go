@@ -39,6 +39,10 @@ type PoolPlan struct {
 	MonthlyUSD     quantity.Decimal
 	// AtMax reports that the pool is held at nodes.max although its flavor asks for more.
 	AtMax bool
+	// ReplacementNodes are added (within nodes.max) for nodes the cluster shows
+	// unusable, so that the healthy capacity covers what the quotas assign the
+	// pool (see WithObserved); they are part of NodesTarget.
+	ReplacementNodes int64
 }
 
 // TeamPlan is one team's quota and monthly cost.
@@ -92,14 +96,27 @@ func Build(cfg *schema.Config) *Plan {
 		}
 	}
 	for _, name := range cfg.PoolNames() {
-		pp := pools[name]
-		pp.MonthlyUSD = poolCost(cfg.Pools[name], pp.NodesTarget)
-		p.Pools = append(p.Pools, *pp)
+		p.Pools = append(p.Pools, *pools[name])
+	}
+	p.cost(cfg)
+	return p
+}
+
+// cost prices the pools at their targets, and shares the cost among teams and
+// cost centres.
+func (p *Plan) cost(cfg *schema.Config) {
+	p.TotalMonthlyUSD = quantity.Decimal{}
+	for i := range p.Pools {
+		pp := &p.Pools[i]
+		pool := cfg.Pools[pp.Pool]
+		pp.GPUsTarget = pp.NodesTarget * pp.GPUsPerNode
+		pp.CommittedNodes = min(pool.Price.CommittedNodes, pp.NodesTarget)
+		pp.OnDemandNodes = pp.NodesTarget - pp.CommittedNodes
+		pp.MonthlyUSD = poolCost(pool, pp.NodesTarget)
 		p.TotalMonthlyUSD = p.TotalMonthlyUSD.Add(pp.MonthlyUSD)
 	}
 	p.Teams, p.UnallocatedMonthlyUSD = teamCosts(cfg, p)
 	p.CostCenters = costCenters(p.Teams)
-	return p
 }
 
 // Pool returns the plan of pool name, or nil.

@@ -6,6 +6,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/report"
@@ -16,7 +19,7 @@ import (
 func init() { commands = append(commands, newPlanCommand) }
 
 func newPlanCommand() *cobra.Command {
-	var base, output string
+	var base, output, observed string
 	var simulate simulateFlags
 	var tf terraformFlags
 	c := &cobra.Command{
@@ -31,6 +34,11 @@ With --terraform, each cluster's Terraform module is also planned (terraform ini
 and a plan that takes no state lock, in a copy of WORKDIR/<cluster>) and the plan
 shows per pool the nodes before and after and the resources Terraform adds,
 changes and destroys.
+
+With --observed, the pools' observed health (the Pools' status, as
+'kubectl get pools.allot.dev -o yaml' prints it) is read: a pool whose healthy
+GPUs are below what its quotas need gets a pool-unhealthy-capacity warning and,
+within its nodes.max, replacement nodes (their cost included).
 
 Output: text (terminal tables), markdown (the pull-request comment) or json.
 Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage (or a
@@ -62,6 +70,15 @@ cluster's terraform plan failed).`,
 			if err != nil {
 				return err
 			}
+			if observed != "" && c.cfg != nil {
+				obs, err := readObserved(observed)
+				if err != nil {
+					return usageError{err}
+				}
+				var extra schema.Findings
+				c.plan, extra = planner.WithObserved(c.cfg, c.plan, obs)
+				c.findings = append(c.findings, extra...)
+			}
 			in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
 			if b.cfg != nil && c.cfg != nil {
 				in.BaseName, in.Base = base, b.plan
@@ -90,6 +107,7 @@ cluster's terraform plan failed).`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text, markdown or json")
+	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	tf.register(c)
 	return c
@@ -111,4 +129,24 @@ func printFindingsAnnotationsOnly(w io.Writer, dir string, findings schema.Findi
 	for _, f := range findings {
 		fmt.Fprintln(w, githubAnnotation(dir, f))
 	}
+}
+
+// readObserved reads the pools' observed health from a PoolList (JSON or YAML).
+func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--observed: %w", err)
+	}
+	var list allotv1.PoolList
+	if err := yaml.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("--observed %s: not a list of Pools: %w", file, err)
+	}
+	if list.Kind != "" && list.Kind != "List" && list.Kind != "PoolList" {
+		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
+	}
+	out := map[schema.PoolName]planner.Observed{}
+	for _, p := range list.Items {
+		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
+	}
+	return out, nil
 }

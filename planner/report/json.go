@@ -42,6 +42,8 @@ type jsonPool struct {
 	CommittedNodes int64  `json:"committed_nodes"`
 	OnDemandNodes  int64  `json:"on_demand_nodes"`
 	AtMax          bool   `json:"at_max"`
+	// ReplacementNodes (with --observed) are part of nodes_target.
+	ReplacementNodes int64 `json:"replacement_nodes,omitempty"`
 }
 
 type jsonTeam struct {
@@ -131,7 +133,7 @@ func JSON(w io.Writer, in Input) error {
 		for _, pp := range p.Pools {
 			out.Pools = append(out.Pools, jsonPool{Pool: string(pp.Pool), Cluster: string(pp.Cluster), Flavor: string(pp.Flavor),
 				GPUsPerNode: pp.GPUsPerNode, NodesTarget: pp.NodesTarget, GPUsTarget: pp.GPUsTarget, MonthlyUSD: money(pp.MonthlyUSD),
-				AssignedGPUs: pp.AssignedGPUs, CommittedNodes: pp.CommittedNodes, OnDemandNodes: pp.OnDemandNodes, AtMax: pp.AtMax})
+				AssignedGPUs: pp.AssignedGPUs, CommittedNodes: pp.CommittedNodes, OnDemandNodes: pp.OnDemandNodes, AtMax: pp.AtMax, ReplacementNodes: pp.ReplacementNodes})
 		}
 		for _, t := range p.Teams {
 			q := map[string]int64{}

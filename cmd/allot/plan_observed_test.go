@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// plan --observed reads the Pools' status (a kubectl PoolList): a pool below
+// what its quotas need gets a warning at its declaration and replacement nodes,
+// and the cost follows them.
+func TestPlanObserved(t *testing.T) {
+	obs := filepath.Join(t.TempDir(), "pools.yaml")
+	err := os.WriteFile(obs, []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: allot.dev/v1alpha1
+  kind: Pool
+  metadata: {name: eks-p5}
+  status: {nodes: 9, readyNodes: 7, healthyGPUs: 56}
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func(args ...string) map[string]any {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"plan", "../../examples", "-o", "json"}, args...), &out, &errb); code != 0 {
+			t.Fatalf("plan exited %d: %s", code, errb.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	pool := func(m map[string]any, name string) map[string]any {
+		for _, p := range m["pools"].([]any) {
+			if p := p.(map[string]any); p["pool"] == name {
+				return p
+			}
+		}
+		t.Fatalf("no pool %s", name)
+		return nil
+	}
+	before, after := plan(), plan("--observed", obs)
+	if b, a := pool(before, "eks-p5")["nodes_target"].(float64), pool(after, "eks-p5"); a["nodes_target"].(float64) != b+1 || a["replacement_nodes"].(float64) != 1 {
+		t.Errorf("eks-p5: %v nodes before, %v after (replacement %v); want one replacement", b, a["nodes_target"], a["replacement_nodes"])
+	}
+	// One more p5.48xlarge on demand: 730 x $55.04.
+	if d := after["total_monthly_usd"].(float64) - before["total_monthly_usd"].(float64); d < 40179.19 || d > 40179.21 {
+		t.Errorf("monthly cost grew by %.2f, want 40179.20", d)
+	}
+	var found bool
+	for _, f := range after["findings"].([]any) {
+		f := f.(map[string]any)
+		if f["rule"] == "pool-unhealthy-capacity" && f["file"] == "pools.cue" && f["severity"] == "warning" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no pool-unhealthy-capacity warning at pools.cue: %v", after["findings"])
+	}
+
+	var out, errb bytes.Buffer
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("kind: Deployment\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"plan", "../../examples", "--observed", bad}, &out, &errb); code != exitUsage {
+		t.Errorf("a Deployment as --observed: exit %d, %s", code, errb.String())
+	}
+}
