@@ -2,9 +2,9 @@ package policies
 
 import (
 	"fmt"
-	"strconv"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
