@@ -8,7 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/report"
 	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
@@ -99,4 +103,78 @@ func escapeData(s string) string {
 
 func escapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// planned is a change loaded for plan and report: the head, its base (zero
+// without one) and the report input made of them.
+type planned struct {
+	in         report.Input
+	head, base checked
+}
+
+// loadPlan loads dir and, when base is set, the base of the change (a base that
+// does not load is bad usage: its findings go to stderr), and compares them.
+// With observed, the pools' observed health adds replacement nodes and
+// findings to the head's plan; with simulate, the what-if is replayed when dir
+// has no errors.
+func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFlags) (planned, error) {
+	pl := planned{in: report.Input{Name: dir}}
+	if base != "" {
+		var err error
+		if pl.base, err = loadBase(dir, base); err != nil {
+			return pl, err
+		}
+		if pl.base.cfg == nil {
+			fmt.Fprintf(stderr, "allot: the base %s does not load:\n", base)
+			printFindings(stderr, base, pl.base.findings)
+			return pl, exitError{exitUsage}
+		}
+	}
+	c, err := checkDir(dir, pl.base.cfg)
+	if err != nil {
+		return pl, err
+	}
+	if observed != "" && c.cfg != nil {
+		obs, err := readObserved(observed)
+		if err != nil {
+			return pl, usageError{err}
+		}
+		var extra schema.Findings
+		c.plan, extra = planner.WithObserved(c.cfg, c.plan, obs)
+		c.findings = append(c.findings, extra...)
+	}
+	pl.head = c
+	in := &pl.in
+	in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
+	if b := pl.base; b.cfg != nil && c.cfg != nil {
+		in.BaseName, in.Base = base, b.plan
+		in.Diff = planner.Compare(b.plan, c.plan)
+		in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
+	}
+	if !c.findings.HasErrors() {
+		if in.WhatIf, err = simulate.run(pl.base.cfg, c.cfg); err != nil {
+			return pl, err
+		}
+	}
+	return pl, nil
+}
+
+// readObserved reads the pools' observed health from a PoolList (JSON or YAML).
+func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--observed: %w", err)
+	}
+	var list allotv1.PoolList
+	if err := yaml.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("--observed %s: not a list of Pools: %w", file, err)
+	}
+	if list.Kind != "" && list.Kind != "List" && list.Kind != "PoolList" {
+		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
+	}
+	out := map[schema.PoolName]planner.Observed{}
+	for _, p := range list.Items {
+		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
+	}
+	return out, nil
 }

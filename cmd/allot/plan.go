@@ -6,13 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-
-	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/report"
-	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -54,41 +49,12 @@ cluster's terraform plan failed).`,
 			if err != nil {
 				return err
 			}
-			in := report.Input{Name: dir}
-			var b checked
-			if base != "" {
-				if b, err = loadBase(dir, base); err != nil {
-					return err
-				}
-				if b.cfg == nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "allot: the base %s does not load:\n", base)
-					printFindings(cmd.ErrOrStderr(), base, b.findings)
-					return exitError{exitUsage}
-				}
-			}
-			c, err := checkDir(dir, b.cfg)
+			pl, err := loadPlan(cmd.ErrOrStderr(), dir, base, observed, &simulate)
 			if err != nil {
 				return err
 			}
-			if observed != "" && c.cfg != nil {
-				obs, err := readObserved(observed)
-				if err != nil {
-					return usageError{err}
-				}
-				var extra schema.Findings
-				c.plan, extra = planner.WithObserved(c.cfg, c.plan, obs)
-				c.findings = append(c.findings, extra...)
-			}
-			in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
-			if b.cfg != nil && c.cfg != nil {
-				in.BaseName, in.Base = base, b.plan
-				in.Diff = planner.Compare(b.plan, c.plan)
-				in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
-			}
+			in, c := pl.in, pl.head
 			if !c.findings.HasErrors() {
-				if in.WhatIf, err = simulate.run(b.cfg, c.cfg); err != nil {
-					return err
-				}
 				if write, err = tf.run(cmd, c, write, output); err != nil {
 					return err
 				}
@@ -129,24 +95,4 @@ func printFindingsAnnotationsOnly(w io.Writer, dir string, findings schema.Findi
 	for _, f := range findings {
 		fmt.Fprintln(w, githubAnnotation(dir, f))
 	}
-}
-
-// readObserved reads the pools' observed health from a PoolList (JSON or YAML).
-func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("--observed: %w", err)
-	}
-	var list allotv1.PoolList
-	if err := yaml.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("--observed %s: not a list of Pools: %w", file, err)
-	}
-	if list.Kind != "" && list.Kind != "List" && list.Kind != "PoolList" {
-		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
-	}
-	out := map[schema.PoolName]planner.Observed{}
-	for _, p := range list.Items {
-		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
-	}
-	return out, nil
 }

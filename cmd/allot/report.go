@@ -3,22 +3,17 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/finance"
-	"github.com/allot-dev/allot/planner/report"
-	"github.com/allot-dev/allot/policies"
-	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
 func init() { commands = append(commands, newReportCommand) }
 
 func newReportCommand() *cobra.Command {
-	var base, output string
+	var base, output, observed string
 	var simulate simulateFlags
 	c := &cobra.Command{
 		Use:   "report DIR -o FILE",
@@ -41,11 +36,12 @@ them), 2 bad usage.`,
 			if output == "" {
 				return usageError{fmt.Errorf("report needs -o FILE (- for stdout)")}
 			}
-			in, baseCfg, err := planInput(cmd.ErrOrStderr(), dir, base, &simulate)
+			pl, err := loadPlan(cmd.ErrOrStderr(), dir, base, observed, &simulate)
 			if err != nil {
 				return err
 			}
-			rep := finance.Build(finance.Input{Input: in, BaseConfig: baseCfg})
+			in := pl.in
+			rep := finance.Build(finance.Input{Input: in, BaseConfig: pl.base.cfg})
 			var page bytes.Buffer
 			if err := finance.HTML(&page, rep); err != nil {
 				return fmt.Errorf("rendering the report: %w", err)
@@ -69,44 +65,9 @@ them), 2 bad usage.`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
+	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	return c
-}
-
-// planInput loads dir and, when base is set, the base of the change (a base that
-// does not load is bad usage: its findings go to stderr), and compares them; it
-// replays the what-if when asked and dir has no errors. It returns the base's
-// configuration too (nil without a base).
-func planInput(stderr io.Writer, dir, base string, simulate *simulateFlags) (report.Input, *schema.Config, error) {
-	in := report.Input{Name: dir}
-	var b checked
-	if base != "" {
-		var err error
-		if b, err = loadBase(dir, base); err != nil {
-			return in, nil, err
-		}
-		if b.cfg == nil {
-			fmt.Fprintf(stderr, "allot: the base %s does not load:\n", base)
-			printFindings(stderr, base, b.findings)
-			return in, nil, exitError{exitUsage}
-		}
-	}
-	c, err := checkDir(dir, b.cfg)
-	if err != nil {
-		return in, nil, err
-	}
-	in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
-	if b.cfg != nil && c.cfg != nil {
-		in.BaseName, in.Base = base, b.plan
-		in.Diff = planner.Compare(b.plan, c.plan)
-		in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
-	}
-	if !c.findings.HasErrors() {
-		if in.WhatIf, err = simulate.run(b.cfg, c.cfg); err != nil {
-			return in, nil, err
-		}
-	}
-	return in, b.cfg, nil
 }
 
 // reportSummary is the line report prints, e.g.
