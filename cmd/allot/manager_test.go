@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -232,16 +231,6 @@ func applyManifests(t *testing.T, c client.Client, files ...string) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func httpOK(url string) error {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -256,13 +245,14 @@ func httpOK(url string) error {
 
 func waitFor(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	testenv.Eventually(t, 30*time.Second, what, f)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%s: not within 30s: %v", what, err)
+	return addr
 }

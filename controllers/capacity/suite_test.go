@@ -3,7 +3,6 @@ package capacity_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +54,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stop()
-	metricsAddr, err = freeAddr()
+	metricsAddr, err = testenv.FreeAddr()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -94,15 +93,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return code
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // gitRepo is a real Git repository with a work tree the test commits to.
@@ -176,20 +166,6 @@ func (r *gitRepo) copyExamples(dst string) {
 	}
 }
 
-// eventually polls f every 100ms until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 // getSource fetches a CapacitySource.
 func getSource(t *testing.T, key types.NamespacedName) *allotv1.CapacitySource {
 	t.Helper()
@@ -228,3 +204,5 @@ func newNamespace(t *testing.T, name string) {
 }
 
 func init() { ctrl.SetLogger(logr.Discard()) }
+
+var eventually = testenv.Eventually

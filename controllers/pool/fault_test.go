@@ -225,7 +225,7 @@ func kubeletAndJobController(ctx context.Context, c client.Client, ns string) {
 func waitGang(t *testing.T, c client.Client, ns string, old []string) map[string]string {
 	t.Helper()
 	var out map[string]string
-	eventually(t, "the gang bound whole", func() error {
+	testenv.Eventually(t, 30*time.Second, "the gang bound whole", func() error {
 		var pods corev1.PodList
 		if err := c.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
 			return err
@@ -252,7 +252,7 @@ func waitGang(t *testing.T, c client.Client, ns string, old []string) map[string
 func waitPool(t *testing.T, c client.Client, ready bool, healthy int64) *allotv1.Pool {
 	t.Helper()
 	p := &allotv1.Pool{}
-	eventually(t, fmt.Sprintf("pool with %d healthy GPUs, CapacityReady=%v", healthy, ready), func() error {
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("pool with %d healthy GPUs, CapacityReady=%v", healthy, ready), func() error {
 		if err := c.Get(context.Background(), client.ObjectKey{Name: "dgx"}, p); err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func waitPool(t *testing.T, c client.Client, ready bool, healthy int64) *allotv1
 
 func waitEvent(t *testing.T, c client.Client, ns, want string) {
 	t.Helper()
-	eventually(t, "an event saying "+want, func() error {
+	testenv.Eventually(t, 30*time.Second, "an event saying "+want, func() error {
 		var evs eventsv1.EventList
 		if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
 			return err
@@ -301,17 +301,4 @@ func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondi
 		}
 	}
 	return nil
-}
-
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within 30s: %v", what, err)
 }

@@ -8,11 +8,13 @@ package testenv
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -176,4 +178,30 @@ func (e *Env) WriteKubeconfigAs(path, user string) error {
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
 	cfg.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Eventually polls f every 50ms until it returns nil; after timeout the test
+// fails, saying what it waited for and f's last error.
+func Eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+// FreeAddr returns a loopback address with a port free now, for a server the
+// test starts (metrics, probes).
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

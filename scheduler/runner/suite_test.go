@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,15 +144,6 @@ func (cl *cluster) start(o schedOptions) *sched {
 		base = samples(byName)
 	}
 	return &sched{metrics: "http://" + addr + "/metrics", stop: stop, base: base}
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // tiers creates the four tiers of the examples.
@@ -300,20 +290,6 @@ func (cl *cluster) finish(names []string) {
 	}
 }
 
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 // waitBound waits until every named pod is bound, and returns their nodes.
 func (cl *cluster) waitBound(names []string) []string {
 	cl.t.Helper()
@@ -355,3 +331,14 @@ func (cl *cluster) waitPending(name, want string) string {
 }
 
 func init() { ctrl.SetLogger(logr.Discard()) }
+
+var eventually = testenv.Eventually
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
