@@ -46,19 +46,55 @@ const (
 
 // The quota change the demo commits: platform's H100 quota (no cohort, so no
 // borrowing) is doubled, with the budget that pays for it, so that the gang
-// change.workload, over quota until then, runs.
+// change.workload, over quota until then, runs; and the lab team's L4 quota is
+// doubled, which needs its Terraform-made pool grown first (labWorkload).
 var change = struct {
-	file, message, workload string
-	edits                   [][2]string
+	message, workload string
+	// edits are the replacements per file.
+	edits map[string][][2]string
 }{
-	file:     "teams/platform.cue",
-	message:  "platform: 32 H100 for the eval gang",
+	message:  "platform: 32 H100 for the eval gang; lab: 32 L4",
 	workload: "platform/eval",
-	edits: [][2]string{
-		{`"h100-80gb": {nominal: 16}`, `"h100-80gb": {nominal: 32}`},
-		{"monthlyUSD: 100000", "monthlyUSD: 150000"},
+	edits: map[string][][2]string{
+		"teams/platform.cue": {
+			{`"h100-80gb": {nominal: 16}`, `"h100-80gb": {nominal: 32}`},
+			{"monthlyUSD: 100000", "monthlyUSD: 150000"},
+		},
+		labFile: {{`quota: l4: {nominal: 16}`, `quota: l4: {nominal: 32}`}},
 	},
 }
+
+// The simulated lab the demo adds to the repository: a kwok cluster whose
+// pool Terraform makes (the manager runs with --terraform-clusters lab, and
+// the kwok module's node hook creates the Node objects), so that a quota
+// raise grows capacity first.
+const (
+	labCluster  = "lab"
+	labFile     = "lab.cue"
+	labWorkload = "lab/finetune"
+	labCUE      = `package capacity
+
+// A simulated lab: a kwok cluster whose nodes Terraform creates as Node
+// objects through allot's node hook (the demo's manager runs Terraform for
+// this cluster only). The price is a nominal one for the demo.
+clusters: lab: {provider: "kwok"}
+
+pools: "lab-l4": {
+	cluster:     "lab"
+	flavor:      "l4"
+	gpusPerNode: 8
+	nodes: {min: 0, max: 8}
+	price: onDemandPerNodeHour: 8.00
+}
+
+teams: lab: {
+	costCenter: "CC-0002"
+	owners: ["@acme/ml-platform"]
+	quota: l4: {nominal: 16}
+	budget: monthlyUSD: 60000
+}
+`
+)
 
 // result is what the demo saw, for its test.
 type result struct {
@@ -224,6 +260,9 @@ func (d *demo) createRepository(ctx context.Context) error {
 	if err := copyTree(d.o.examples, filepath.Join(d.repo.dir, repoPath)); err != nil {
 		return fmt.Errorf("copying %s: %w", d.o.examples, err)
 	}
+	if err := os.WriteFile(filepath.Join(d.repo.dir, repoPath, labFile), []byte(labCUE), 0o644); err != nil {
+		return err
+	}
 	if _, err := d.repo.git(ctx, "init", "-q", "-b", "main"); err != nil {
 		return err
 	}
@@ -231,7 +270,7 @@ func (d *demo) createRepository(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("%s: commit %s on main", d.repo.dir, head[:7])
+	d.say("%s: commit %s on main (with %s, a kwok lab cluster whose nodes Terraform makes)", d.repo.dir, head[:7], labFile)
 	return nil
 }
 
@@ -351,10 +390,19 @@ func (d *demo) ensureNodes(ctx context.Context) ([]allotv1.Pool, map[string]int6
 		return nil, nil, err
 	}
 	counts := map[schema.PoolName]int64{}
+	have := map[string]int64{}
 	for _, p := range pools.Items {
+		if p.Spec.Cluster == labCluster {
+			// Terraform made these.
+			var nodes corev1.NodeList
+			if err := d.c.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: p.Name}); err != nil {
+				return nil, nil, err
+			}
+			have[p.Name] = int64(len(nodes.Items))
+			continue
+		}
 		counts[schema.PoolName(p.Name)] = min(p.Spec.NodesTarget, d.o.maxNodes)
 	}
-	have := map[string]int64{}
 	for _, n := range fleet.Layout(cfg, counts) {
 		have[string(n.Pool)]++
 		err := d.c.Get(ctx, client.ObjectKey{Name: n.Name}, &corev1.Node{})
@@ -394,7 +442,11 @@ func (d *demo) createNodes(ctx context.Context) error {
 		if topo == "" {
 			topo = "-"
 		}
-		tw.row(p.Name, p.Spec.Flavor, fmt.Sprintf("%d of %d", have[p.Name], p.Spec.NodesTarget), have[p.Name]*p.Spec.GPUsPerNode, topo)
+		made := fmt.Sprintf("%d of %d", have[p.Name], p.Spec.NodesTarget)
+		if p.Spec.Cluster == labCluster {
+			made += " by Terraform"
+		}
+		tw.row(p.Name, p.Spec.Flavor, made, have[p.Name]*p.Spec.GPUsPerNode, topo)
 	}
 	tw.flush()
 	if created < declared {
@@ -464,25 +516,27 @@ func (d *demo) showScheduling(ctx context.Context, title string, before *snapsho
 
 func (d *demo) commitChange(ctx context.Context) error {
 	d.header(fmt.Sprintf("Commit a quota change: %q", change.message))
-	path := filepath.Join(d.repo.dir, repoPath, change.file)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	body := string(b)
-	for _, e := range change.edits {
-		if !strings.Contains(body, e[0]) {
-			return fmt.Errorf("%s/%s no longer holds %s: update the demo's change", repoPath, change.file, e[0])
+	for _, file := range slices.Sorted(maps.Keys(change.edits)) {
+		path := filepath.Join(d.repo.dir, repoPath, file)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
 		}
-		body = strings.Replace(body, e[0], e[1], 1)
-	}
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		return err
+		body := string(b)
+		for _, e := range change.edits[file] {
+			if !strings.Contains(body, e[0]) {
+				return fmt.Errorf("%s/%s no longer holds %s: update the demo's change", repoPath, file, e[0])
+			}
+			body = strings.Replace(body, e[0], e[1], 1)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			return err
+		}
 	}
 	if _, err := d.repo.commit(ctx, change.message); err != nil {
 		return err
 	}
-	diff, err := d.repo.git(ctx, "diff", "-U0", "HEAD~1", "--", filepath.Join(repoPath, change.file))
+	diff, err := d.repo.git(ctx, "diff", "-U0", "HEAD~1", "--", repoPath)
 	if err != nil {
 		return err
 	}
@@ -547,15 +601,21 @@ func (d *demo) applyChange(ctx context.Context) error {
 	if _, _, err := d.ensureNodes(ctx); err != nil {
 		return err
 	}
-	return d.waitUntil(ctx, settleTimeout, change.workload+" still not running after the change", func(ctx context.Context) (bool, string, error) {
-		s, _, err := d.snapshot(ctx)
+	for _, id := range []string{change.workload, labWorkload} {
+		err := d.waitUntil(ctx, settleTimeout, id+" still not running after the change", func(ctx context.Context) (bool, string, error) {
+			s, _, err := d.snapshot(ctx)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			w := s.workload(id)
+			if w == nil {
+				return false, "", fmt.Errorf("%s was not submitted", id)
+			}
+			return w.running(), w.reason, nil
+		})
 		if err != nil {
-			return false, err.Error(), nil
+			return err
 		}
-		w := s.workload(change.workload)
-		if w == nil {
-			return false, "", fmt.Errorf("%s was not submitted", change.workload)
-		}
-		return w.running(), w.reason, nil
-	})
+	}
+	return nil
 }

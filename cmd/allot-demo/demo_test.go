@@ -88,6 +88,14 @@ func TestDemo(t *testing.T) {
 	if eval = res.after.workload(change.workload); eval == nil || !eval.running() || !strings.Contains(eval.where, "×") {
 		t.Errorf("after the change, %s = %+v: want running", change.workload, eval)
 	}
+	// The lab's pool is Terraform's: the raise grew it from 2 to 4 nodes (the
+	// kwok module's hooks made the Node objects) and the gang runs on them.
+	if w := res.before.workload(labWorkload); w == nil || w.bound != 0 || !strings.Contains(w.reason, "over quota on l4") {
+		t.Errorf("before the change, %s = %+v: want pending over quota", labWorkload, w)
+	}
+	if w := res.after.workload(labWorkload); w == nil || !w.running() || !strings.Contains(w.where, "lab-l4 ×4") {
+		t.Errorf("after the change, %s = %+v: want running on the 4 lab-l4 nodes", labWorkload, w)
+	}
 	if w := res.after.workload("vision/video"); w == nil || w.bound != 0 || w.reason == "" {
 		t.Errorf("vision/video = %+v: want still pending, with a reason", w)
 	}
@@ -129,6 +137,8 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"Against HEAD~1:",
 		"team platform h100-80gb: quota 16 → 32, used 0 → 24",
+		"lab-l4    l4         2 of 2 by Terraform",
+		"pool lab-l4: nodesTarget 2 → 4, nodes 2 → 4",
 		change.workload + ": pending → running on ",
 		"Cleaned up: stopped allot manager",
 	} {

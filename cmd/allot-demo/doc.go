@@ -2,11 +2,13 @@
 // an embedded control plane.
 //
 // It starts kube-apiserver and etcd from bin/ (make controlplane) with allot's
-// CRDs, puts examples/ in a local Git repository, starts 'allot manager' (the
-// real binary, as a child process) and a CapacitySource that follows the
-// repository, creates the pools' nodes as Node objects (at most
-// --max-nodes-per-pool per pool), submits a small mixed workload of single pods
-// and gangs and prints how it was scheduled. Then it commits a quota raise,
+// CRDs, puts examples/ in a local Git repository (with a simulated kwok lab
+// cluster added), starts 'allot manager' (the real binary, as a child process,
+// running Terraform for the lab cluster) and a CapacitySource that follows the
+// repository, creates the other pools' nodes as Node objects (at most
+// --max-nodes-per-pool per pool; the lab's are made by Terraform's kwok module),
+// submits a small mixed workload of single pods and gangs and prints how it was
+// scheduled. Then it commits a quota raise (one that grows the lab pool first),
 // prints 'allot plan --base HEAD~1' for it, waits until the manager applied the
 // new revision and prints the scheduling again with what changed.
 //

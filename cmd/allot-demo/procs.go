@@ -43,7 +43,8 @@ func startManager(bin, kubeconfig, dir string) (*manager, error) {
 	}
 	m.cmd = exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
-		"--git-cache-dir", filepath.Join(dir, "git-cache"), "--status-interval", "1s")
+		"--git-cache-dir", filepath.Join(dir, "git-cache"), "--status-interval", "1s",
+		"--terraform-dir", filepath.Join(dir, "terraform"), "--terraform-clusters", labCluster)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = childProcAttr()
 	if err := m.cmd.Start(); err != nil {

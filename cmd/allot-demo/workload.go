@@ -25,7 +25,8 @@ type job struct {
 }
 
 // workload is sized for the default four nodes per pool: 96 H100 and 48 A100
-// GPUs. Two gangs wait: platform's over its quota (until the change), and
+// GPUs, and the lab's two L4 nodes. Three gangs wait: platform's and the lab's
+// over their quotas (until the change; the lab's needs its pool grown), and
 // vision's opportunist gang, larger than the free A100s.
 var workload = []job{
 	{name: "rl-policy", team: "robotics", tier: "production", pods: 4, gpus: 8, flavor: "h100-80gb", require: "rack", note: "gang in one rack"},
@@ -39,6 +40,7 @@ var workload = []job{
 	{name: "augment-b", team: "vision", tier: "research", pods: 1, gpus: 2, flavor: "a100-40gb"},
 	{name: "eval", team: "platform", tier: "production", pods: 3, gpus: 8, flavor: "h100-80gb", note: "gang over platform's 16-GPU quota"},
 	{name: "video", team: "vision", tier: "opportunist", pods: 4, gpus: 8, flavor: "a100-40gb", note: "gang larger than the free A100s"},
+	{name: "finetune", team: "lab", tier: "production", pods: 4, gpus: 8, flavor: "l4", note: "gang over lab's 16-GPU quota"},
 }
 
 // id names the workload as the summary does: <namespace>/<name>.

@@ -26,6 +26,7 @@ import (
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/scheduler/runner"
+	"github.com/allot-dev/allot/schema"
 )
 
 func init() { commands = append(commands, newManagerCommand) }
@@ -46,6 +47,7 @@ type managerOptions struct {
 	development    bool
 	terraformDir   string
 	terraformHook  string
+	tfClusters     []string
 	readyTimeout   time.Duration
 }
 
@@ -89,6 +91,7 @@ in-cluster service account.`,
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
+	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
 	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
 	return c
@@ -164,10 +167,22 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 				}
 				hook = self + " hook kwok"
 			}
-			r.Capacity = &capacity.Terraform{
+			tf := &capacity.Terraform{
 				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout,
-				Recorder: mgr.GetEventRecorder("allot-capacity"),
+				Recorder: mgr.GetEventRecorder("allot-capacity"), Clusters: map[schema.ClusterName]bool{},
 			}
+			for _, c := range o.tfClusters {
+				tf.Clusters[schema.ClusterName(c)] = true
+			}
+			if o.kubeconfig != "" {
+				// The node hooks reach the cluster as the manager does.
+				abs, err := filepath.Abs(o.kubeconfig)
+				if err != nil {
+					return err
+				}
+				tf.Env = map[string]string{"KUBECONFIG": abs}
+			}
+			r.Capacity = tf
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the CapacitySource reconciler: %w", err)

@@ -56,6 +56,10 @@ type Terraform struct {
 	Env map[string]string
 	// Binary is the terraform executable; empty: terraform on PATH.
 	Binary string
+	// Clusters, when not empty, are the only clusters Terraform resizes; the
+	// pool sizes of the others live in the Pool objects only (another tool
+	// makes them real).
+	Clusters map[schema.ClusterName]bool
 	// ReadyTimeout bounds the wait for grown pools' nodes; default 10 minutes.
 	ReadyTimeout time.Duration
 	// Recorder, when set, records drift and disruption events on the source.
@@ -97,8 +101,12 @@ func (e *NotReadyError) Error() string {
 func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error {
 	targets := t.targets(rev, step.Phase)
 	clusters := map[schema.ClusterName]bool{}
+	var resized []PoolChange
 	for _, c := range step.Resize {
-		clusters[schema.ClusterName(c.Pool.Spec.Cluster)] = true
+		if cl := schema.ClusterName(c.Pool.Spec.Cluster); len(t.Clusters) == 0 || t.Clusters[cl] {
+			clusters[cl] = true
+			resized = append(resized, c)
+		}
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {
 		if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
@@ -108,7 +116,7 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 	if step.Phase != PhaseGrowCapacity {
 		return nil
 	}
-	for _, c := range step.Resize {
+	for _, c := range resized {
 		if err := t.waitReady(ctx, c.Pool.Name, targets[schema.PoolName(c.Pool.Name)]); err != nil {
 			return err
 		}
