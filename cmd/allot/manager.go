@@ -48,6 +48,7 @@ type managerOptions struct {
 	terraformDir   string
 	terraformHook  string
 	tfClusters     []string
+	backend        backendFlags
 	readyTimeout   time.Duration
 }
 
@@ -91,6 +92,7 @@ in-cluster service account.`,
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
+	o.backend.register(c)
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
 	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
@@ -167,8 +169,12 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 				}
 				hook = self + " hook kwok"
 			}
+			opts, err := o.backend.options()
+			if err != nil {
+				return err
+			}
 			tf := &capacity.Terraform{
-				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout,
+				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout, Options: opts,
 				Recorder: mgr.GetEventRecorder("allot-capacity"), Clusters: map[schema.ClusterName]bool{},
 			}
 			for _, c := range o.tfClusters {

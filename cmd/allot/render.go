@@ -21,6 +21,7 @@ func init() { commands = append(commands, newRenderCommand) }
 
 func newRenderCommand() *cobra.Command {
 	var out string
+	var backend backendFlags
 	c := &cobra.Command{
 		Use:   "render DIR -o OUT",
 		Short: "Write the Kubernetes manifests and one Terraform root module per cluster",
@@ -39,6 +40,7 @@ and other files under OUT are left alone. The same input gives the same bytes.
 
 Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write failure.`,
 		Example: `  allot render examples -o out
+  allot render . -o rendered --backend gcs --backend-config bucket=acme-tf --backend-config prefix=allot/{cluster}
   allot render . -o rendered && terraform -chdir=rendered/terraform/dgx-onprem plan`,
 		Args: exactArgs(1, "DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +59,11 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 					dir, c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning))
 				return exitError{exitFindings}
 			}
-			files, err := render.Render(c.cfg, c.plan, render.Options{})
+			tf, err := backend.options()
+			if err != nil {
+				return err
+			}
+			files, err := render.Render(c.cfg, c.plan, render.Options{Terraform: tf})
 			if err != nil {
 				var pe *terraform.PoolError
 				if errors.As(err, &pe) {
@@ -79,6 +85,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "directory to write to (required)")
+	backend.register(c)
 	return c
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -227,5 +229,37 @@ func TestRenderHelp(t *testing.T) {
 	}
 	if !slices.Contains(strings.Fields(stdout), "Exit") {
 		t.Errorf("help does not document the exit status")
+	}
+}
+
+// --backend and --backend-config give every cluster's module its backend, with
+// {cluster} replaced; a setting without '=' is bad usage.
+func TestRenderBackend(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"render", "../../examples", "-o", out, "--backend", "s3", "--backend-config", "bucket=acme-tf",
+		"--backend-config", "key=allot/{cluster}.tfstate", "--backend-config", "region=us-east-1"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("render exited %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "terraform", "eks-use1", "main.tf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Terraform struct {
+			Backend map[string]map[string]string `json:"backend"`
+		} `json:"terraform"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{"s3": {"bucket": "acme-tf", "key": "allot/eks-use1.tfstate", "region": "us-east-1"}}
+	if diff := cmp.Diff(want, m.Terraform.Backend); diff != "" {
+		t.Errorf("backend (-want +got):\n%s", diff)
+	}
+	stderr.Reset()
+	if code := run([]string{"render", "../../examples", "-o", out, "--backend-config", "bucket"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "want KEY=VALUE") {
+		t.Errorf("a setting without '=': exit %d, %q", code, stderr.String())
 	}
 }
