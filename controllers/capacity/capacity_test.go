@@ -230,6 +230,35 @@ func TestGitOpsEndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("a pool short of healthy GPUs is reported", func(t *testing.T) {
+		// The Pool health reconciler's view: 2 of eks-p5's 9 nodes down.
+		var p allotv1.Pool
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "eks-p5"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Nodes, p.Status.ReadyNodes, p.Status.HealthyGPUs = 9, 7, 56
+		if err := env.Client.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		s := getSource(t, key)
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Annotations[meta.ReconcileRequestAnnotation] = "health-" + time.Now().Format(time.RFC3339Nano)
+		if err := env.Client.Patch(ctx, s, patch); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the pool-unhealthy-capacity finding", func() error {
+			for _, f := range getSource(t, key).Status.Findings {
+				if f.Rule == "pool-unhealthy-capacity" && f.Severity == "warning" && strings.Contains(f.Message, "eks-p5 has 56 healthy GPUs") && f.Line > 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("findings %+v", getSource(t, key).Status.Findings)
+		})
+		if !conditions.IsReady(getSource(t, key)) {
+			t.Errorf("a health finding made the source not Ready")
+		}
+	})
+
 	t.Run("metrics", func(t *testing.T) {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {

@@ -168,6 +168,11 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		r.fail(src, ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	// A pool short of healthy GPUs (its status, from the Pool health reconciler)
+	// is reported with the revision's findings; the plan itself is not changed,
+	// so that a fault never resizes a pool by itself.
+	_, short := planner.WithObserved(judged.Config, judged.Plan, observedPools(cur))
+	src.Status.Findings = append(src.Status.Findings, statusFindings(short)...)
 	rev := Revision{ID: art.Revision, Config: judged.Config, Plan: judged.Plan, Current: map[string]int64{}}
 	for name, p := range cur.Pools {
 		rev.Current[name] = p.Spec.NodesTarget
@@ -242,6 +247,18 @@ func (r *Reconciler) invalidMessage(src *allotv1.CapacitySource, rev string, fs 
 		more = fmt.Sprintf("\n... and %d more", len(errs)-len(shown))
 	}
 	return fmt.Sprintf("revision %s has %d error(s); %s:\n%s%s", rev, len(errs), inForce, strings.Join(shown, "\n"), more)
+}
+
+// observedPools reads the pools' observed health from their status; pools
+// without one (no nodes seen yet) are left out.
+func observedPools(cur State) map[schema.PoolName]planner.Observed {
+	out := map[schema.PoolName]planner.Observed{}
+	for name, p := range cur.Pools {
+		if p.Status.ObservedGeneration > 0 || p.Status.Nodes > 0 {
+			out[schema.PoolName(name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
+		}
+	}
+	return out
 }
 
 func statusFindings(fs schema.Findings) []allotv1.Finding {
