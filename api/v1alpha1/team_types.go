@@ -142,9 +142,11 @@ type FlavorUsage struct {
 // +kubebuilder:printcolumn:name="Cohort",type=string,JSONPath=`.spec.cohort`
 // +kubebuilder:printcolumn:name="Flavors",type=string,JSONPath=`.spec.quota[*].flavor`
 // +kubebuilder:printcolumn:name="Nominal",type=string,JSONPath=`.spec.quota[*].nominal`
-// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingWorkloads`,priority=1
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.flavors[*].usedGPUs`
+// +kubebuilder:printcolumn:name="Borrowed",type=string,JSONPath=`.status.flavors[*].borrowedGPUs`,priority=1
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingWorkloads`
+// +kubebuilder:printcolumn:name="Quota Applied",type=string,JSONPath=`.status.conditions[?(@.type=="QuotaApplied")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="QuotaApplied")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Team struct {
 	metav1.TypeMeta   `json:",inline"`
