@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 
 	"github.com/allot-dev/allot/planner/finance"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -13,7 +17,7 @@ import (
 func init() { commands = append(commands, newReportCommand) }
 
 func newReportCommand() *cobra.Command {
-	var base, output, observed string
+	var base, output, observed, usage string
 	var simulate simulateFlags
 	c := &cobra.Command{
 		Use:   "report DIR -o FILE",
@@ -23,7 +27,10 @@ nothing else to open (styles and charts inline, no script, no network): monthly
 cost per team, cost centre and pool; committed against on-demand spend; quota
 against capacity per flavor. With --base (a directory, or a Git ref of the
 repository containing DIR) also the change: before, after and the approvals it
-needs; with --simulate, the what-if of replaying a workload on both.
+needs; with --simulate, the what-if of replaying a workload on both; with
+--usage (the Teams as the cluster has them), each team's cost of quota beside
+the cost of what its pods used, metered by the scheduler, so idle quota shows
+in money.
 
 -o - writes the page to stdout.
 Exit status: 0 no errors, 1 the configuration has errors (the report shows
@@ -41,7 +48,13 @@ them), 2 bad usage.`,
 				return err
 			}
 			in := pl.in
-			rep := finance.Build(finance.Input{Input: in, BaseConfig: pl.base.cfg})
+			var metered []finance.Metered
+			if usage != "" {
+				if metered, err = readMetered(usage); err != nil {
+					return usageError{err}
+				}
+			}
+			rep := finance.Build(finance.Input{Input: in, BaseConfig: pl.base.cfg, Metered: metered})
 			var page bytes.Buffer
 			if err := finance.HTML(&page, rep); err != nil {
 				return fmt.Errorf("rendering the report: %w", err)
@@ -65,6 +78,7 @@ them), 2 bad usage.`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
+	c.Flags().StringVar(&usage, "usage", "", "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml), for quota against use")
 	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	return c
@@ -81,4 +95,33 @@ func reportSummary(file string, r *finance.Report) string {
 		s += fmt.Sprintf(" (%s against %s)", quantity.SignedUSD(r.Delta), r.BaseName)
 	}
 	return s
+}
+
+// readMetered reads what the teams used from a TeamList (JSON or YAML): the
+// GPU-seconds the scheduler metered per flavor, over the window from the
+// Team's creation to its status' meteredAt.
+func readMetered(file string) ([]finance.Metered, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--usage: %w", err)
+	}
+	var list allotv1.TeamList
+	if err := yaml.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("--usage %s: not a list of Teams: %w", file, err)
+	}
+	if list.Kind != "" && list.Kind != "List" && list.Kind != "TeamList" {
+		return nil, fmt.Errorf("--usage %s: a %s, want a TeamList (kubectl get teams.allot.dev -o yaml)", file, list.Kind)
+	}
+	var out []finance.Metered
+	for _, t := range list.Items {
+		if t.Status.MeteredAt == nil {
+			continue
+		}
+		m := finance.Metered{Team: t.Name, WindowSeconds: int64(t.Status.MeteredAt.Sub(t.CreationTimestamp.Time).Seconds()), GPUSeconds: map[string]int64{}}
+		for _, u := range t.Status.Metered {
+			m.GPUSeconds[u.Flavor] += u.GPUSeconds
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

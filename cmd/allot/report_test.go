@@ -43,6 +43,45 @@ func TestReportGolden(t *testing.T) {
 	})
 }
 
+// With --usage (the Teams as kubectl prints them), the report sets quota
+// against use: robotics used 64 of its 128 H100 on average over 10 days.
+func TestReportUsage(t *testing.T) {
+	prChange(t)
+	teams := `apiVersion: v1
+kind: List
+items:
+- apiVersion: allot.dev/v1alpha1
+  kind: Team
+  metadata: {name: robotics, creationTimestamp: "2026-11-01T00:00:00Z"}
+  spec: {quota: [{flavor: h100-80gb, nominal: 128}]}
+  status:
+    meteredAt: "2026-11-11T00:00:00Z"
+    metered:
+    - {flavor: h100-80gb, tier: production, gpuSeconds: 41472000}
+    - {flavor: h100-80gb, tier: research, gpuSeconds: 13824000}
+`
+	if err := os.WriteFile("teams.yaml", []byte(teams), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := allot(t, nil, "report", "base", "-o", "-", "--usage", "teams.yaml")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		`<section id="showback">`,
+		`<td class="id">robotics</td><td class="id">h100-80gb</td><td class="num">128</td><td class="num">64.0</td><td class="num">50%</td><td class="num">10.0 d</td>`,
+		"Idle quota costs <strong>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	golden(t, "report-usage.html", out)
+	if code, _, errOut := allot(t, nil, "report", "base", "-o", "-", "--usage", "base/teams/robotics.cue"); code != exitUsage || !strings.Contains(errOut, "--usage") {
+		t.Errorf("a CUE file as --usage: exit %d, %s", code, errOut)
+	}
+}
+
 func TestReportErrors(t *testing.T) {
 	t.Run("no output", func(t *testing.T) {
 		prChange(t)

@@ -19,6 +19,9 @@ import (
 type Input struct {
 	report.Input
 	BaseConfig *schema.Config
+	// Metered, when given, is what the teams used (the Teams' status): the
+	// report sets it beside what their quota costs.
+	Metered []Metered
 }
 
 // Report is the finance report's content, every figure computed. Money is exact;
@@ -45,6 +48,8 @@ type Report struct {
 	TeamChart, PoolChart, SpendChart, FlavorChart Chart
 
 	WhatIf *WhatIf
+	// Showback is quota against use, when the usage was given.
+	Showback *Showback
 }
 
 // TeamCount is the number of teams (the unallocated row is none).
@@ -172,6 +177,7 @@ func Build(in Input) *Report {
 	if in.WhatIf != nil {
 		r.WhatIf = whatIfRows(in.WhatIf)
 	}
+	r.Showback = showback(in.Plan, in.Metered)
 	return r
 }
 
