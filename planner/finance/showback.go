@@ -94,7 +94,9 @@ func showback(p *planner.Plan, metered []Metered) *Showback {
 			sb.Rows = append(sb.Rows, row)
 		}
 	}
-	slices.SortStableFunc(sb.Rows, func(a, b ShowbackRow) int { return cmp.Or(cmp.Compare(a.Team, b.Team), cmp.Compare(a.Flavor, b.Flavor)) })
+	slices.SortStableFunc(sb.Rows, func(a, b ShowbackRow) int {
+		return cmp.Or(cmp.Compare(a.Team, b.Team), cmp.Compare(a.Flavor, b.Flavor))
+	})
 	if len(sb.Rows) == 0 {
 		return nil
 	}
