@@ -49,6 +49,7 @@ type managerOptions struct {
 	terraformHook  string
 	tfClusters     []string
 	backend        backendFlags
+	cluster        string
 	readyTimeout   time.Duration
 }
 
@@ -93,6 +94,7 @@ in-cluster service account.`,
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)
+	f.StringVar(&o.cluster, "cluster", "", "in a fleet of several clusters, the cluster this manager runs in: it applies that cluster's pools and its share of each team's quota (each flavor's quota split among the clusters by their planned GPUs of it)")
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
 	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
@@ -159,6 +161,10 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
+			Cluster:  schema.ClusterName(o.cluster),
+		}
+		if o.cluster != "" && len(o.tfClusters) == 0 {
+			o.tfClusters = []string{o.cluster}
 		}
 		if o.terraformDir != "" {
 			hook := o.terraformHook

@@ -85,6 +85,11 @@ type Reconciler struct {
 	Metrics  *Metrics
 	// FieldManager defaults to DefaultFieldManager.
 	FieldManager string
+	// Cluster, in a fleet of several clusters with one manager each, names the
+	// cluster this one runs in: it applies that cluster's Pools and its share
+	// of each team's quota (planner.ForCluster). Empty: the whole
+	// configuration applies here.
+	Cluster schema.ClusterName
 }
 
 // SetupWithManager registers the reconciler.
@@ -156,7 +161,15 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))
 		return interval, nil
 	}
-	objs, err := kube.Build(judged.Config, judged.Plan)
+	here := judged.Config
+	if r.Cluster != "" {
+		if judged.Config.Clusters[r.Cluster] == nil {
+			r.stall(src, ReasonInvalidSpec, fmt.Sprintf("revision %s declares no cluster %s, the cluster this manager runs in (--cluster)", art.Revision, r.Cluster))
+			return interval, nil
+		}
+		here = planner.ForCluster(judged.Config, judged.Plan, r.Cluster)
+	}
+	objs, err := kube.Build(here, judged.Plan)
 	if err != nil {
 		r.stall(src, ReasonRenderFailed, fmt.Sprintf("revision %s: %v", art.Revision, err))
 		return interval, nil
