@@ -68,6 +68,7 @@ test-update: ## Rewrite golden files from the current output.
 .PHONY: test-fuzz
 test-fuzz: ## Fuzz the parsers for a while (FUZZTIME, default 30s each).
 	$(GO) test ./schema/ -run '^$$' -fuzz FuzzLoad -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./scheduler/workload/ -run '^$$' -fuzz FuzzRead -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
 bench: build ## Run the benchmarks, then time the CLI on a generated 500-team repository.
