@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -127,7 +128,9 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 		LeaderElectionID:              o.leaderID,
 		LeaderElectionNamespace:       o.leaderNS,
 		LeaderElectionReleaseOnCancel: true,
-		Logger:                        log,
+		// Long enough for a Terraform apply to stop cleanly (60s after SIGINT).
+		GracefulShutdownTimeout: ptr.To(90 * time.Second),
+		Logger:                  log,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the manager: %w", err)

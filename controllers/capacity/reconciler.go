@@ -45,14 +45,15 @@ const DefaultFieldManager = "allot"
 
 // Reasons of the conditions and events.
 const (
-	ReasonSucceeded        = "ReconciliationSucceeded"
-	ReasonProgressing      = "Progressing"
-	ReasonFetchFailed      = "FetchFailed"
-	ReasonInvalidSpec      = "InvalidSpec"
-	ReasonValidationFailed = "ValidationFailed"
-	ReasonRenderFailed     = "RenderFailed"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonCapacityFailed   = "CapacityFailed"
+	ReasonSucceeded         = "ReconciliationSucceeded"
+	ReasonProgressing       = "Progressing"
+	ReasonFetchFailed       = "FetchFailed"
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonValidationFailed  = "ValidationFailed"
+	ReasonRenderFailed      = "RenderFailed"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonCapacityFailed    = "CapacityFailed"
+	ReasonDisruptionRefused = "DisruptionRefused"
 )
 
 // maxFindings bounds the findings kept in a status.
@@ -186,9 +187,13 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	// so that a fault never resizes a pool by itself.
 	_, short := planner.WithObserved(judged.Config, judged.Plan, observedPools(cur))
 	src.Status.Findings = append(src.Status.Findings, statusFindings(short)...)
-	rev := Revision{ID: art.Revision, Config: judged.Config, Plan: judged.Plan, Current: map[string]int64{}}
-	for name, p := range cur.Pools {
+	rev := Revision{ID: art.Revision, Config: judged.Config, Plan: judged.Plan, Current: map[string]int64{}, Prune: src.PruneEnabled()}
+	for _, name := range sortedKeys(cur.Pools) {
+		p := cur.Pools[name]
 		rev.Current[name] = p.Spec.NodesTarget
+		if judged.Config.Pools[schema.PoolName(name)] == nil {
+			rev.Gone = append(rev.Gone, p)
+		}
 	}
 	var kept []string
 	for _, step := range Steps(cur, objs, src.PruneEnabled()) {
@@ -196,8 +201,20 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		k, reason, err := r.run(ctx, src, rev, step)
 		kept = append(kept, k...)
 		if err != nil {
-			msg := fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits for a retry", art.Revision, step.Phase, err)
-			r.fail(src, reason, msg)
+			msg := fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err)
+			var refused *DisruptionError
+			var scope *ClusterScopeError
+			if errors.As(err, &refused) || errors.As(err, &scope) {
+				// A person must act (approve, or set --cluster): no retries
+				// meanwhile but the interval's; an approval wakes it at once.
+				reason := ReasonDisruptionRefused
+				if scope != nil {
+					reason = ReasonInvalidSpec
+				}
+				r.fail(src, reason, msg)
+				return interval, nil
+			}
+			r.fail(src, reason, msg+" for a retry")
 			return ctrl.Result{}, errors.New(msg)
 		}
 	}

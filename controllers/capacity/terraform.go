@@ -26,6 +26,7 @@ import (
 	"github.com/allot-dev/allot/planner/render/terraform"
 	"github.com/allot-dev/allot/planner/runner"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // AnnotationApproveDisruption on a CapacitySource approves one shrink that
@@ -99,6 +100,11 @@ func (e *NotReadyError) Error() string {
 
 // Resize implements Capacity.
 func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error {
+	if len(t.Clusters) == 0 && len(rev.Config.Clusters) > 1 {
+		// The nodes of other clusters are not visible from here: their growth
+		// could not be waited for, nor their shrinks checked for running work.
+		return &ClusterScopeError{Clusters: len(rev.Config.Clusters)}
+	}
 	targets := t.targets(rev, step.Phase)
 	clusters := map[schema.ClusterName]bool{}
 	var resized []PoolChange
@@ -106,6 +112,18 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		if cl := schema.ClusterName(c.Pool.Spec.Cluster); len(t.Clusters) == 0 || t.Clusters[cl] {
 			clusters[cl] = true
 			resized = append(resized, c)
+		}
+	}
+	// A grown pool is ready when it has as many more usable nodes as it grew:
+	// a node that was faulty before the grow does not hold it back.
+	usableBefore := map[string]int64{}
+	if step.Phase == PhaseGrowCapacity {
+		for _, c := range resized {
+			n, err := t.usable(ctx, c.Pool.Name)
+			if err != nil {
+				return err
+			}
+			usableBefore[c.Pool.Name] = n
 		}
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {
@@ -117,11 +135,19 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		return nil
 	}
 	for _, c := range resized {
-		if err := t.waitReady(ctx, c.Pool.Name, targets[schema.PoolName(c.Pool.Name)]); err != nil {
+		if err := t.waitReady(ctx, c.Pool.Name, usableBefore[c.Pool.Name]+max(0, c.To-c.From)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ClusterScopeError is Terraform asked to size the pools of a fleet of several
+// clusters from one manager: it must be told which cluster is its own.
+type ClusterScopeError struct{ Clusters int }
+
+func (e *ClusterScopeError) Error() string {
+	return fmt.Sprintf("the configuration declares %d clusters, and this manager sees the nodes of its own only: run it with --cluster NAME (or --terraform-clusters)", e.Clusters)
 }
 
 // targets are the node targets of every pool of the revision for a phase: in
@@ -135,16 +161,77 @@ func (t *Terraform) targets(rev Revision, phase Phase) map[schema.PoolName]int64
 		}
 		out[pp.Pool] = n
 	}
+	// A pool the revision removed keeps its nodes until the shrink phase, and
+	// goes then only when the source prunes.
+	for _, p := range rev.Gone {
+		n := p.Spec.NodesTarget
+		if phase == PhaseShrink && rev.Prune {
+			n = 0
+		}
+		out[schema.PoolName(p.Name)] = n
+	}
 	return out
 }
 
-func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySource, rev Revision, cluster schema.ClusterName, targets map[schema.PoolName]int64) error {
-	plan := *rev.Plan
+// withGone returns the revision's configuration and plan with the pools it
+// removed added back (from their Pool objects), so that a module still holds
+// them: Terraform then shrinks them when told, running their delete hooks,
+// instead of dropping them (and leaving their nodes) as soon as the module
+// forgets them.
+func withGone(rev Revision) (*schema.Config, *planner.Plan) {
+	if len(rev.Gone) == 0 {
+		return rev.Config, rev.Plan
+	}
+	cfg, plan := *rev.Config, *rev.Plan
+	cfg.Pools, cfg.Clusters = maps.Clone(rev.Config.Pools), maps.Clone(rev.Config.Clusters)
 	plan.Pools = slices.Clone(rev.Plan.Pools)
+	for _, p := range rev.Gone {
+		sp := poolFromSpec(p)
+		cfg.Pools[sp.Name] = sp
+		if cfg.Clusters[sp.Cluster] == nil {
+			cfg.Clusters[sp.Cluster] = &schema.Cluster{Name: sp.Cluster, Provider: schema.Provider(p.Spec.Provider)}
+		}
+		plan.Pools = append(plan.Pools, planner.PoolPlan{Pool: sp.Name, Cluster: sp.Cluster, Flavor: sp.Flavor,
+			GPUsPerNode: sp.GPUsPerNode, NodesTarget: p.Spec.NodesTarget})
+	}
+	return &cfg, &plan
+}
+
+// poolFromSpec reads a Pool object back into the configuration's terms.
+func poolFromSpec(p *allotv1.Pool) *schema.Pool {
+	s := p.Spec
+	sp := &schema.Pool{Name: schema.PoolName(p.Name), Cluster: schema.ClusterName(s.Cluster), Flavor: schema.Flavor(s.Flavor),
+		MachineType: s.MachineType, GPUsPerNode: s.GPUsPerNode, MinNodes: s.Nodes.Min, MaxNodes: s.Nodes.Max, SpareNodes: s.SpareNodes}
+	if price, err := quantity.Parse(string(s.Price.OnDemandPerNodeHour)); err == nil {
+		sp.Price.OnDemandPerNodeHour = price
+	}
+	if s.Price.CommittedPerNodeHour != nil {
+		if price, err := quantity.Parse(string(*s.Price.CommittedPerNodeHour)); err == nil {
+			sp.Price.CommittedPerNodeHour, sp.Price.HasCommittedPrice = price, true
+		}
+	}
+	sp.Price.CommittedNodes = s.Price.CommittedNodes
+	if s.Topology != nil {
+		sp.Topology = &schema.Topology{Sizes: map[string]int64{}}
+		for _, l := range s.Topology.Levels {
+			sp.Topology.Levels = append(sp.Topology.Levels, l.Name)
+			if l.DomainSize != nil {
+				sp.Topology.Sizes[l.Name] = *l.DomainSize
+			}
+		}
+	}
+	return sp
+}
+
+func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySource, rev Revision, cluster schema.ClusterName, targets map[schema.PoolName]int64) error {
+	cfg, base := withGone(rev)
+	plan := *base
+	plan.Pools = slices.Clone(base.Pools)
 	for i := range plan.Pools {
 		plan.Pools[i].NodesTarget = targets[plan.Pools[i].Pool]
 	}
-	module, err := terraform.Module(rev.Config, &plan, cluster, t.Options)
+	rev.Config = cfg
+	module, err := terraform.Module(cfg, &plan, cluster, t.Options)
 	if err != nil {
 		return err
 	}
@@ -225,33 +312,29 @@ func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySo
 	}
 	busy := map[string]int{}
 	var shrinks []string
+	gone := goneNodes(p)
 	for _, pc := range p.Pools {
-		if pc.NodesAfter >= pc.NodesBefore {
+		if pc.NodesAfter >= pc.NodesBefore && pc.Destroy == 0 {
 			continue
 		}
-		shrinks = append(shrinks, fmt.Sprintf("%s:%d->%d", pc.Pool, pc.NodesBefore, pc.NodesAfter))
-		pool := rev.Config.Pools[pc.Pool]
+		shrinks = append(shrinks, fmt.Sprintf("%s:%d->%d-%d", pc.Pool, pc.NodesBefore, pc.NodesAfter, pc.Destroy))
 		running, err := t.podsPerNode(ctx, string(pc.Pool))
 		if err != nil {
 			return err
 		}
-		cloud := pool == nil || (rev.Config.Clusters[pool.Cluster] != nil && rev.Config.Clusters[pool.Cluster].Provider != schema.ProviderKwok && rev.Config.Clusters[pool.Cluster].Provider != schema.ProviderOnPrem)
-		if cloud {
-			var gpus int64
-			for _, r := range running {
-				gpus += r.gpus
-			}
-			if pool == nil || gpus > pc.NodesAfter*pool.GPUsPerNode {
-				for n, r := range running {
+		if names, ok := gone[pc.Pool]; ok {
+			// An onprem or kwok pool: the plan names the nodes it removes.
+			for _, n := range names {
+				if r, ok := running[n]; ok {
 					busy[n] = r.pods
 				}
 			}
 			continue
 		}
-		for i := pc.NodesAfter; i < pc.NodesBefore; i++ {
-			if r, ok := running[fleet.NodeName(pc.Pool, i)]; ok {
-				busy[fleet.NodeName(pc.Pool, i)] = r.pods
-			}
+		// A cloud node group chooses which nodes go (or replaces them all):
+		// any node that runs work may.
+		for n, r := range running {
+			busy[n] = r.pods
 		}
 	}
 	if len(busy) == 0 {
@@ -267,6 +350,34 @@ func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySo
 	err := &DisruptionError{ID: id, Nodes: busy}
 	t.event(src, corev1.EventTypeWarning, "DisruptionRefused", "%v", err)
 	return err
+}
+
+// goneNodes names, per onprem or kwok pool, the nodes the plan deletes or
+// replaces (the instances of its <pool>_nodes terraform_data resource).
+func goneNodes(p *runner.Plan) map[schema.PoolName][]string {
+	out := map[schema.PoolName][]string{}
+	if p.JSON == nil {
+		return out
+	}
+	byResource := map[string]schema.PoolName{}
+	for _, pc := range p.Pools {
+		byResource[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
+	}
+	for _, rc := range p.JSON.ResourceChanges {
+		pool, ok := byResource[rc.Name]
+		if !ok || rc.Type != "terraform_data" || rc.Change == nil {
+			continue
+		}
+		if _, seen := out[pool]; !seen {
+			out[pool] = nil
+		}
+		if a := rc.Change.Actions; a.Delete() || a.Replace() || a.DestroyBeforeCreate() || a.CreateBeforeDestroy() {
+			if node, ok := rc.Index.(string); ok {
+				out[pool] = append(out[pool], node)
+			}
+		}
+	}
+	return out
 }
 
 type nodeUse struct {
@@ -301,6 +412,21 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 		}
 	}
 	return out, nil
+}
+
+// usable counts the pool's usable nodes (Ready, no GPU fault, a healthy GPU).
+func (t *Terraform) usable(ctx context.Context, pool string) (int64, error) {
+	var nodes corev1.NodeList
+	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+		return 0, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
+	}
+	var n int64
+	for i := range nodes.Items {
+		if nodestate.Read(&nodes.Items[i]).Usable {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // waitReady waits, bounded, until the pool has want usable nodes.
@@ -362,4 +488,8 @@ type Revision struct {
 	// Current are the node targets of the Pools in the cluster before this
 	// revision, by pool name.
 	Current map[string]int64
+	// Gone are the Pools in the cluster the revision no longer declares, and
+	// Prune whether the source removes what it no longer declares.
+	Gone  []*allotv1.Pool
+	Prune bool
 }

@@ -214,6 +214,36 @@ func TestTerraformOrderedApply(t *testing.T) {
 	waitApplied(t, c, key, head)
 	waitNodes(t, c, "a-0")
 
+	// The pool goes from Git (the team moves to a new L4 pool, and the policy
+	// allows disruption): the new pool is grown, and the removed one is shrunk
+	// to nothing by Terraform, its delete hooks removing its Node objects,
+	// rather than dropped with its nodes left behind.
+	repo.write("capacity.cue", `package capacity
+
+clusters: lab: {provider: "kwok"}
+
+pools: b: {
+	cluster:     "lab"
+	flavor:      "l4"
+	gpusPerNode: 8
+	nodes: {min: 0, max: 8}
+	price: {onDemandPerNodeHour: 2}
+}
+
+tiers: production: {priority: 500}
+
+teams: alpha: {
+	costCenter: "CC-1"
+	owners: ["@alpha"]
+	quota: l4: {nominal: 8}
+}
+
+policy: allowDisruption: true
+`)
+	head = repo.commit("alpha moves to L4; pool a goes")
+	waitApplied(t, c, key, head)
+	waitNodes(t, c, "b-0")
+
 	stopWatch()
 	<-watched
 	mu.Lock()

@@ -118,7 +118,9 @@ func (r *Reconciler) announce(before, after *allotv1.Pool) {
 	}
 	for _, t := range []string{allotv1.CapacityReadyCondition, allotv1.GPUHealthyCondition} {
 		a, b := conditions.Get(before, t), conditions.Get(after, t)
-		if b == nil || (a != nil && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message) {
+		// A change of status or reason, not of the counts in the message: a
+		// pool growing node by node is one event, not one per node.
+		if b == nil || (a != nil && a.Status == b.Status && a.Reason == b.Reason) {
 			continue
 		}
 		kind := corev1.EventTypeNormal

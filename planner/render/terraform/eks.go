@@ -39,8 +39,8 @@ func eks(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 			"capacity_type":   "ON_DEMAND",
 			"scaling_config": []any{map[string]any{
 				"desired_size": targets[p.Name],
-				"min_size":     p.MinNodes,
-				"max_size":     max(p.MaxNodes, 1),
+				"min_size":     min(p.MinNodes, targets[p.Name]),
+				"max_size":     max(p.MaxNodes, targets[p.Name], 1), // a grow phase may hold a pool above a lowered max
 			}},
 			"update_config": []any{map[string]any{"max_unavailable": 1}},
 			"labels":        poolLabels(p),
