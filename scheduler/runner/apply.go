@@ -283,6 +283,7 @@ func (r *Runner) evictPods(ctx context.Context, t evictTask) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			r.log.Error(err, "evicting", "pod", p.name, "namespace", p.ns)
 			r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "eviction failed (%v): %s", err, t.note)
+			r.stillThere(p.uid)
 			continue
 		}
 		r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "%s", t.note)
@@ -304,6 +305,7 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		err := r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
+			r.stillThere(p.uid)
 			continue
 		}
 		if p.controlled {
@@ -329,11 +331,32 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 	}
 }
 
+// stillThere takes back the mark of a pod whose eviction or unbinding failed:
+// it runs and holds its GPUs, so its gang is accounted for again (restored
+// where it runs) and may be evicted again by a later decision.
+func (r *Runner) stillThere(uid types.UID) {
+	r.mu.Lock()
+	if p := r.st.pods[uid]; p != nil {
+		p.evicting = false
+		r.st.dirty[p.gang] = true
+	}
+	r.mu.Unlock()
+	r.wake()
+}
+
 // writePending writes PodScheduled=False with the core's reason on pending pods,
 // and the events.
 func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []podEvent) {
 	now := metav1.Now()
 	for _, w := range writes {
+		// Decided before the pod was bound, or overtaken by a newer reason.
+		r.mu.Lock()
+		p := r.st.pods[w.pod.uid]
+		stale := p == nil || p.node != "" || p.binding || p.pending != w.msg
+		r.mu.Unlock()
+		if stale {
+			continue
+		}
 		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 			Message: w.msg, LastTransitionTime: now, LastProbeTime: now,

@@ -32,6 +32,8 @@ type podInfo struct {
 	pending string
 	// scheduledAt is when the pod was bound (PodScheduled=True), if known.
 	scheduledAt time.Time
+	// deletedAt is when the pod was asked to go, if it was.
+	deletedAt time.Time
 }
 
 // live pods count toward their gang: not finished, not on their way out.
@@ -116,6 +118,9 @@ func (r *Runner) upsertPod(obj any) {
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		deleting: p.DeletionTimestamp != nil,
 	}
+	if p.DeletionTimestamp != nil {
+		pi.deletedAt = p.DeletionTimestamp.Time
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 			pi.scheduledAt = c.LastTransitionTime.Time
@@ -179,6 +184,12 @@ func (r *Runner) leaveGang(pi *podInfo) {
 	if g := r.st.gangs[pi.gang]; g != nil {
 		delete(g.pods, pi.uid)
 		r.st.dirty[pi.gang] = true
+		if len(g.pods) == 0 && g.phase == idle && g.binding == 0 {
+			// Nothing to tell the core: forget it (a standby replica, which
+			// runs no cycles, would otherwise keep every gang it ever saw).
+			delete(r.st.gangs, pi.gang)
+			delete(r.st.dirty, pi.gang)
+		}
 	}
 }
 
@@ -226,7 +237,8 @@ func (r *Runner) upsertJob(obj any) {
 		size = int64(*j.Spec.Parallelism)
 	}
 	if j.Spec.Completions != nil {
-		size = min(size, int64(*j.Spec.Completions))
+		// Pods that completed are done: the gang is what is left to run.
+		size = min(size, max(1, int64(*j.Spec.Completions)-int64(j.Status.Succeeded)))
 	}
 	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
 	if old, ok := r.st.jobs[key]; !ok || old.size != size {

@@ -256,6 +256,7 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)
 		return
 	}
+	delete(r.st.restarts, g.id) // the core counts them from here
 	g.spec, g.phase = w, queued
 }
 
@@ -306,7 +307,9 @@ func (r *Runner) dispatch(g *gang, acts *actions) {
 		free[n] = k
 	}
 	for _, p := range g.pods {
-		if p.live() && (p.node != "" || p.binding) {
+		// A pod on its way out holds its GPUs until it is gone: its
+		// replacement waits for the slot rather than being bound beside it.
+		if !p.terminal && (p.node != "" || p.binding) {
 			free[p.node]--
 		}
 	}

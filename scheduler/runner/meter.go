@@ -54,6 +54,9 @@ func (r *Runner) accrue(p *podInfo, until time.Time) {
 	if p.node == "" || p.binding || p.gpus <= 0 {
 		return
 	}
+	if !p.deletedAt.IsZero() && p.deletedAt.Before(until) {
+		until = p.deletedAt // asked to go: its grace period is not charged
+	}
 	m := &r.meter
 	from, ok := m.upTo[p.uid]
 	if !ok {

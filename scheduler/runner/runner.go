@@ -102,6 +102,9 @@ type Runner struct {
 	coreErr error
 	// quotaGen is the generation of each Team the core was built from.
 	quotaGen map[string]int64
+	// goodCfg is the last quota tree the core took: a refused one leaves it
+	// in force, and node changes are still taken in with it.
+	goodCfg *scheduler.Config
 	// known are the nodes as the core has them.
 	known map[string]nodeModel
 
@@ -188,10 +191,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	for {
 		wakeAt := r.step(ctx)
 		var wakeC <-chan time.Time
+		var timer *time.Timer
 		if !wakeAt.IsZero() {
-			t := time.NewTimer(time.Until(wakeAt))
-			wakeC = t.C
-			defer t.Stop()
+			timer = time.NewTimer(time.Until(wakeAt))
+			wakeC = timer.C
 		}
 		last = time.Now()
 		select {
@@ -201,6 +204,9 @@ func (r *Runner) Start(ctx context.Context) error {
 		case <-r.kick:
 		case <-resync.C:
 		case <-wakeC:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		// Decide on a batch: let the events of one burst arrive.
 		if d := r.opts.CycleInterval - time.Since(last); d > 0 {
@@ -405,12 +411,19 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 			r.log.Error(err, "quota objects refused; the last good quota stays in force")
 		}
 		r.coreErr = err
-		return
-	}
-	r.coreErr = nil
-	r.quotaGen = map[string]int64{}
-	for name, t := range r.st.teams {
-		r.quotaGen[name] = t.Generation
+		if r.goodCfg == nil {
+			return
+		}
+		// Nodes may have changed: rebuild on them with the last good quotas.
+		if core, err = scheduler.New(*r.goodCfg, *r.opts.Core); err != nil {
+			return
+		}
+	} else {
+		r.coreErr, r.goodCfg = nil, &cfg
+		r.quotaGen = map[string]int64{}
+		for name, t := range r.st.teams {
+			r.quotaGen[name] = t.Generation
+		}
 	}
 	core.Advance(now)
 	old := r.core
@@ -440,8 +453,24 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 			continue
 		}
 		if err := core.Restore(g.spec, slotPlacement(g.slots)); err != nil {
-			r.log.Error(err, "restoring an admitted gang; taking it back", "workload", id)
-			acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s no longer fits after a change of nodes or quotas: %v", id, err))
+			nodeGone := false
+			for n := range g.slots {
+				if _, ok := r.known[n]; !ok {
+					nodeGone = true
+				}
+			}
+			if nodeGone || g.fresh {
+				// Its node left the fleet, or it had not started: take it back.
+				r.log.Error(err, "restoring an admitted gang; taking it back", "workload", id)
+				acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s no longer fits after a change of nodes or quotas: %v", id, err))
+			} else {
+				// Running work is not stopped by a change of quota objects.
+				g.stuck = fmt.Sprintf("running gang not accounted for after a change of quota objects: %v", err)
+				r.log.Error(err, "running gang not accounted for; it keeps running", "workload", id)
+				if live := g.sortedPods(isLive); len(live) > 0 {
+					acts.event(live[0], corev1.EventTypeWarning, "NotAccounted", g.stuck)
+				}
+			}
 			g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -480,4 +481,55 @@ func TestMetering(t *testing.T) {
 		}
 		return s.expectAtLeast(`allot_team_gpu_seconds_total{flavor="h100",team="alpha",tier="research"}`, want["research"]-5)
 	})
+}
+
+// A pod on its way out holds its GPUs until it is gone: the replacement its
+// controller makes waits for the slot instead of being bound beside it (where
+// the kubelet would refuse it).
+func TestReplacementWaitsForTheLeavingPod(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 16)
+	cl.pool("a", "h100", 2, 8, 2)
+	cl.start(schedOptions{})
+	ctx := context.Background()
+
+	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 8})
+	nodes := cl.waitBound(names)
+	// g-1 leaves slowly: a finalizer holds it, as a long grace period would.
+	var leaving corev1.Pod
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[1]}, &leaving); err != nil {
+		t.Fatal(err)
+	}
+	leaving.Finalizers = []string{"test.allot.dev/hold"}
+	if err := cl.c.Update(ctx, &leaving); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.c.Delete(ctx, &leaving); err != nil {
+		t.Fatal(err)
+	}
+	// Its replacement, as a Job controller would make it.
+	repl := &corev1.Pod{}
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, repl); err != nil {
+		t.Fatal(err)
+	}
+	repl = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "g-2", Labels: repl.Labels}, Spec: *repl.Spec.DeepCopy()}
+	repl.Spec.NodeName = ""
+	cl.create(repl)
+	for range 20 {
+		if n := cl.nodesOf([]string{"g-2"})[0]; n != "" {
+			t.Fatalf("the replacement was bound to %s while the pod it replaces still holds %s", n, nodes[1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[1]}, &leaving); err != nil {
+		t.Fatal(err)
+	}
+	leaving.Finalizers = nil
+	if err := cl.c.Update(ctx, &leaving); err != nil {
+		t.Fatal(err)
+	}
+	if got := cl.waitBound([]string{"g-2"}); got[0] != nodes[1] {
+		t.Errorf("the replacement went to %s, want the freed %s", got[0], nodes[1])
+	}
 }
