@@ -40,15 +40,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "allot_plan_pool_nodes_target",
 			Help: "Nodes the applied plan sizes each pool to.",
-		}, []string{"pool", "cluster", "flavor"}),
+		}, []string{"namespace", "name", "pool", "cluster", "flavor"}),
 		cost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "allot_plan_pool_monthly_cost_usd",
 			Help: "Monthly cost of each pool at its planned size, in USD.",
-		}, []string{"pool", "cluster", "flavor"}),
+		}, []string{"namespace", "name", "pool", "cluster", "flavor"}),
 		quota: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "allot_plan_flavor_quota_gpus",
 			Help: "Sum of the teams' nominal quotas per flavor in the applied plan.",
-		}, []string{"flavor"}),
+		}, []string{"namespace", "name", "flavor"}),
 	}
 	reg.MustRegister(m.duration, m.ready, m.errors, m.nodes, m.cost, m.quota)
 	return m
@@ -82,19 +82,21 @@ func (m *Metrics) observe(src *allotv1.CapacitySource, d time.Duration) {
 	}
 }
 
-func (m *Metrics) plan(_ *allotv1.CapacitySource, p *planner.Plan) {
+// plan records the applied plan of one source (another source's stay).
+func (m *Metrics) plan(src *allotv1.CapacitySource, p *planner.Plan) {
 	if m == nil {
 		return
 	}
-	m.nodes.Reset()
-	m.cost.Reset()
-	m.quota.Reset()
+	mine := prometheus.Labels{"namespace": src.Namespace, "name": src.Name}
+	m.nodes.DeletePartialMatch(mine)
+	m.cost.DeletePartialMatch(mine)
+	m.quota.DeletePartialMatch(mine)
 	for _, pp := range p.Pools {
-		m.nodes.WithLabelValues(string(pp.Pool), string(pp.Cluster), string(pp.Flavor)).Set(float64(pp.NodesTarget))
+		m.nodes.WithLabelValues(src.Namespace, src.Name, string(pp.Pool), string(pp.Cluster), string(pp.Flavor)).Set(float64(pp.NodesTarget))
 		usd := pp.MonthlyUSD.Float64()
-		m.cost.WithLabelValues(string(pp.Pool), string(pp.Cluster), string(pp.Flavor)).Set(usd)
+		m.cost.WithLabelValues(src.Namespace, src.Name, string(pp.Pool), string(pp.Cluster), string(pp.Flavor)).Set(usd)
 	}
 	for _, f := range p.Flavors {
-		m.quota.WithLabelValues(string(f.Flavor)).Set(float64(f.NominalGPUs))
+		m.quota.WithLabelValues(src.Namespace, src.Name, string(f.Flavor)).Set(float64(f.NominalGPUs))
 	}
 }

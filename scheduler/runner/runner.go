@@ -448,8 +448,10 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 	for _, id := range ids {
 		g := r.st.gangs[id]
 		g.stuck = ""
-		if g.phase != admitted {
-			g.phase = idle
+		if g.phase != admitted || (g.fresh && len(g.sortedPods(isBound)) == 0) {
+			// Not placed yet (an admission still waiting for its victims to
+			// go, or for its binds): it is decided again, with its timeouts.
+			g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
 			continue
 		}
 		if err := core.Restore(g.spec, slotPlacement(g.slots)); err != nil {
