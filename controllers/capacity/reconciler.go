@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,10 @@ const (
 
 // DefaultFieldManager is the server-side apply field manager of allot.
 const DefaultFieldManager = "allot"
+
+// DefaultTimeout bounds a reconcile (a Git fetch, a Terraform apply and the
+// wait for its nodes).
+const DefaultTimeout = 30 * time.Minute
 
 // Reasons of the conditions and events.
 const (
@@ -86,6 +91,8 @@ type Reconciler struct {
 	Metrics  *Metrics
 	// FieldManager defaults to DefaultFieldManager.
 	FieldManager string
+	// Timeout bounds one reconcile; default DefaultTimeout.
+	Timeout time.Duration
 	// Cluster, in a fleet of several clusters with one manager each, names the
 	// cluster this one runs in: it applies that cluster's Pools and its share
 	// of each team's quota (planner.ForCluster). Empty: the whole
@@ -129,7 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		log.FromContext(ctx).V(1).Info("suspended")
 		return ctrl.Result{}, nil
 	}
-	return r.reconcile(ctx, src)
+	// Bound the fetch, the checks and the apply (Terraform included); the
+	// status patch above keeps the outer context.
+	rctx, cancel := context.WithTimeout(ctx, cmp.Or(r.Timeout, DefaultTimeout))
+	defer cancel()
+	return r.reconcile(rctx, src)
 }
 
 func (r *Reconciler) fieldManager() string {

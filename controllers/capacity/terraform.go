@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -268,6 +269,26 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err != nil {
 		return err
 	}
+	// An onprem or kwok node the state has but the cluster lost is made again:
+	// its hooks run anew.
+	if lost, err := t.lostNodes(ctx, p); err != nil {
+		return errors.Join(err, p.Discard())
+	} else if len(lost) > 0 {
+		if err := p.Discard(); err != nil {
+			return err
+		}
+		var replace []string
+		for pool, nodes := range lost {
+			for _, n := range nodes {
+				replace = append(replace, terraform.NodeAddress(pool, n))
+			}
+		}
+		slices.Sort(replace)
+		t.event(src, corev1.EventTypeWarning, "NodesLost", "cluster %s: %s are in Terraform's state but not in the cluster; making them again", cluster, strings.Join(replace, ", "))
+		if p, err = r.Plan(ctx, runner.PlanOptions{Observed: observed, Replace: replace}); err != nil {
+			return err
+		}
+	}
 	if p.Drift != nil {
 		// Git is the source of truth: the apply puts back what it declares.
 		t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %v; correcting it", cluster, p.Drift)
@@ -350,6 +371,34 @@ func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySo
 	err := &DisruptionError{ID: id, Nodes: busy}
 	t.event(src, corev1.EventTypeWarning, "DisruptionRefused", "%v", err)
 	return err
+}
+
+// lostNodes names, per onprem or kwok pool, the nodes the plan keeps (they are
+// in the state and stay) that have no Node object.
+func (t *Terraform) lostNodes(ctx context.Context, p *runner.Plan) (map[schema.PoolName][]string, error) {
+	out := map[schema.PoolName][]string{}
+	if p.JSON == nil {
+		return out, nil
+	}
+	byResource := map[string]schema.PoolName{}
+	for _, pc := range p.Pools {
+		byResource[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
+	}
+	for _, rc := range p.JSON.ResourceChanges {
+		pool, ok := byResource[rc.Name]
+		node, named := rc.Index.(string)
+		if !ok || !named || rc.Type != "terraform_data" || rc.Change == nil || !(rc.Change.Actions.NoOp() || rc.Change.Actions.Update()) {
+			continue
+		}
+		err := t.Reader.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out[pool] = append(out[pool], node)
+		case err != nil:
+			return nil, fmt.Errorf("reading node %s: %w", node, err)
+		}
+	}
+	return out, nil
 }
 
 // goneNodes names, per onprem or kwok pool, the nodes the plan deletes or

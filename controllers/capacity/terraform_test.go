@@ -247,10 +247,21 @@ policy: allowDisruption: true
 	stopWatch()
 	<-watched
 	mu.Lock()
-	defer mu.Unlock()
 	if len(violations) > 0 {
 		t.Errorf("the quota exceeded the Ready capacity %d times, first: %s", len(violations), violations[0])
 	}
+	mu.Unlock()
+
+	// A node Terraform made is lost outside it (deleted by hand): the next
+	// resize of its cluster makes it again, beside the growth.
+	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitNodes(t, c)
+	repo.write("capacity.cue", strings.Replace(repo.read("capacity.cue"), "quota: l4: {nominal: 8}", "quota: l4: {nominal: 16}", 1))
+	head = repo.commit("alpha: 16 L4")
+	waitApplied(t, c, key, head)
+	waitNodes(t, c, "b-0", "b-1")
 }
 
 func waitApplied(t *testing.T, c client.Client, key types.NamespacedName, rev string) {
