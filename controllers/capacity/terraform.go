@@ -373,6 +373,16 @@ func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySo
 	return err
 }
 
+// nodeResources maps the name of each pool's per-node terraform_data resource
+// (onprem and kwok modules) to its pool.
+func nodeResources(p *runner.Plan) map[string]schema.PoolName {
+	out := map[string]schema.PoolName{}
+	for _, pc := range p.Pools {
+		out[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
+	}
+	return out
+}
+
 // lostNodes names, per onprem or kwok pool, the nodes the plan keeps (they are
 // in the state and stay) that have no Node object.
 func (t *Terraform) lostNodes(ctx context.Context, p *runner.Plan) (map[schema.PoolName][]string, error) {
@@ -380,10 +390,7 @@ func (t *Terraform) lostNodes(ctx context.Context, p *runner.Plan) (map[schema.P
 	if p.JSON == nil {
 		return out, nil
 	}
-	byResource := map[string]schema.PoolName{}
-	for _, pc := range p.Pools {
-		byResource[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
-	}
+	byResource := nodeResources(p)
 	for _, rc := range p.JSON.ResourceChanges {
 		pool, ok := byResource[rc.Name]
 		node, named := rc.Index.(string)
@@ -408,10 +415,7 @@ func goneNodes(p *runner.Plan) map[schema.PoolName][]string {
 	if p.JSON == nil {
 		return out
 	}
-	byResource := map[string]schema.PoolName{}
-	for _, pc := range p.Pools {
-		byResource[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
-	}
+	byResource := nodeResources(p)
 	for _, rc := range p.JSON.ResourceChanges {
 		pool, ok := byResource[rc.Name]
 		if !ok || rc.Type != "terraform_data" || rc.Change == nil {
