@@ -19,8 +19,16 @@ build: ## Build bin/allot.
 	$(GO) build -o $(ALLOT) ./cmd/allot
 
 .PHONY: demo
-demo: build controlplane ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
-	$(GO) run ./cmd/allot-demo --allot $(abspath $(ALLOT))
+demo: build controlplane terraform ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
+	PATH="$(abspath $(BIN)):$$PATH" $(GO) run ./cmd/allot-demo --allot $(abspath $(ALLOT))
+
+# Terraform: the one on PATH, else v1.5.7 (the last MPL release) built from the
+# module proxy into bin/ (about 3 minutes).
+.PHONY: terraform
+terraform: ## Make sure terraform is on PATH or in bin/.
+	@command -v terraform >/dev/null 2>&1 || test -x $(BIN)/terraform || { \
+	  echo "terraform not on PATH: building v1.5.7 (MPL) from the module proxy into $(BIN)/"; \
+	  GOBIN=$(abspath $(BIN)) $(GO) install github.com/hashicorp/terraform@v1.5.7; }
 
 # The test control plane: kube-apiserver and etcd built from the Go module proxy
 # (config/controlplane), rebuilt only when its pinned versions change.
@@ -57,8 +65,8 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
 
 .PHONY: test
-test: build controlplane ## Build the control plane if needed, run every test, then the contract check.
-	$(GO) test -count=1 $(PKGS)
+test: build controlplane terraform ## Build the control plane if needed, run every test, then the contract check.
+	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 $(PKGS)
 	python3 $(SHARED)/contract/check.py $(ALLOT)
 
 .PHONY: test-update
