@@ -28,10 +28,12 @@ import (
 // cannot.
 
 const (
-	marker    = "<!-- allot-plan -->"
-	token     = "test-token"
-	repoSlug  = "acme/capacity"
-	projectID = "42"
+	marker = "<!-- allot-plan -->"
+	// simulateWorkload is the examples' workload, in the capacity repository.
+	simulateWorkload = "capacity/workloads/mixed.csv"
+	token            = "test-token"
+	repoSlug         = "acme/capacity"
+	projectID        = "42"
 )
 
 // root is this repository's root: the action's scripts and examples are there.
@@ -77,9 +79,16 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 				t.Fatalf("raise: %d plan comments, want 1\n%s", len(plans), out)
 			}
 			first := plans[0]
-			for _, want := range []string{"Monthly cost +$160,716.80", "@acme/finance", "| robotics | h100-80gb | 128 | 160 | +32 |"} {
+			for _, want := range []string{"Monthly cost +$160,716.80", "@acme/finance", "| robotics | h100-80gb | 128 | 160 | +32 |",
+				"#### What-if: 240 jobs of `" + simulateWorkload + "` replayed by the scheduler"} {
 				if !strings.Contains(first.Body, want) {
 					t.Errorf("raise: the comment lacks %q:\n%s", want, first.Body)
+				}
+			}
+			// The simulated effect on every team, in numbers.
+			for _, team := range []string{"ads", "nlp", "platform", "robotics ✎", "search", "speech", "vision"} {
+				if !regexp.MustCompile(`(?m)^\| ` + regexp.QuoteMeta(team) + ` \| \d+%[^|]* \| [^|]+ \| [^|]+ \| \d+[^|]* \| \d+[^|]* \|$`).MatchString(first.Body) {
+					t.Errorf("raise: the what-if has no row for %s:\n%s", team, first.Body)
 				}
 			}
 			if got := api.labelsOf(7); !slices.Equal(got, []string{"finance-approval"}) {
@@ -427,6 +436,8 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 	// As a workflow would pass them: a capacity repository in a folder, and an
 	// allot built beforehand.
 	ctx["inputs.directory"], ctx["inputs.allot"] = "capacity", allot
+	// Last month's jobs, replayed on the base and the change (the what-if).
+	ctx["inputs.simulate"] = simulateWorkload
 
 	env := baseEnv(map[string]string{
 		"GITHUB_ACTIONS":      "true",
@@ -548,7 +559,7 @@ func runGitLabJob(t *testing.T, ws, allot, apiURL string, pr int) (int, string) 
 		"CI_MERGE_REQUEST_IID":                strconv.Itoa(pr),
 		"CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
 	}
-	project := map[string]string{"ALLOT_TOKEN": token, "ALLOT_HOME": root, "ALLOT": allot}
+	project := map[string]string{"ALLOT_TOKEN": token, "ALLOT_HOME": root, "ALLOT": allot, "ALLOT_SIMULATE": simulateWorkload}
 	for _, scope := range []map[string]string{g.globals, g.job.Variables} {
 		for k, v := range scope {
 			vars[k] = os.Expand(v, func(name string) string {
