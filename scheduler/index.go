@@ -14,6 +14,8 @@ type node struct {
 	spec   Node
 	flavor *flavorState
 	used   GPUs
+	// held are GPUs taken by work the scheduler does not place (see Hold).
+	held GPUs
 	// groups are the flavor-wide group then one per topology level, widest first.
 	groups []*group
 	// slots are the node's positions in each group's bucket of its free GPUs.
@@ -28,7 +30,12 @@ type podRef struct {
 	pods int64
 }
 
-func (n *node) free() GPUs { return n.spec.GPUs - n.used }
+// capacity is what the scheduler may place on the node: its GPUs less those held.
+func (n *node) capacity() GPUs { return max(0, n.spec.GPUs-n.held) }
+
+// free is the node's capacity not in use; never negative, even when more is
+// held than the node had free.
+func (n *node) free() GPUs { return max(0, n.capacity()-n.used) }
 
 // group is a set of nodes (a flavor, or one domain of it) by free GPUs.
 type group struct {

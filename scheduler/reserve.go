@@ -24,7 +24,7 @@ func (s *Scheduler) reserve(w *workload) bool {
 			s.unlist(n)
 			n.reservedFor = w
 			free += n.free()
-			capacity += n.spec.GPUs
+			capacity += n.capacity()
 		}
 		w.reserved, f.res = nodes, w
 		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
@@ -99,7 +99,7 @@ func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
 	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
 		for _, id := range g.buckets[k] {
 			n := s.nodes[id]
-			if c := n.spec.GPUs / gpp; c > 0 {
+			if c := n.capacity() / gpp; c > 0 {
 				out = append(out, n)
 				pods -= c
 				if pods <= 0 {

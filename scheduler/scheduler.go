@@ -240,11 +240,45 @@ func (s *Scheduler) AddNode(spec Node) error {
 
 func (s *Scheduler) addCapacity(n *node, sign GPUs) {
 	for _, g := range n.groups {
-		g.capacity += sign * n.spec.GPUs
+		g.capacity += sign * n.capacity()
 		if g.level != nil {
 			g.level.maxCap = max(g.level.maxCap, g.capacity)
 		}
 	}
+}
+
+// Hold sets the GPUs of a node that are held by work the scheduler does not
+// place: another scheduler's pods, or a running gang it cannot account for.
+// They are not the scheduler's to give, so the node takes no more than its GPUs
+// less those held; what runs there stays. It replaces what was held before;
+// releasing GPUs lets waiting workloads be considered again.
+func (s *Scheduler) Hold(name NodeName, gpus GPUs) error {
+	n, ok := s.nodeByName[name]
+	if !ok {
+		return fmt.Errorf("node %s: %w", name, ErrUnknown)
+	}
+	if gpus < 0 {
+		return fmt.Errorf("node %s: cannot hold %d GPUs", name, gpus)
+	}
+	if gpus == n.held {
+		return nil
+	}
+	listed := n.listed
+	s.unlist(n)
+	if !n.spec.Unhealthy {
+		s.addCapacity(n, -1)
+	}
+	if gpus < n.held {
+		s.dirty = true
+	}
+	n.held = gpus
+	if !n.spec.Unhealthy {
+		s.addCapacity(n, 1)
+	}
+	if listed {
+		s.list(n)
+	}
+	return nil
 }
 
 // SetNodeHealth marks a node healthy or not. An unhealthy node runs nothing: the

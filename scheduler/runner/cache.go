@@ -62,10 +62,17 @@ type store struct {
 	tiers   map[string]*allotv1.Tier
 	pools   map[string]poolInfo
 	foreign map[types.UID]foreignPod
+	// foreignOn sums, per node, the GPUs other schedulers' pods hold there.
+	foreignOn map[string]int64
+	// stuck are the gangs that run but could not be accounted for in the core:
+	// the core is told their GPUs are held, like other schedulers' pods.
+	stuck map[string]bool
 	// What changed since the last cycle.
 	configDirty bool
 	nodesDirty  map[string]bool
-	dirty       map[string]bool
+	// heldDirty are nodes whose held GPUs (heldOn) may have changed.
+	heldDirty map[string]bool
+	dirty     map[string]bool
 	// waiting are admitted gangs waiting for their victims' pods to go.
 	waiting map[string]bool
 	// restarts are the restarts of gangs evicted from a failed node, kept for
@@ -78,6 +85,7 @@ func newStore() store {
 		pods: map[types.UID]*podInfo{}, gangs: map[string]*gang{}, nodes: map[string]*corev1.Node{},
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
+		foreignOn: map[string]int64{}, stuck: map[string]bool{}, heldDirty: map[string]bool{},
 		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{},
 	}
 }
@@ -147,6 +155,8 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	st.pods[p.UID] = pi
+	r.touchHeld(old)
+	r.touchHeld(pi)
 	if old != nil && !old.terminal && pi.terminal {
 		r.stopMetering(pi, r.opts.Now())
 	}
@@ -168,10 +178,10 @@ func (r *Runner) deletePod(obj any) {
 		return
 	}
 	if f, ok := r.st.foreign[p.UID]; ok {
-		delete(r.st.foreign, p.UID)
-		r.st.nodesDirty[f.node] = true
+		r.setForeign(p.UID, f, false)
 	}
 	if pi := r.st.pods[p.UID]; pi != nil {
+		r.touchHeld(pi)
 		if !pi.terminal {
 			r.stopMetering(pi, r.opts.Now())
 		}
@@ -189,27 +199,48 @@ func (r *Runner) leaveGang(pi *podInfo) {
 			// runs no cycles, would otherwise keep every gang it ever saw).
 			delete(r.st.gangs, pi.gang)
 			delete(r.st.dirty, pi.gang)
+			delete(r.st.stuck, pi.gang)
 		}
 	}
 }
 
 // foreignPod tracks other schedulers' pods holding GPUs: their GPUs are not
-// allot's to give.
+// allot's to give. The core is told they are held; the node is not rebuilt.
 func (r *Runner) foreignPod(p *corev1.Pod) {
-	st := &r.st
-	old, had := st.foreign[p.UID]
+	old, had := r.st.foreign[p.UID]
 	gpus := podGPUs(p)
 	holds := p.Spec.NodeName != "" && gpus > 0 && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	now := foreignPod{node: p.Spec.NodeName, gpus: gpus}
 	switch {
-	case holds && (!had || old.node != p.Spec.NodeName || old.gpus != gpus):
-		st.foreign[p.UID] = foreignPod{node: p.Spec.NodeName, gpus: gpus}
-		st.nodesDirty[p.Spec.NodeName] = true
+	case holds && (!had || old != now):
 		if had {
-			st.nodesDirty[old.node] = true
+			r.setForeign(p.UID, old, false)
 		}
+		r.setForeign(p.UID, now, true)
 	case !holds && had:
-		delete(st.foreign, p.UID)
-		st.nodesDirty[old.node] = true
+		r.setForeign(p.UID, old, false)
+	}
+}
+
+// setForeign adds or removes a foreign pod and its GPUs on its node.
+func (r *Runner) setForeign(uid types.UID, f foreignPod, add bool) {
+	st := &r.st
+	if add {
+		st.foreign[uid] = f
+		st.foreignOn[f.node] += f.gpus
+	} else {
+		delete(st.foreign, uid)
+		if st.foreignOn[f.node] -= f.gpus; st.foreignOn[f.node] <= 0 {
+			delete(st.foreignOn, f.node)
+		}
+	}
+	st.heldDirty[f.node] = true
+}
+
+// touchHeld marks the node of a pod of a stuck gang: what is held there changed.
+func (r *Runner) touchHeld(p *podInfo) {
+	if p != nil && p.node != "" && r.st.stuck[p.gang] {
+		r.st.heldDirty[p.node] = true
 	}
 }
 

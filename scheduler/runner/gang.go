@@ -43,7 +43,8 @@ type gang struct {
 	// waitFor holds the victims' pods that must be gone before the gang binds.
 	waitFor map[types.UID]bool
 	binding int
-	// stuck says why a running gang could not be accounted for; cleared by a rebuild.
+	// stuck says why a running gang could not be accounted for (see setStuck);
+	// cleared by a rebuild, which tries again.
 	stuck string
 }
 
@@ -195,6 +196,7 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 			_ = r.core.Finish(id)
 		}
 		g.phase, g.slots, g.waitFor = idle, nil, nil
+		r.setStuck(g, "")
 		if len(g.pods) == 0 {
 			delete(r.st.gangs, g.id)
 		}
@@ -239,7 +241,7 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 			acts.unbind(g, bound, fmt.Sprintf("gang %s had %d of %d pods bound: rolled back, to be bound whole", g.id, len(bound), w.Pods))
 			return
 		}
-		g.stuck = fmt.Sprintf("running gang not accounted for: %v", err)
+		r.setStuck(g, fmt.Sprintf("running gang not accounted for: %v; its GPUs are held until it ends", err))
 		r.log.Error(err, "running gang not accounted for", "workload", g.id)
 		acts.event(live[0], "Warning", "NotAccounted", g.stuck)
 		return
@@ -258,6 +260,25 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 	}
 	delete(r.st.restarts, g.id) // the core counts them from here
 	g.spec, g.phase = w, queued
+}
+
+// setStuck marks a running gang the core could not take (why says why), or
+// clears the mark (why empty). A stuck gang's bound pods hold their GPUs in
+// the core, as other schedulers' pods do, so that nothing is placed on them.
+func (r *Runner) setStuck(g *gang, why string) {
+	if (g.stuck != "") != (why != "") {
+		for _, p := range g.pods {
+			if p.node != "" {
+				r.st.heldDirty[p.node] = true
+			}
+		}
+	}
+	g.stuck = why
+	if why != "" {
+		r.st.stuck[g.id] = true
+	} else {
+		delete(r.st.stuck, g.id)
+	}
 }
 
 func placementOf(bound []*podInfo) []scheduler.PodPlacement {

@@ -292,6 +292,7 @@ func (r *Runner) step(ctx context.Context) time.Time {
 		}
 	}
 	clear(r.st.dirty)
+	r.applyHolds()
 	start := time.Now()
 	res := r.core.Cycle(now)
 	metricCycle.Observe(time.Since(start).Seconds())
@@ -319,6 +320,7 @@ func (r *Runner) nodesStructural() bool {
 				return true
 			}
 			r.known[name] = m
+			r.st.heldDirty[name] = true
 			delete(r.st.nodesDirty, name)
 		case !ok || !had:
 			return true
@@ -333,8 +335,8 @@ func (r *Runner) nodesStructural() bool {
 	return false
 }
 
-// model is a node as the core should have it: healthy GPUs less what other
-// schedulers' pods hold there.
+// model is a node as the core should have it: its healthy GPUs (what other
+// schedulers' pods hold there is told with applyHolds).
 func (r *Runner) model(name string) (nodeModel, bool) {
 	n := r.st.nodes[name]
 	if n == nil {
@@ -345,13 +347,35 @@ func (r *Runner) model(name string) (nodeModel, bool) {
 		return m, false
 	}
 	m.spec.GPUs = m.gpus
-	for _, f := range r.st.foreign {
-		if f.node == name {
-			m.spec.GPUs -= f.gpus
+	return m, true
+}
+
+// heldOn is what a node's GPUs hold outside the core: other schedulers' pods
+// and the bound pods of stuck gangs.
+func (r *Runner) heldOn(name string) int64 {
+	held := r.st.foreignOn[name]
+	for id := range r.st.stuck {
+		if g := r.st.gangs[id]; g != nil {
+			for _, p := range g.pods {
+				if p.node == name && isBound(p) {
+					held += p.gpus
+				}
+			}
 		}
 	}
-	m.spec.GPUs = max(0, m.spec.GPUs)
-	return m, true
+	return held
+}
+
+// applyHolds tells the core what is held on the nodes whose holds changed.
+func (r *Runner) applyHolds() {
+	for name := range r.st.heldDirty {
+		if _, ok := r.known[name]; ok {
+			if err := r.core.Hold(scheduler.NodeName(name), r.heldOn(name)); err != nil {
+				r.log.Error(err, "holding GPUs", "node", name)
+			}
+		}
+	}
+	clear(r.st.heldDirty)
 }
 
 // syncHealth tells the core of nodes that turned healthy or unhealthy; the
@@ -443,11 +467,23 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 		r.known[name] = m
 	}
 	clear(r.st.nodesDirty)
+	// Every stuck gang is tried again; other schedulers' pods hold their GPUs
+	// before any gang is restored.
+	for id := range r.st.stuck {
+		if g := r.st.gangs[id]; g != nil {
+			g.stuck = ""
+		}
+	}
+	clear(r.st.stuck)
+	clear(r.st.heldDirty)
+	for name := range r.st.foreignOn {
+		r.st.heldDirty[name] = true
+	}
+	r.applyHolds()
 	// Admitted gangs first, in their order, then the rest.
 	ids := slices.Sorted(maps.Keys(r.st.gangs))
 	for _, id := range ids {
 		g := r.st.gangs[id]
-		g.stuck = ""
 		if g.phase != admitted || (g.fresh && len(g.sortedPods(isBound)) == 0) {
 			// Not placed yet (an admission still waiting for its victims to
 			// go, or for its binds): it is decided again, with its timeouts.
@@ -467,7 +503,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 				acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s no longer fits after a change of nodes or quotas: %v", id, err))
 			} else {
 				// Running work is not stopped by a change of quota objects.
-				g.stuck = fmt.Sprintf("running gang not accounted for after a change of quota objects: %v", err)
+				r.setStuck(g, fmt.Sprintf("running gang not accounted for after a change of quota objects: %v; its GPUs are held until it ends", err))
 				r.log.Error(err, "running gang not accounted for; it keeps running", "workload", id)
 				if live := g.sortedPods(isLive); len(live) > 0 {
 					acts.event(live[0], corev1.EventTypeWarning, "NotAccounted", g.stuck)
@@ -481,6 +517,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 			r.syncGang(g, now, acts)
 		}
 	}
+	r.applyHolds()
 	for _, name := range slices.Sorted(maps.Keys(r.st.nodes)) {
 		if m, ok := r.model(name); ok && m.spec.Unhealthy {
 			r.known[name] = m
