@@ -72,6 +72,14 @@ type Capacity interface {
 	Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error
 }
 
+// DriftChecker is a Capacity that also checks, on every reconcile, that the
+// pools are as large as their targets, and puts back what changed outside
+// allot (a lost node, a pool resized by hand). It returns findings for what it
+// could not put back.
+type DriftChecker interface {
+	CheckDrift(ctx context.Context, src *allotv1.CapacitySource, rev Revision) ([]allotv1.Finding, error)
+}
+
 // +kubebuilder:rbac:groups=allot.dev,resources=capacitysources,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=allot.dev,resources=capacitysources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch;create;update;patch;delete
@@ -212,21 +220,16 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		k, reason, err := r.run(ctx, src, rev, step)
 		kept = append(kept, k...)
 		if err != nil {
-			msg := fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err)
-			var refused *DisruptionError
-			var scope *ClusterScopeError
-			if errors.As(err, &refused) || errors.As(err, &scope) {
-				// A person must act (approve, or set --cluster): no retries
-				// meanwhile but the interval's; an approval wakes it at once.
-				reason := ReasonDisruptionRefused
-				if scope != nil {
-					reason = ReasonInvalidSpec
-				}
-				r.fail(src, reason, msg)
-				return interval, nil
-			}
-			r.fail(src, reason, msg+" for a retry")
-			return ctrl.Result{}, errors.New(msg)
+			return r.failStep(src, reason, fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err), err)
+		}
+	}
+	// Between revisions, the pools must stay as large as their targets: a
+	// node lost or a pool resized outside allot is put back.
+	if d, ok := r.Capacity.(DriftChecker); ok {
+		fs, err := d.CheckDrift(ctx, src, rev)
+		src.Status.Findings = append(src.Status.Findings, fs...)
+		if err != nil {
+			return r.failStep(src, ReasonCapacityFailed, fmt.Sprintf("revision %s is applied, but correcting the pools' drift failed: %v", art.Revision, err), err)
 		}
 	}
 	for _, ns := range kept {
@@ -247,6 +250,24 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			art.Revision, src.Status.Plan.Teams, src.Status.Plan.Pools, src.Status.Plan.GPUs, src.Status.Plan.MonthlyUSD)
 	}
 	return interval, nil
+}
+
+// failStep reports a failed step (msg says which): one a person must act on
+// (approve a disruption, set --cluster) waits for the interval or the
+// approval; any other is retried with backoff.
+func (r *Reconciler) failStep(src *allotv1.CapacitySource, reason, msg string, err error) (ctrl.Result, error) {
+	var refused *DisruptionError
+	var scope *ClusterScopeError
+	if errors.As(err, &refused) || errors.As(err, &scope) {
+		reason := ReasonDisruptionRefused
+		if scope != nil {
+			reason = ReasonInvalidSpec
+		}
+		r.fail(src, reason, msg)
+		return ctrl.Result{RequeueAfter: src.Spec.Interval.Duration}, nil
+	}
+	r.fail(src, reason, msg+" for a retry")
+	return ctrl.Result{}, errors.New(msg)
 }
 
 // stall marks a revision that retrying cannot fix: Ready=False and Stalled.

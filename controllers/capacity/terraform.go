@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +67,10 @@ type Terraform struct {
 	ReadyTimeout time.Duration
 	// Recorder, when set, records drift and disruption events on the source.
 	Recorder events.EventRecorder
+
+	// drifts are the drifts an apply could not remove, by source and cluster:
+	// they are reported, not planned again, until they change.
+	drifts sync.Map
 }
 
 // DisruptionError is a shrink that would remove nodes running workloads,
@@ -304,6 +309,70 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 			"add", pc.Add, "destroy", pc.Destroy)
 	}
 	return nil
+}
+
+// CheckDrift implements DriftChecker: it counts the Node objects of each pool
+// and, in a cluster where a pool's count differs from its target, plans and
+// applies the cluster's module (Terraform puts back what its state and the
+// cloud say changed, and remakes lost onprem and kwok nodes). A difference the
+// apply cannot remove (nodes Terraform does not manage, nodes still joining)
+// is returned as a finding, and not planned again until it changes.
+func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource, rev Revision) ([]allotv1.Finding, error) {
+	if len(t.Clusters) == 0 && len(rev.Config.Clusters) > 1 {
+		return nil, nil // Resize refuses such a fleet, saying why
+	}
+	cfg, _ := withGone(rev)
+	targets := t.targets(rev, PhaseShrink)
+	var findings []allotv1.Finding
+	for _, cluster := range slices.Sorted(maps.Keys(cfg.Clusters)) {
+		if len(t.Clusters) > 0 && !t.Clusters[cluster] {
+			continue
+		}
+		drift, err := t.drift(ctx, cfg, cluster, targets)
+		if err != nil || drift == "" {
+			t.drifts.Delete(driftKey(src, cluster))
+			if err != nil {
+				return findings, err
+			}
+			continue
+		}
+		if seen, _ := t.drifts.Load(driftKey(src, cluster)); seen != drift {
+			t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %s; planning to put the pools back", cluster, drift)
+			if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
+				return findings, fmt.Errorf("cluster %s: %w", cluster, err)
+			}
+			if drift, err = t.drift(ctx, cfg, cluster, targets); err != nil {
+				return findings, err
+			}
+			if drift == "" {
+				continue
+			}
+			t.drifts.Store(driftKey(src, cluster), drift)
+		}
+		findings = append(findings, allotv1.Finding{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
+			Message: fmt.Sprintf("cluster %s: %s, and Terraform has nothing to change: nodes outside its state, or still joining", cluster, drift)})
+	}
+	return findings, nil
+}
+
+func driftKey(src *allotv1.CapacitySource, cluster schema.ClusterName) string {
+	return src.Namespace + "/" + src.Name + "/" + string(cluster)
+}
+
+// drift says which pools of the cluster have another number of Node objects
+// than their target; empty when none has.
+func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (string, error) {
+	observed, err := t.observed(ctx, cfg, cluster)
+	if err != nil {
+		return "", err
+	}
+	var off []string
+	for _, pool := range slices.Sorted(maps.Keys(observed)) {
+		if n, want := observed[pool], targets[pool]; n != want {
+			off = append(off, fmt.Sprintf("pool %s has %d nodes, its target is %d", pool, n, want))
+		}
+	}
+	return strings.Join(off, "; "), nil
 }
 
 // observed counts the Node objects of each pool of the cluster.

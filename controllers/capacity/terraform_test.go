@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +26,7 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
@@ -252,16 +254,53 @@ policy: allowDisruption: true
 	}
 	mu.Unlock()
 
-	// A node Terraform made is lost outside it (deleted by hand): the next
-	// resize of its cluster makes it again, beside the growth.
+	// A node Terraform made is lost outside it (deleted by hand), with no new
+	// revision: the drift check of the next reconcile makes it again.
 	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b-0"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitNodes(t, c)
-	repo.write("capacity.cue", strings.Replace(repo.read("capacity.cue"), "quota: l4: {nominal: 8}", "quota: l4: {nominal: 16}", 1))
-	head = repo.commit("alpha: 16 L4")
-	waitApplied(t, c, key, head)
-	waitNodes(t, c, "b-0", "b-1")
+	waitNodes(t, c, "b-0")
+	waitEvent(t, c, key, "Drift", "pool b has 0 nodes, its target is 1")
+	waitEvent(t, c, key, "NodesLost", "b_nodes")
+	// A node made outside Terraform is drift it cannot remove: reported as a
+	// finding, the revision still applied.
+	if _, err := testenv.CreateNode(ctx, c, "b-extra", 8, map[string]string{fleet.LabelPool: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "a pool-drift finding", func() error {
+		s := &allotv1.CapacitySource{}
+		if err := c.Get(ctx, key, s); err != nil {
+			return err
+		}
+		for _, f := range s.Status.Findings {
+			if f.Rule == "pool-drift" && strings.Contains(f.Message, "pool b has 2 nodes, its target is 1") {
+				if !conditions.IsReady(s) {
+					return fmt.Errorf("not ready: %s", conditions.GetMessage(s, allotv1.ReadyCondition))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("findings %+v", s.Status.Findings)
+	})
+	waitNodes(t, c, "b-0", "b-extra")
+}
+
+// waitEvent waits for an event on the source with the reason and a note
+// containing want.
+func waitEvent(t *testing.T, c client.Client, key types.NamespacedName, reason, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "event "+reason, func() error {
+		var evs eventsv1.EventList
+		if err := c.List(context.Background(), &evs, client.InNamespace(key.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == key.Name && e.Reason == reason && strings.Contains(e.Note, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none %s with %q", len(evs.Items), reason, want)
+	})
 }
 
 func waitApplied(t *testing.T, c client.Client, key types.NamespacedName, rev string) {
