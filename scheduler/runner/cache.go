@@ -158,7 +158,13 @@ func (r *Runner) upsertPod(obj any) {
 	r.touchHeld(old)
 	r.touchHeld(pi)
 	if old != nil && !old.terminal && pi.terminal {
-		r.stopMetering(pi, r.opts.Now())
+		// Metered up to when its containers stopped, as the kubelet says,
+		// not to when the informer told us.
+		until := r.opts.Now()
+		if end := finishedAt(p); !end.IsZero() && end.Before(until) {
+			until = end
+		}
+		r.stopMetering(pi, until)
 	}
 	g := st.gangs[pi.gang]
 	if g == nil {
@@ -330,6 +336,18 @@ func (r *Runner) deleteConfig(obj any) {
 		return
 	}
 	r.st.configDirty = true
+}
+
+// finishedAt is when the last of a pod's containers terminated; zero when
+// the kubelet has not said.
+func finishedAt(p *corev1.Pod) time.Time {
+	var end time.Time
+	for _, c := range p.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil && t.FinishedAt.After(end) {
+			end = t.FinishedAt.Time
+		}
+	}
+	return end
 }
 
 func ownerRef(p *corev1.Pod) *metaOwner {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -80,17 +81,31 @@ func poolInfoOf(p *allotv1.Pool) poolInfo {
 // nodeModel is a Node as the scheduler sees it; ok is false for a node that
 // offers allot nothing (no GPUs, or no flavor from its label or its Pool).
 type nodeModel struct {
+	// spec.GPUs are the healthy GPUs (all of them while the node is unusable,
+	// which keeps its size).
 	spec scheduler.Node
-	// gpus are the healthy GPUs before other schedulers' pods are subtracted.
-	gpus int64
+	// reason says why the node offers fewer GPUs than it has (nodestate).
+	reason string
+	// graceEnds, set while a node that stopped being Ready is within its grace:
+	// it takes no new work, and its running work is evicted only when the grace
+	// ends with the node still not Ready.
+	graceEnds time.Time
+	// cordoned: spec.unschedulable (kubectl cordon or drain): no new work, the
+	// running work stays.
+	cordoned bool
 }
+
+// closed says the node takes no new work though it is not unhealthy: all its
+// GPUs are held.
+func (m nodeModel) closed() bool { return m.cordoned || !m.graceEnds.IsZero() }
 
 // modelNode reads a Node: nvidia.com/gpu allocatable (only the healthy ones when
 // the agent says fewer are healthy), the flavor, the topology domains in the
 // order of the node's Pool, and health as the node contract reads it
 // (fleet/nodestate.Read): unhealthy when not Ready, tainted allot.dev/gpu-fault,
-// or without a healthy GPU.
-func modelNode(n *corev1.Node, pools map[string]poolInfo) (nodeModel, bool) {
+// or without a healthy GPU; a node not Ready for less than grace is closed,
+// not unhealthy, and so is a cordoned one.
+func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, now time.Time) (nodeModel, bool) {
 	c := nodestate.Read(n)
 	if c.GPUs <= 0 {
 		return nodeModel{}, false
@@ -119,12 +134,31 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo) (nodeModel, bool) {
 	}
 	// An unusable node keeps its size (the core takes its work back by its
 	// health); a usable one offers its healthy GPUs.
-	m.spec.Unhealthy = !c.Usable
-	m.gpus = c.GPUs
+	m.spec.Unhealthy, m.reason, m.cordoned = !c.Usable, c.Reason, n.Spec.Unschedulable
+	m.spec.GPUs = c.GPUs
 	if c.Usable {
-		m.gpus = c.HealthyGPUs
+		m.spec.GPUs = c.HealthyGPUs
+	}
+	if c.Reason == nodestate.ReasonNotReady && grace > 0 {
+		// A kubelet that stops reporting, or a short network partition, is
+		// not a lost node yet: its gangs keep running for the grace, as
+		// Kubernetes' own taint-based eviction gives pods 5 minutes.
+		if since := notReadySince(n); !since.IsZero() && now.Sub(since) < grace {
+			m.spec.Unhealthy, m.graceEnds = false, since.Add(grace)
+		}
 	}
 	return m, true
+}
+
+// notReadySince is when the node's Ready condition last changed to not True;
+// zero when the node never reported one.
+func notReadySince(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // podGPUs is the GPUs a pod asks for: the sum over its containers, or the most

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -61,9 +62,98 @@ func TestHeldGPUsAreNotGivenOut(t *testing.T) {
 
 	// The other scheduler's pod ends, then alpha's: beta's pods take their GPUs.
 	cl.finish([]string{"foreign"})
-	cl.waitBound(beta[:2])
-	cl.waitPending(beta[2], "h100")
+	eventually(t, 20*time.Second, "two of beta's pods bound", func() error {
+		if b := bound(cl.nodesOf(beta)); b != 2 {
+			return fmt.Errorf("%d bound", b)
+		}
+		return nil
+	})
+	cl.checkNoOvercommit(8)
 	cl.finish(alpha)
 	cl.waitBound(beta)
 	cl.checkNoOvercommit(8)
+}
+
+// A cordoned node and a node that stopped being Ready take no new work, and
+// keep what runs there: the not-Ready node's pods are evicted only when its
+// grace ends with it still not Ready; the cordoned node takes work again once
+// uncordoned.
+func TestClosedNodesKeepTheirWork(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 32)
+	cl.pool("a", "h100", 2, 8, 2)
+	const grace = 4 * time.Second
+	cl.start(schedOptions{notReadyGrace: grace})
+
+	run := cl.submit("run", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 4})
+	x := cl.waitBound(run)[0]
+	y := map[string]string{"a-0": "a-1", "a-1": "a-0"}[x]
+	cl.updateNode(x, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	// Best fit would put it beside run, on x: cordoned, x takes nothing new.
+	next := cl.submit("next", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 4})
+	if got := cl.waitBound(next)[0]; got != y {
+		t.Fatalf("pod next bound to %s, want %s (%s is cordoned)", got, y, x)
+	}
+
+	lost := time.Now().Truncate(time.Second) // the API keeps seconds
+	cl.updateNodeStatus(y, func(n *corev1.Node) {
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = corev1.ConditionUnknown
+				n.Status.Conditions[i].LastTransitionTime = metav1.NewTime(lost)
+			}
+		}
+	})
+	late := cl.submit("late", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 4})
+	cl.waitPending(late[0], "h100")
+	// Within the grace, nothing is evicted.
+	if time.Sleep(grace / 4); time.Since(lost) < grace {
+		if got := cl.nodesOf(append(run, next...)); got[0] != x || got[1] != y {
+			t.Fatalf("pods moved or went within the grace: %v", got)
+		}
+	}
+	// Past it, next's node is lost: next is evicted, run stays.
+	eventually(t, 3*grace, "next evicted", func() error {
+		if _, ok := cl.pods()[next[0]]; ok {
+			return fmt.Errorf("pod next still there")
+		}
+		return nil
+	})
+	if gone := time.Since(lost); gone < grace {
+		t.Errorf("next evicted %s after its node went not Ready, within the grace of %s", gone, grace)
+	}
+	if got := cl.nodesOf(run); got[0] != x {
+		t.Fatalf("run left the cordoned node: %v", got)
+	}
+	// Uncordoned, x takes the late pod.
+	cl.updateNode(x, func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	if got := cl.waitBound(late)[0]; got != x {
+		t.Fatalf("late bound to %s, want %s", got, x)
+	}
+	cl.checkNoOvercommit(8)
+}
+
+func (cl *cluster) updateNode(name string, change func(*corev1.Node)) {
+	cl.t.Helper()
+	var n corev1.Node
+	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		cl.t.Fatal(err)
+	}
+	change(&n)
+	if err := cl.c.Update(context.Background(), &n); err != nil {
+		cl.t.Fatal(err)
+	}
+}
+
+func (cl *cluster) updateNodeStatus(name string, change func(*corev1.Node)) {
+	cl.t.Helper()
+	var n corev1.Node
+	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+		cl.t.Fatal(err)
+	}
+	change(&n)
+	if err := cl.c.Status().Update(context.Background(), &n); err != nil {
+		cl.t.Fatal(err)
+	}
 }

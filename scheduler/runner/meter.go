@@ -91,10 +91,8 @@ func (r *Runner) meterKeyOf(p *podInfo) meterKey {
 	}
 	if m, ok := r.known[p.node]; ok {
 		k.flavor = string(m.spec.Flavor)
-	} else if n := r.st.nodes[p.node]; n != nil {
-		if nm, ok := modelNode(n, r.st.pools); ok {
-			k.flavor = string(nm.spec.Flavor)
-		}
+	} else if nm, ok := r.model(p.node); ok {
+		k.flavor = string(nm.spec.Flavor)
 	}
 	return k
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -42,6 +43,10 @@ type Options struct {
 	// SyncTimeout bounds the wait, before the first cycle, for the cache to show
 	// every pod the API has bound. Default 30s.
 	SyncTimeout time.Duration
+	// NotReadyGrace is how long a node may stay not Ready before the gangs
+	// running on it are evicted; meanwhile it takes no new work. A GPU fault
+	// evicts at once. Default 5m; negative: evict at once.
+	NotReadyGrace time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -68,6 +73,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = 30 * time.Second
+	}
+	if o.NotReadyGrace == 0 {
+		o.NotReadyGrace = 5 * time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -107,6 +115,9 @@ type Runner struct {
 	goodCfg *scheduler.Config
 	// known are the nodes as the core has them.
 	known map[string]nodeModel
+	// graceEnds are the ends of the grace of the known nodes that are not
+	// Ready: the node is looked at again then.
+	graceEnds map[string]time.Time
 
 	kick chan struct{}
 	sem  chan struct{}
@@ -120,7 +131,7 @@ type Runner struct {
 func New(opts Options) *Runner {
 	opts = opts.withDefaults()
 	return &Runner{
-		opts: opts, st: newStore(), meter: newMeter(), known: map[string]nodeModel{},
+		opts: opts, st: newStore(), meter: newMeter(), known: map[string]nodeModel{}, graceEnds: map[string]time.Time{},
 		kick: make(chan struct{}, 1), pending: pendingQueue{kick: make(chan struct{}, 1)}, sem: make(chan struct{}, opts.BindWorkers),
 		log: ctrl.Log.WithName("scheduler"),
 	}
@@ -268,6 +279,11 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	if r.core != nil {
 		r.core.Advance(now)
 	}
+	for name, end := range r.graceEnds {
+		if !now.Before(end) {
+			r.st.nodesDirty[name] = true
+		}
+	}
 	if r.st.configDirty || r.core == nil || r.nodesStructural() {
 		r.rebuild(now, &acts)
 	} else {
@@ -286,7 +302,9 @@ func (r *Runner) step(ctx context.Context) time.Time {
 			delete(r.st.waiting, id)
 		}
 	}
-	for id := range r.st.dirty {
+	// In name order: pods created in one second (the API's resolution) are
+	// queued in an order that does not change from run to run.
+	for _, id := range slices.Sorted(maps.Keys(r.st.dirty)) {
 		if g := r.st.gangs[id]; g != nil {
 			r.syncGang(g, now, &acts)
 		}
@@ -319,8 +337,7 @@ func (r *Runner) nodesStructural() bool {
 			if r.core.AddNode(m.spec) != nil {
 				return true
 			}
-			r.known[name] = m
-			r.st.heldDirty[name] = true
+			r.setKnown(name, m)
 			delete(r.st.nodesDirty, name)
 		case !ok || !had:
 			return true
@@ -335,24 +352,37 @@ func (r *Runner) nodesStructural() bool {
 	return false
 }
 
-// model is a node as the core should have it: its healthy GPUs (what other
-// schedulers' pods hold there is told with applyHolds).
+// model is a node as the core should have it, now (what other schedulers'
+// pods hold there is told with applyHolds).
 func (r *Runner) model(name string) (nodeModel, bool) {
 	n := r.st.nodes[name]
 	if n == nil {
 		return nodeModel{}, false
 	}
-	m, ok := modelNode(n, r.st.pools)
-	if !ok {
-		return m, false
-	}
-	m.spec.GPUs = m.gpus
-	return m, true
+	return modelNode(n, r.st.pools, r.opts.NotReadyGrace, r.opts.Now())
 }
 
-// heldOn is what a node's GPUs hold outside the core: other schedulers' pods
-// and the bound pods of stuck gangs.
+// setKnown records a node as the core has it; a change of whether it is
+// closed changes what it holds.
+func (r *Runner) setKnown(name string, m nodeModel) {
+	old, had := r.known[name]
+	r.known[name] = m
+	if !had || old.closed() != m.closed() {
+		r.st.heldDirty[name] = true
+	}
+	if m.graceEnds.IsZero() {
+		delete(r.graceEnds, name)
+	} else {
+		r.graceEnds[name] = m.graceEnds
+	}
+}
+
+// heldOn is what a node's GPUs hold outside the core: all of them when it is
+// closed; else other schedulers' pods and the bound pods of stuck gangs.
 func (r *Runner) heldOn(name string) int64 {
+	if m := r.known[name]; m.closed() {
+		return m.spec.GPUs
+	}
 	held := r.st.foreignOn[name]
 	for id := range r.st.stuck {
 		if g := r.st.gangs[id]; g != nil {
@@ -383,19 +413,33 @@ func (r *Runner) applyHolds() {
 func (r *Runner) syncHealth(acts *actions) {
 	for _, name := range slices.Sorted(maps.Keys(r.st.nodesDirty)) {
 		m, ok := r.model(name)
-		old := r.known[name]
-		if !ok || m.spec.Unhealthy == old.spec.Unhealthy {
+		old, had := r.known[name]
+		if !ok || !had {
 			continue
 		}
-		r.known[name] = m
+		r.setKnown(name, m)
+		if m.spec.Unhealthy == old.spec.Unhealthy {
+			continue
+		}
 		evicted, err := r.core.SetNodeHealth(scheduler.NodeName(name), !m.spec.Unhealthy)
 		if err != nil {
 			r.log.Error(err, "setting node health", "node", name)
 			continue
 		}
-		r.evictGangs(evicted, "NodeUnhealthy", fmt.Sprintf("node %s is unhealthy", name), acts)
+		r.evictGangs(evicted, "NodeUnhealthy", unhealthyWhy(name, m, r.opts.NotReadyGrace), acts)
 	}
 	clear(r.st.nodesDirty)
+}
+
+// unhealthyWhy says why a node's gangs are evicted.
+func unhealthyWhy(name string, m nodeModel, grace time.Duration) string {
+	switch {
+	case m.reason == nodestate.ReasonNotReady && grace > 0:
+		return fmt.Sprintf("node %s is not Ready for longer than %s", name, grace)
+	case m.reason != "":
+		return fmt.Sprintf("node %s is unhealthy (%s)", name, m.reason)
+	}
+	return fmt.Sprintf("node %s is unhealthy", name)
 }
 
 // evictGangs evicts whole gangs the core took back, and forgets them: their pods
@@ -452,6 +496,16 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 	core.Advance(now)
 	old := r.core
 	r.core, r.known = core, map[string]nodeModel{}
+	clear(r.graceEnds)
+	// Every stuck gang is tried again; other schedulers' pods hold their GPUs
+	// before any gang is restored (the nodes closed to new work hold theirs
+	// only after: what runs there is restored).
+	for id := range r.st.stuck {
+		if g := r.st.gangs[id]; g != nil {
+			g.stuck = ""
+		}
+	}
+	clear(r.st.stuck)
 	for _, name := range slices.Sorted(maps.Keys(r.st.nodes)) {
 		m, ok := r.model(name)
 		if !ok {
@@ -463,23 +517,13 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 			r.log.Error(err, "adding node", "node", name)
 			continue
 		}
+		if held := r.st.foreignOn[name]; held > 0 {
+			_ = core.Hold(healthy.Name, held)
+		}
 		m.spec.Unhealthy = false
-		r.known[name] = m
+		r.setKnown(name, m)
 	}
 	clear(r.st.nodesDirty)
-	// Every stuck gang is tried again; other schedulers' pods hold their GPUs
-	// before any gang is restored.
-	for id := range r.st.stuck {
-		if g := r.st.gangs[id]; g != nil {
-			g.stuck = ""
-		}
-	}
-	clear(r.st.stuck)
-	clear(r.st.heldDirty)
-	for name := range r.st.foreignOn {
-		r.st.heldDirty[name] = true
-	}
-	r.applyHolds()
 	// Admitted gangs first, in their order, then the rest.
 	ids := slices.Sorted(maps.Keys(r.st.gangs))
 	for _, id := range ids {
@@ -520,10 +564,10 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 	r.applyHolds()
 	for _, name := range slices.Sorted(maps.Keys(r.st.nodes)) {
 		if m, ok := r.model(name); ok && m.spec.Unhealthy {
-			r.known[name] = m
+			r.setKnown(name, m)
 			evicted, err := core.SetNodeHealth(scheduler.NodeName(name), false)
 			if err == nil {
-				r.evictGangs(evicted, "NodeUnhealthy", fmt.Sprintf("node %s is unhealthy", name), acts)
+				r.evictGangs(evicted, "NodeUnhealthy", unhealthyWhy(name, m, r.opts.NotReadyGrace), acts)
 			}
 		}
 	}

@@ -40,7 +40,9 @@ func (r *Runner) publishStatus(ctx context.Context) {
 	}
 	teams := maps.Clone(r.st.teams)
 	quotaGen, coreErr := maps.Clone(r.quotaGen), r.coreErr
-	now := r.opts.Now()
+	// Metered up to a whole second: the Team's meteredAt keeps seconds, and
+	// a scheduler taking over meters from it (not a second is counted twice).
+	now := r.opts.Now().Truncate(time.Second)
 	metered := r.meterAll(now)
 	type poolHealth struct {
 		flavor             string
@@ -62,11 +64,11 @@ func (r *Runner) publishStatus(ctx context.Context) {
 			ph = &poolHealth{flavor: string(m.spec.Flavor)}
 			pools[pool] = ph
 		}
-		if m.spec.Unhealthy {
+		if m.spec.Unhealthy || !m.graceEnds.IsZero() {
 			ph.unhealthy++
 		} else {
 			ph.healthy++
-			ph.gpus += m.gpus
+			ph.gpus += m.spec.GPUs
 		}
 	}
 	r.mu.Unlock()

@@ -83,6 +83,7 @@ type schedOptions struct {
 	leaderElection bool
 	identity       string
 	core           *scheduler.Options
+	notReadyGrace  time.Duration
 }
 
 // start runs a manager with the scheduler until the test ends or stop is called.
@@ -113,7 +114,7 @@ func (cl *cluster) start(o schedOptions) *sched {
 	}
 	r := runner.New(runner.Options{
 		Core: o.core, CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond,
-		StatusInterval: 100 * time.Millisecond, SyncTimeout: 5 * time.Second,
+		StatusInterval: 100 * time.Millisecond, SyncTimeout: 5 * time.Second, NotReadyGrace: o.notReadyGrace,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		cl.t.Fatal(err)
@@ -275,7 +276,8 @@ func bound(nodes []string) int {
 	return n
 }
 
-// finish marks pods Succeeded, as their kubelet would.
+// finish marks pods Succeeded, their containers terminated now, as their
+// kubelet would.
 func (cl *cluster) finish(names []string) {
 	cl.t.Helper()
 	for _, n := range names {
@@ -284,6 +286,11 @@ func (cl *cluster) finish(names []string) {
 			cl.t.Fatal(err)
 		}
 		p.Status.Phase = corev1.PodSucceeded
+		p.Status.ContainerStatuses = nil
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.Now()}}})
+		}
 		if err := cl.c.Status().Update(context.Background(), &p); err != nil {
 			cl.t.Fatal(err)
 		}
