@@ -70,8 +70,10 @@ test: build controlplane terraform ## Build the control plane if needed, run eve
 	python3 $(SHARED)/contract/check.py $(ALLOT)
 
 .PHONY: test-update
-test-update: ## Rewrite golden files from the current output.
-	$(GO) test $(PKGS) -count=1 -update
+GOLDEN_PKGS := $(shell grep -rl --include='*_test.go' '^var update = flag.Bool' . | xargs -n1 dirname | sort -u)
+
+test-update: ## Rewrite golden files from the current output (the packages with an -update flag).
+	$(GO) test $(GOLDEN_PKGS) -count=1 -update
 
 .PHONY: test-fuzz
 test-fuzz: ## Fuzz the parsers for a while (FUZZTIME, default 30s each).

@@ -21,6 +21,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		location = c.Region
 	}
 	m.variable("location", "string", "The region or zone of the GKE cluster.", location)
+	m.variable("node_locations", "map(list(string))", "The zone of each pool's nodes, by pool name (GKE node_locations). GKE's node_count is per zone: a pool of a regional cluster must name its one zone, or it would get its planned node count in every zone of the region.", map[string]any{})
 	accelerators := map[string]any{}
 	for _, p := range pools {
 		accelerators[string(p.Flavor)] = "nvidia-" + string(p.Flavor)
@@ -58,7 +59,19 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		if p.Topology != nil {
 			body["placement_policy"] = []any{map[string]any{"type": "COMPACT"}}
 		}
+		body["node_locations"] = fmt.Sprintf("${lookup(var.node_locations, %q, null)}", p.Name)
+		body["lifecycle"] = []any{map[string]any{"precondition": []any{map[string]any{
+			"condition":     gkeOneZone(p.Name),
+			"error_message": fmt.Sprintf("Pool %s: GKE's node_count is per zone and var.location is a region: set var.node_locations[%q] to the one zone of its nodes, so that it has exactly the nodes allot planned.", p.Name, p.Name),
+		}}}}
 		m.resource("google_container_node_pool", ResourceName(p.Name), body)
 	}
 	return nil
+}
+
+// gkeOneZone is the condition that a pool's node_count is its whole size: the
+// cluster is zonal (a zone has three dash-separated parts, us-east1-b; a
+// region two, us-east1), or the pool names exactly one zone.
+func gkeOneZone(pool schema.PoolName) string {
+	return fmt.Sprintf(`${length(split("-", var.location)) == 3 || length(lookup(var.node_locations, %q, [])) == 1}`, pool)
 }

@@ -2,6 +2,8 @@ package terraform
 
 import (
 	"bufio"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,5 +162,61 @@ func TestTerraformApplyHooks(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, entries()); diff != "" {
 		t.Errorf("hooks of destroy (-want +got):\n%s", diff)
+	}
+}
+
+// TestGKEZonePrecondition runs the gke module's zone check with the real
+// terraform: the pool's node_locations expression and its lifecycle
+// precondition, copied from the render onto a built-in terraform_data (the
+// google provider cannot be downloaded here). A regional cluster needs each
+// pool's one zone, since GKE's node_count is per zone; a zonal one does not.
+func TestGKEZonePrecondition(t *testing.T) {
+	bin := terraformBin(t)
+	var mod map[string]any
+	if err := json.Unmarshal(render(t, configs["fleet"], Options{})["gke-use1"], &mod); err != nil {
+		t.Fatal(err)
+	}
+	pools := mod["resource"].(map[string]any)["google_container_node_pool"].(map[string]any)
+	name := slices.Sorted(maps.Keys(pools))[0]
+	pool := pools[name].(map[string]any)
+	vars := mod["variable"].(map[string]any)
+	probe := map[string]any{
+		"variable": map[string]any{"location": vars["location"], "node_locations": vars["node_locations"]},
+		"resource": map[string]any{"terraform_data": map[string]any{"probe": map[string]any{
+			"input": pool["node_locations"], "lifecycle": pool["lifecycle"],
+		}}},
+	}
+	b, err := json.Marshal(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := t.TempDir()
+	if err := os.WriteFile(filepath.Join(d, ModuleFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf(t, bin, d, "init", "-input=false", "-no-color")
+	poolName := pool["name"].(string)
+	for _, tc := range []struct {
+		name string
+		args []string
+		fail bool
+	}{
+		{"regional, no zone", nil, true},
+		{"regional, two zones", []string{"-var", `node_locations={"` + poolName + `"=["us-east1-b","us-east1-c"]}`}, true},
+		{"regional, the pool's zone", []string{"-var", `node_locations={"` + poolName + `"=["us-east1-b"]}`}, false},
+		{"zonal", []string{"-var", "location=us-east1-b"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"plan", "-input=false", "-no-color"}, tc.args...)...)
+			cmd.Dir = d
+			cmd.Env = append(os.Environ(), "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE="+filepath.Join(d, "none.tfrc"))
+			out, err := cmd.CombinedOutput()
+			switch {
+			case tc.fail && (err == nil || !strings.Contains(string(out), "node_count is per zone")):
+				t.Errorf("plan passed or failed otherwise (%v):\n%s", err, out)
+			case !tc.fail && err != nil:
+				t.Errorf("plan failed: %v\n%s", err, out)
+			}
+		})
 	}
 }
