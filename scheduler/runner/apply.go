@@ -302,6 +302,7 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 			}
 		}
 		r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "Unbound", "Unbind", "%s", t.note)
+		r.markDisrupted(ctx, ref, t.note)
 		err := r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
@@ -328,6 +329,22 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		if err := r.client.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {
 			r.log.Error(err, "recreating an unbound pod", "pod", p.name, "namespace", p.ns)
 		}
+	}
+}
+
+// markDisrupted gives a pod the scheduler deletes the DisruptionTarget
+// condition, as kube-scheduler does before it preempts (the Eviction API adds
+// it itself): a Job whose podFailurePolicy ignores DisruptionTarget does not
+// count the pod against its backoffLimit. A pod already gone needs nothing.
+func (r *Runner) markDisrupted(ctx context.Context, ref podRef, why string) {
+	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: corev1.PodReasonPreemptionByScheduler, Message: why, LastTransitionTime: metav1.Now()}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err == nil {
+		err = r.client.Status().Patch(ctx, ref.object(), client.RawPatch(types.StrategicMergePatchType, patch))
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		r.log.Error(err, "marking a pod as disrupted", "pod", ref.name, "namespace", ref.ns)
 	}
 }
 
