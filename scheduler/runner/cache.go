@@ -141,7 +141,7 @@ func (r *Runner) upsertPod(obj any) {
 			job = ref.Name
 		}
 	}
-	pi.gang = gangID(p.Namespace, job, p.Labels[LabelGang], p.Name)
+	pi.gang = gangID(p.Namespace, job, p.Labels, p.Name)
 	if old != nil {
 		pi.binding, pi.evicting, pi.pending = old.binding, old.evicting, old.pending
 		if pi.scheduledAt.IsZero() {
@@ -169,7 +169,7 @@ func (r *Runner) upsertPod(obj any) {
 	g := st.gangs[pi.gang]
 	if g == nil {
 		g = &gang{id: pi.gang, ns: p.Namespace, pods: map[types.UID]*podInfo{}}
-		if job != "" {
+		if job != "" && pi.gang == gangID(p.Namespace, job, nil, "") {
 			g.job = types.NamespacedName{Namespace: p.Namespace, Name: job}
 		}
 		st.gangs[pi.gang] = g
@@ -279,7 +279,7 @@ func (r *Runner) upsertJob(obj any) {
 	}
 	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
 	if old, ok := r.st.jobs[key]; !ok || old.size != size {
-		r.st.dirty[gangID(j.Namespace, j.Name, "", "")] = true
+		r.st.dirty[gangID(j.Namespace, j.Name, nil, "")] = true
 	}
 	r.st.jobs[key] = jobInfo{size: size, created: j.CreationTimestamp.Time}
 }
@@ -287,8 +287,8 @@ func (r *Runner) upsertJob(obj any) {
 func (r *Runner) deleteJob(obj any) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		delete(r.st.jobs, types.NamespacedName{Namespace: j.Namespace, Name: j.Name})
-		r.st.dirty[gangID(j.Namespace, j.Name, "", "")] = true
-		delete(r.st.restarts, gangID(j.Namespace, j.Name, "", ""))
+		r.st.dirty[gangID(j.Namespace, j.Name, nil, "")] = true
+		delete(r.st.restarts, gangID(j.Namespace, j.Name, nil, ""))
 	}
 }
 

@@ -48,14 +48,18 @@ type gang struct {
 	stuck string
 }
 
-// gangID names a workload: the Job's, the gang label's or the pod's, in its
-// namespace. The kind keeps a Job, a gang and a pod of one name apart.
-func gangID(ns, job, gang, pod string) string {
+// gangID names a workload: the gang label's when the pod also gives the
+// gang's size (a gang may span Jobs, e.g. a JobSet's), else the Job's, else
+// the gang label's, else the pod's, in its namespace. The kind keeps a Job, a
+// gang and a pod of one name apart.
+func gangID(ns, job string, labels map[string]string, pod string) string {
+	gang := labels[LabelGang]
+	_, sized := labels[LabelGangSize]
 	switch {
+	case gang != "" && (sized || job == ""):
+		return ns + "/gang/" + gang
 	case job != "":
 		return ns + "/job/" + job
-	case gang != "":
-		return ns + "/gang/" + gang
 	}
 	return ns + "/pod/" + pod
 }
