@@ -27,7 +27,7 @@ func TestGangAcrossJobs(t *testing.T) {
 		name := fmt.Sprintf("%s-%d", job.Name, i)
 		cl.create(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name,
-				Labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelGang: "trainer", runner.LabelGangSize: "4"},
+				Labels:          map[string]string{runner.LabelTeam: "alpha", runner.LabelGang: "trainer", runner.LabelGangSize: "4"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
