@@ -89,7 +89,7 @@ func TestClosedNodesKeepTheirWork(t *testing.T) {
 	run := cl.submit("run", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 4})
 	x := cl.waitBound(run)[0]
 	y := map[string]string{"a-0": "a-1", "a-1": "a-0"}[x]
-	cl.updateNode(x, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	cl.updateNode(x, false, func(n *corev1.Node) { n.Spec.Unschedulable = true })
 	// Best fit would put it beside run, on x: cordoned, x takes nothing new.
 	next := cl.submit("next", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 4})
 	if got := cl.waitBound(next)[0]; got != y {
@@ -97,7 +97,7 @@ func TestClosedNodesKeepTheirWork(t *testing.T) {
 	}
 
 	lost := time.Now().Truncate(time.Second) // the API keeps seconds
-	cl.updateNodeStatus(y, func(n *corev1.Node) {
+	cl.updateNode(y, true, func(n *corev1.Node) {
 		for i := range n.Status.Conditions {
 			if n.Status.Conditions[i].Type == corev1.NodeReady {
 				n.Status.Conditions[i].Status = corev1.ConditionUnknown
@@ -127,33 +127,28 @@ func TestClosedNodesKeepTheirWork(t *testing.T) {
 		t.Fatalf("run left the cordoned node: %v", got)
 	}
 	// Uncordoned, x takes the late pod.
-	cl.updateNode(x, func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	cl.updateNode(x, false, func(n *corev1.Node) { n.Spec.Unschedulable = false })
 	if got := cl.waitBound(late)[0]; got != x {
 		t.Fatalf("late bound to %s, want %s", got, x)
 	}
 	cl.checkNoOvercommit(8)
 }
 
-func (cl *cluster) updateNode(name string, change func(*corev1.Node)) {
+// updateNode changes a Node, its status too when status is set.
+func (cl *cluster) updateNode(name string, status bool, change func(*corev1.Node)) {
 	cl.t.Helper()
 	var n corev1.Node
 	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
 		cl.t.Fatal(err)
 	}
 	change(&n)
-	if err := cl.c.Update(context.Background(), &n); err != nil {
-		cl.t.Fatal(err)
+	update := cl.c.Update
+	if status {
+		update = func(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+			return cl.c.Status().Update(ctx, obj)
+		}
 	}
-}
-
-func (cl *cluster) updateNodeStatus(name string, change func(*corev1.Node)) {
-	cl.t.Helper()
-	var n corev1.Node
-	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
-		cl.t.Fatal(err)
-	}
-	change(&n)
-	if err := cl.c.Status().Update(context.Background(), &n); err != nil {
+	if err := update(context.Background(), &n); err != nil {
 		cl.t.Fatal(err)
 	}
 }
