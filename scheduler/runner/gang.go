@@ -210,7 +210,12 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 	case idle:
 		r.syncIdle(g, live, acts)
 	case queued:
-		if int64(len(live)) < g.spec.Pods {
+		// Pods gone, or the gang changed while it waited (a Job's
+		// parallelism, a label): submitted again as it is now.
+		if w, err := r.workload(g, live); err != nil || int64(len(live)) < w.Pods || !sameShape(w, g.spec) {
+			if n := r.core.Restarts(id); n > 0 {
+				r.st.restarts[g.id] = n // kept for the next submission
+			}
 			_ = r.core.Finish(id)
 			g.phase = idle
 			r.syncIdle(g, live, acts)
@@ -264,6 +269,12 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 	}
 	delete(r.st.restarts, g.id) // the core counts them from here
 	g.spec, g.phase = w, queued
+}
+
+// sameShape says whether two submissions of a gang ask for the same thing.
+func sameShape(a, b scheduler.Workload) bool {
+	return a.Team == b.Team && a.Tier == b.Tier && a.Pods == b.Pods && a.GPUsPerPod == b.GPUsPerPod &&
+		a.Require == b.Require && a.Prefer == b.Prefer && slices.Equal(a.Flavors, b.Flavors)
 }
 
 // setStuck marks a running gang the core could not take (why says why), or
