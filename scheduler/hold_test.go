@@ -100,3 +100,27 @@ func TestHoldRejectsBadInput(t *testing.T) {
 		t.Error("Hold of negative GPUs accepted")
 	}
 }
+
+// A workload found running on a node whose GPUs are held (a cordoned node, or
+// another scheduler's pods beside it) is restored: what runs is a fact.
+func TestRestoreOnAHeldNode(t *testing.T) {
+	f := newFx(t, Config{Teams: []Team{teamQ("a", "", 16, nil, nil)}}, rack("n", "a", 1, 8, 0, 0), noReserve())
+	if err := f.s.Hold("n-0", 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Restore(wl("g", "a", "production", 1, 4, 0), []PodPlacement{{Node: "n-0", Pods: 1}}); err != nil {
+		t.Fatalf("Restore on a held node: %v", err)
+	}
+	if err := f.s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	// The node's GPUs are still not the scheduler's to give.
+	f.submit(wl("new", "a", "production", 1, 4, 0))
+	if got := admittedIDs(f.cycle(0)); len(got) != 0 {
+		t.Fatalf("admitted %v on a held node", got)
+	}
+	// Two restores of the same GPUs are refused.
+	if err := f.s.Restore(wl("h", "a", "production", 1, 8, 0), []PodPlacement{{Node: "n-0", Pods: 1}}); err == nil {
+		t.Error("a second restore over the node's GPUs was accepted")
+	}
+}

@@ -68,8 +68,10 @@ func (s *Scheduler) restorePlacement(w *workload, pods []PodPlacement) ([]placem
 		if nd.reservedFor != nil {
 			s.unreserve(nd.reservedFor)
 		}
-		if nd.free() < g {
-			return nil, nil, fmt.Errorf("workload %s: node %s has %d free GPUs, the workload holds %d there", w.spec.ID, nd.spec.Name, nd.free(), g)
+		// What is held there (Hold) does not count: the workload runs, and
+		// what holds GPUs beside it runs too.
+		if free := nd.spec.GPUs - nd.used; free < g {
+			return nil, nil, fmt.Errorf("workload %s: node %s has %d free GPUs, the workload holds %d there", w.spec.ID, nd.spec.Name, free, g)
 		}
 	}
 	return pl, f, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ in-cluster service account.`,
 	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
-	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; negative: at once)")
+	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)
@@ -210,7 +211,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		return fmt.Errorf("setting up the Pool health reconciler: %w", err)
 	}
 	if !o.noScheduler {
-		s := runner.New(runner.Options{SchedulerName: o.schedulerName, StatusInterval: o.statusInterval, NotReadyGrace: o.notReadyGrace})
+		s := runner.New(runner.Options{SchedulerName: o.schedulerName, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
 		if err := s.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the scheduler: %w", err)
 		}

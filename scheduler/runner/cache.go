@@ -143,6 +143,7 @@ func (r *Runner) upsertPod(obj any) {
 	}
 	pi.gang = gangID(p.Namespace, job, p.Labels, p.Name)
 	if old != nil {
+		r.touchHeld(old) // before it may leave its gang, and the gang its stuck mark
 		pi.binding, pi.evicting, pi.pending = old.binding, old.evicting, old.pending
 		if pi.scheduledAt.IsZero() {
 			pi.scheduledAt = old.scheduledAt
@@ -155,7 +156,6 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	st.pods[p.UID] = pi
-	r.touchHeld(old)
 	r.touchHeld(pi)
 	if old != nil && !old.terminal && pi.terminal {
 		// Metered up to when its containers stopped, as the kubelet says,

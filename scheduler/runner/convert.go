@@ -135,11 +135,14 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 	// An unusable node keeps its size (the core takes its work back by its
 	// health); a usable one offers its healthy GPUs.
 	m.spec.Unhealthy, m.reason, m.cordoned = !c.Usable, c.Reason, n.Spec.Unschedulable
+	if c.Reason == nodestate.ReasonNotReady && gpuFault(n) {
+		m.reason = nodestate.ReasonGPUFault // the fault decides: no grace
+	}
 	m.spec.GPUs = c.GPUs
 	if c.Usable {
 		m.spec.GPUs = c.HealthyGPUs
 	}
-	if c.Reason == nodestate.ReasonNotReady && grace > 0 {
+	if m.reason == nodestate.ReasonNotReady && grace > 0 {
 		// A kubelet that stops reporting, or a short network partition, is
 		// not a lost node yet: its gangs keep running for the grace, as
 		// Kubernetes' own taint-based eviction gives pods 5 minutes.
@@ -148,6 +151,12 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 		}
 	}
 	return m, true
+}
+
+// gpuFault says whether the node carries the GPU-fault taint (which evicts at
+// once, whether or not the node is Ready).
+func gpuFault(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == nodestate.TaintGPUFault })
 }
 
 // notReadySince is when the node's Ready condition last changed to not True;

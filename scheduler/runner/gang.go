@@ -229,11 +229,17 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 // already bound whole, and rolls back one that is bound in part (a bind cut
 // short by a restart).
 func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
-	if len(live) == 0 || g.stuck != "" {
+	if len(live) == 0 {
 		return
 	}
-	w, err := r.workload(g, live)
 	bound := g.sortedPods(isBound)
+	if g.stuck != "" {
+		if len(bound) > 0 {
+			return // it runs, holding its GPUs, until it ends or a rebuild takes it
+		}
+		r.setStuck(g, "") // what ran ended: its new pods are a new submission
+	}
+	w, err := r.workload(g, live)
 	if len(bound) > 0 {
 		if err == nil && int64(len(bound)) == w.Pods {
 			if err = r.core.Restore(w, placementOf(bound)); err == nil {

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -151,4 +153,62 @@ func (cl *cluster) updateNode(name string, status bool, change func(*corev1.Node
 	if err := update(context.Background(), &n); err != nil {
 		cl.t.Fatal(err)
 	}
+}
+
+// A stuck gang whose running pods end is not stuck any more, even when its
+// Job made their replacements before they ended: the new pods are a new
+// submission, with a pending reason, and run once their team is back.
+func TestStuckGangReplacedPodsAreScheduled(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 16)
+	cl.pool("a", "h100", 3, 8, 3)
+	cl.start(schedOptions{})
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "train"}, Spec: batchv1.JobSpec{
+		Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), ManualSelector: ptr.To(true),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": "train"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}},
+	}}
+	cl.create(job)
+	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	jobPod := func(name string) {
+		cl.create(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
+		})
+	}
+	fail := func(name string) {
+		var p corev1.Pod
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Namespace: cl.ns, Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodFailed
+		if err := cl.c.Status().Update(context.Background(), &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobPod("train-a")
+	jobPod("train-b")
+	cl.waitBound([]string{"train-a", "train-b"})
+	var team allotv1.Team
+	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: "alpha"}, &team); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.c.Delete(context.Background(), &team); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitEvent("train-a", "NotAccounted", "GPUs are held")
+	// Each pod fails after its Job made its replacement: the gang always has
+	// a live pod.
+	jobPod("train-c")
+	fail("train-a")
+	jobPod("train-d")
+	fail("train-b")
+	cl.waitPending("train-c", "team alpha")
+	cl.team("alpha", "", "h100", 16)
+	cl.waitBound([]string{"train-c", "train-d"})
+	cl.checkNoOvercommit(8)
 }

@@ -1,0 +1,58 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/fleet/nodestate"
+)
+
+// How a node's readiness, GPU-fault taint and cordon make it healthy, closed
+// (no new work, running work stays) or unhealthy (its gangs are evicted).
+func TestModelNodeHealth(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	const grace = 5 * time.Minute
+	pools := map[string]poolInfo{"a": {flavor: "h100"}}
+	node := func(ready corev1.ConditionStatus, since time.Duration, fault, cordoned bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{LabelPool: "a"}}}
+		n.Status.Allocatable = corev1.ResourceList{GPUResource: *resource.NewQuantity(8, resource.DecimalSI)}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
+		if fault {
+			n.Spec.Taints = []corev1.Taint{{Key: nodestate.TaintGPUFault, Effect: corev1.TaintEffectNoSchedule}}
+		}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	for _, tc := range []struct {
+		name              string
+		n                 *corev1.Node
+		grace             time.Duration
+		unhealthy, closed bool
+		reason            string
+	}{
+		{"ready", node(corev1.ConditionTrue, time.Hour, false, false), grace, false, false, ""},
+		{"cordoned", node(corev1.ConditionTrue, time.Hour, false, true), grace, false, true, ""},
+		{"not ready within the grace", node(corev1.ConditionUnknown, time.Minute, false, false), grace, false, true, nodestate.ReasonNotReady},
+		{"not ready past the grace", node(corev1.ConditionFalse, 6*time.Minute, false, false), grace, true, false, nodestate.ReasonNotReady},
+		{"not ready, no grace", node(corev1.ConditionFalse, time.Second, false, false), -1, true, false, nodestate.ReasonNotReady},
+		{"GPU fault", node(corev1.ConditionTrue, time.Hour, true, false), grace, true, false, nodestate.ReasonGPUFault},
+		{"GPU fault on a node not ready: no grace", node(corev1.ConditionUnknown, time.Second, true, false), grace, true, false, nodestate.ReasonGPUFault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := modelNode(tc.n, pools, tc.grace, now)
+			if !ok {
+				t.Fatal("node not modelled")
+			}
+			if m.spec.Unhealthy != tc.unhealthy || m.closed() != tc.closed || m.reason != tc.reason {
+				t.Errorf("unhealthy %v, closed %v, reason %q; want %v, %v, %q", m.spec.Unhealthy, m.closed(), m.reason, tc.unhealthy, tc.closed, tc.reason)
+			}
+			if m.spec.GPUs != 8 {
+				t.Errorf("GPUs = %d, want 8 (an unusable node keeps its size)", m.spec.GPUs)
+			}
+		})
+	}
+}
