@@ -75,6 +75,9 @@ type store struct {
 	dirty     map[string]bool
 	// waiting are admitted gangs waiting for their victims' pods to go.
 	waiting map[string]bool
+	// jobGangs is the gang of each Job's pods (a Job's own, or one spanning
+	// Jobs): the restarts kept for it go with the Job.
+	jobGangs map[types.NamespacedName]string
 	// restarts are the restarts of gangs evicted from a failed node, kept for
 	// their pods' return.
 	restarts map[string]int
@@ -87,6 +90,7 @@ func newStore() store {
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
 		foreignOn: map[string]int64{}, stuck: map[string]bool{}, heldDirty: map[string]bool{},
 		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{},
+		jobGangs: map[types.NamespacedName]string{},
 	}
 }
 
@@ -142,6 +146,9 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	pi.gang = gangID(p.Namespace, job, p.Labels, p.Name)
+	if job != "" {
+		st.jobGangs[types.NamespacedName{Namespace: p.Namespace, Name: job}] = pi.gang
+	}
 	if old != nil {
 		r.touchHeld(old) // before it may leave its gang, and the gang its stuck mark
 		pi.binding, pi.evicting, pi.pending = old.binding, old.evicting, old.pending
@@ -286,9 +293,14 @@ func (r *Runner) upsertJob(obj any) {
 
 func (r *Runner) deleteJob(obj any) {
 	if j, ok := obj.(*batchv1.Job); ok {
-		delete(r.st.jobs, types.NamespacedName{Namespace: j.Namespace, Name: j.Name})
+		key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
+		delete(r.st.jobs, key)
 		r.st.dirty[gangID(j.Namespace, j.Name, nil, "")] = true
 		delete(r.st.restarts, gangID(j.Namespace, j.Name, nil, ""))
+		if g, ok := r.st.jobGangs[key]; ok {
+			delete(r.st.restarts, g) // a gang spanning Jobs goes with any of them
+			delete(r.st.jobGangs, key)
+		}
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -54,5 +56,29 @@ func TestModelNodeHealth(t *testing.T) {
 				t.Errorf("GPUs = %d, want 8 (an unusable node keeps its size)", m.spec.GPUs)
 			}
 		})
+	}
+}
+
+// The restarts kept for a gang that spans Jobs go when one of its Jobs goes: a
+// later gang of the same name starts from none.
+func TestJobDeletionDropsItsGangsRestarts(t *testing.T) {
+	r := New(Options{})
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "leader"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "leader-0", UID: "u1",
+		Labels:          map[string]string{LabelTeam: "a", LabelGang: "js", LabelGangSize: "4"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "leader", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{SchedulerName: SchedulerName}}
+	r.upsertPod(pod)
+	if got := r.st.pods["u1"].gang; got != "ns/gang/js" {
+		t.Fatalf("gang = %q, want ns/gang/js", got)
+	}
+	r.st.restarts["ns/gang/js"] = 2 // evicted from a failed node
+	r.deletePod(pod)
+	if r.st.restarts["ns/gang/js"] != 2 {
+		t.Fatal("restarts dropped with the pod: its Job's next pod would lose them")
+	}
+	r.deleteJob(job)
+	if n, ok := r.st.restarts["ns/gang/js"]; ok {
+		t.Errorf("restarts %d kept after the Job went", n)
 	}
 }
