@@ -120,8 +120,10 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 			resized = append(resized, c)
 		}
 	}
-	// A grown pool is ready when it has as many more usable nodes as it grew:
-	// a node that was faulty before the grow does not hold it back.
+	// A grown pool is ready when it has as many more usable nodes as it grew
+	// (a node that was faulty before the grow does not hold it back), or all
+	// its target (a Pool object lost or deleted by hand looks like a pool
+	// grown from nothing).
 	usableBefore := map[string]int64{}
 	if step.Phase == PhaseGrowCapacity {
 		for _, c := range resized {
@@ -141,7 +143,7 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		return nil
 	}
 	for _, c := range resized {
-		if err := t.waitReady(ctx, c.Pool.Name, usableBefore[c.Pool.Name]+max(0, c.To-c.From)); err != nil {
+		if err := t.waitReady(ctx, c.Pool.Name, min(usableBefore[c.Pool.Name]+max(0, c.To-c.From), c.To)); err != nil {
 			return err
 		}
 	}

@@ -283,6 +283,16 @@ policy: allowDisruption: true
 		return fmt.Errorf("findings %+v", s.Status.Findings)
 	})
 	waitNodes(t, c, "b-0", "b-extra")
+
+	// The Pool object is deleted by hand: the next reconcile makes it again
+	// (its pool looks grown from nothing; its nodes are there and Ready).
+	if err := c.Delete(ctx, &allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "pool b made again", func() error {
+		return c.Get(ctx, client.ObjectKey{Name: "b"}, &allotv1.Pool{})
+	})
+	waitNodes(t, c, "b-0", "b-extra")
 }
 
 // waitEvent waits for an event on the source with the reason and a note
