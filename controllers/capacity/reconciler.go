@@ -223,15 +223,6 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			return r.failStep(src, reason, fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err), err)
 		}
 	}
-	// Between revisions, the pools must stay as large as their targets: a
-	// node lost or a pool resized outside allot is put back.
-	if d, ok := r.Capacity.(DriftChecker); ok {
-		fs, err := d.CheckDrift(ctx, src, rev)
-		src.Status.Findings = append(src.Status.Findings, fs...)
-		if err != nil {
-			return r.failStep(src, ReasonCapacityFailed, fmt.Sprintf("revision %s is applied, but correcting the pools' drift failed: %v", art.Revision, err), err)
-		}
-	}
 	for _, ns := range kept {
 		src.Status.Findings = append(src.Status.Findings, allotv1.Finding{Severity: string(schema.SeverityWarning), Rule: "namespace-kept",
 			Message: fmt.Sprintf("namespace %s is no longer declared but still has pods: it is kept until they are gone", ns)})
@@ -241,14 +232,24 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	src.Status.LastAppliedRevision = art.Revision
 	src.Status.Plan = summary(judged.Plan)
 	src.Status.Inventory = inventory(objs)
-	conditions.Delete(src, allotv1.ReconcilingCondition)
-	conditions.Delete(src, allotv1.StalledCondition)
-	conditions.MarkTrue(src, allotv1.ReadyCondition, ReasonSucceeded, "Applied revision: %s", art.Revision)
 	r.Metrics.plan(src, judged.Plan)
 	if changed {
 		r.event(src, corev1.EventTypeNormal, ReasonSucceeded, "Applied revision %s: %d teams, %d pools, %d GPUs, $%s a month",
 			art.Revision, src.Status.Plan.Teams, src.Status.Plan.Pools, src.Status.Plan.GPUs, src.Status.Plan.MonthlyUSD)
 	}
+	// Between revisions, the pools must stay as large as their targets: a
+	// node lost or a pool resized outside allot is put back. The revision is
+	// applied whatever comes of it.
+	if d, ok := r.Capacity.(DriftChecker); ok {
+		fs, err := d.CheckDrift(ctx, src, rev)
+		src.Status.Findings = append(src.Status.Findings, fs...)
+		if err != nil {
+			return r.failStep(src, ReasonCapacityFailed, fmt.Sprintf("revision %s is applied, but putting its pools back to their targets failed: %v", art.Revision, err), err)
+		}
+	}
+	conditions.Delete(src, allotv1.ReconcilingCondition)
+	conditions.Delete(src, allotv1.StalledCondition)
+	conditions.MarkTrue(src, allotv1.ReadyCondition, ReasonSucceeded, "Applied revision: %s", art.Revision)
 	return interval, nil
 }
 

@@ -68,8 +68,8 @@ type Terraform struct {
 	// Recorder, when set, records drift and disruption events on the source.
 	Recorder events.EventRecorder
 
-	// drifts are the drifts an apply could not remove, by source and cluster:
-	// they are reported, not planned again, until they change.
+	// drifts are the drifts an apply could not remove, by source UID and
+	// cluster: they are reported, not planned again, until they change.
 	drifts sync.Map
 }
 
@@ -120,18 +120,18 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 			resized = append(resized, c)
 		}
 	}
-	// A grown pool is ready when it has as many more usable nodes as it grew
-	// (a node that was faulty before the grow does not hold it back), or all
-	// its target (a Pool object lost or deleted by hand looks like a pool
-	// grown from nothing).
-	usableBefore := map[string]int64{}
+	// A grown pool is ready when it has as many more usable nodes as it has
+	// new nodes: a node that was faulty before the grow does not hold it
+	// back, nor does a Pool object lost or deleted by hand (its pool looks
+	// grown from nothing, but its nodes are there).
+	usableBefore, nodesBefore := map[string]int64{}, map[string]int64{}
 	if step.Phase == PhaseGrowCapacity {
 		for _, c := range resized {
-			n, err := t.usable(ctx, c.Pool.Name)
+			usable, all, err := t.poolNodes(ctx, c.Pool.Name)
 			if err != nil {
 				return err
 			}
-			usableBefore[c.Pool.Name] = n
+			usableBefore[c.Pool.Name], nodesBefore[c.Pool.Name] = usable, all
 		}
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {
@@ -143,7 +143,7 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		return nil
 	}
 	for _, c := range resized {
-		if err := t.waitReady(ctx, c.Pool.Name, min(usableBefore[c.Pool.Name]+max(0, c.To-c.From), c.To)); err != nil {
+		if err := t.waitReady(ctx, c.Pool.Name, usableBefore[c.Pool.Name]+max(0, c.To-nodesBefore[c.Pool.Name])); err != nil {
 			return err
 		}
 	}
@@ -313,68 +313,108 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	return nil
 }
 
-// CheckDrift implements DriftChecker: it counts the Node objects of each pool
-// and, in a cluster where a pool's count differs from its target, plans and
-// applies the cluster's module (Terraform puts back what its state and the
-// cloud say changed, and remakes lost onprem and kwok nodes). A difference the
-// apply cannot remove (nodes Terraform does not manage, nodes still joining)
-// is returned as a finding, and not planned again until it changes.
+// CheckDrift implements DriftChecker for the one cluster whose nodes this
+// manager sees (its only Terraform cluster, or the configuration's only
+// cluster): it lists the Node objects of each pool and, when a pool has
+// another number of them than its target, or an onprem or kwok pool lacks one
+// of its named nodes, plans and applies the cluster's module (Terraform puts
+// back what its state and the cloud say changed, and makes lost onprem and
+// kwok nodes again), then waits (bounded) for the nodes it made. A difference
+// the apply cannot remove (nodes outside its state, nodes still joining) is
+// returned as a finding, and not planned again until it changes.
 func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource, rev Revision) ([]allotv1.Finding, error) {
-	if len(t.Clusters) == 0 && len(rev.Config.Clusters) > 1 {
-		return nil, nil // Resize refuses such a fleet, saying why
+	var cluster schema.ClusterName
+	switch {
+	case len(t.Clusters) == 1:
+		for c := range t.Clusters {
+			cluster = c
+		}
+	case len(t.Clusters) == 0 && len(rev.Config.Clusters) == 1:
+		cluster = rev.Config.ClusterNames()[0]
+	default:
+		return nil, nil // the nodes of several clusters are not all seen from here
 	}
 	cfg, _ := withGone(rev)
+	if cfg.Clusters[cluster] == nil {
+		return nil, nil
+	}
 	targets := t.targets(rev, PhaseShrink)
-	var findings []allotv1.Finding
-	for _, cluster := range slices.Sorted(maps.Keys(cfg.Clusters)) {
-		if len(t.Clusters) > 0 && !t.Clusters[cluster] {
-			continue
-		}
-		drift, err := t.drift(ctx, cfg, cluster, targets)
-		if err != nil || drift == "" {
-			t.drifts.Delete(driftKey(src, cluster))
+	key := string(src.UID) + "/" + string(cluster)
+	short, drift, err := t.drift(ctx, cfg, cluster, targets)
+	if err != nil || drift == "" {
+		t.drifts.Delete(key)
+		return nil, err
+	}
+	if seen, _ := t.drifts.Load(key); seen != drift {
+		t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %s; planning to put the pools back", cluster, drift)
+		usableBefore := map[schema.PoolName]int64{}
+		for pool := range short {
+			n, _, err := t.poolNodes(ctx, string(pool))
 			if err != nil {
-				return findings, err
+				return nil, err
 			}
+			usableBefore[pool] = n
+		}
+		if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
+		}
+		// Nodes made again are waited for, as a grow's are: a later check
+		// must not take a node still joining for a lost one.
+		for _, pool := range slices.Sorted(maps.Keys(short)) {
+			if err := t.waitReady(ctx, string(pool), usableBefore[pool]+short[pool]); err != nil {
+				return nil, err
+			}
+		}
+		if _, drift, err = t.drift(ctx, cfg, cluster, targets); err != nil || drift == "" {
+			return nil, err
+		}
+		t.drifts.Store(key, drift)
+	}
+	return []allotv1.Finding{{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
+		Message: fmt.Sprintf("cluster %s: %s, and a Terraform apply does not change it: nodes outside its state, or still joining", cluster, drift)}}, nil
+}
+
+// drift says which pools of the cluster are off their target: another number
+// of Node objects, or, for onprem and kwok pools, whose nodes Terraform names,
+// a named node missing. short counts, per pool, the nodes missing.
+func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (short map[schema.PoolName]int64, drift string, err error) {
+	named := cfg.Clusters[cluster].Provider == schema.ProviderOnPrem || cfg.Clusters[cluster].Provider == schema.ProviderKwok
+	short = map[schema.PoolName]int64{}
+	var off []string
+	for _, pool := range slices.Sorted(maps.Keys(cfg.Pools)) {
+		if cfg.Pools[pool].Cluster != cluster {
 			continue
 		}
-		if seen, _ := t.drifts.Load(driftKey(src, cluster)); seen != drift {
-			t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %s; planning to put the pools back", cluster, drift)
-			if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
-				return findings, fmt.Errorf("cluster %s: %w", cluster, err)
-			}
-			if drift, err = t.drift(ctx, cfg, cluster, targets); err != nil {
-				return findings, err
-			}
-			if drift == "" {
-				continue
-			}
-			t.drifts.Store(driftKey(src, cluster), drift)
+		var nodes corev1.NodeList
+		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: string(pool)}); err != nil {
+			return nil, "", fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
 		}
-		findings = append(findings, allotv1.Finding{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
-			Message: fmt.Sprintf("cluster %s: %s, and Terraform has nothing to change: nodes outside its state, or still joining", cluster, drift)})
-	}
-	return findings, nil
-}
-
-func driftKey(src *allotv1.CapacitySource, cluster schema.ClusterName) string {
-	return src.Namespace + "/" + src.Name + "/" + string(cluster)
-}
-
-// drift says which pools of the cluster have another number of Node objects
-// than their target; empty when none has.
-func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (string, error) {
-	observed, err := t.observed(ctx, cfg, cluster)
-	if err != nil {
-		return "", err
-	}
-	var off []string
-	for _, pool := range slices.Sorted(maps.Keys(observed)) {
-		if n, want := observed[pool], targets[pool]; n != want {
+		want := targets[pool]
+		var missing []string
+		if named {
+			have := map[string]bool{}
+			for _, n := range nodes.Items {
+				have[n.Name] = true
+			}
+			for i := range want {
+				if name := fleet.NodeName(pool, i); !have[name] {
+					missing = append(missing, name)
+				}
+			}
+		}
+		n := int64(len(nodes.Items))
+		switch {
+		case len(missing) > 0:
+			off = append(off, fmt.Sprintf("pool %s has %d nodes, its target is %d, and lacks %s", pool, n, want, strings.Join(missing, ", ")))
+			short[pool] = int64(len(missing))
+		case n != want:
 			off = append(off, fmt.Sprintf("pool %s has %d nodes, its target is %d", pool, n, want))
+			if n < want {
+				short[pool] = want - n
+			}
 		}
 	}
-	return strings.Join(off, "; "), nil
+	return short, strings.Join(off, "; "), nil
 }
 
 // observed counts the Node objects of each pool of the cluster.
@@ -538,19 +578,19 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 	return out, nil
 }
 
-// usable counts the pool's usable nodes (Ready, no GPU fault, a healthy GPU).
-func (t *Terraform) usable(ctx context.Context, pool string) (int64, error) {
+// poolNodes counts the pool's usable nodes (Ready, no GPU fault, a healthy
+// GPU) and all its Node objects.
+func (t *Terraform) poolNodes(ctx context.Context, pool string) (usable, all int64, err error) {
 	var nodes corev1.NodeList
 	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
-		return 0, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
+		return 0, 0, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
 	}
-	var n int64
 	for i := range nodes.Items {
 		if nodestate.Read(&nodes.Items[i]).Usable {
-			n++
+			usable++
 		}
 	}
-	return n, nil
+	return usable, int64(len(nodes.Items)), nil
 }
 
 // waitReady waits, bounded, until the pool has want usable nodes.

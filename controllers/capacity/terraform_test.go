@@ -293,6 +293,14 @@ policy: allowDisruption: true
 		return c.Get(ctx, client.ObjectKey{Name: "b"}, &allotv1.Pool{})
 	})
 	waitNodes(t, c, "b-0", "b-extra")
+
+	// A lost node is seen by its name, though the extra node keeps the
+	// pool's count at its target.
+	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, key, "Drift", "pool b has 1 nodes, its target is 1, and lacks b-0")
+	waitNodes(t, c, "b-0", "b-extra")
 }
 
 // waitEvent waits for an event on the source with the reason and a note

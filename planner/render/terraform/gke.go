@@ -62,16 +62,17 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		body["node_locations"] = fmt.Sprintf("${lookup(var.node_locations, %q, null)}", p.Name)
 		body["lifecycle"] = []any{map[string]any{"precondition": []any{map[string]any{
 			"condition":     gkeOneZone(p.Name),
-			"error_message": fmt.Sprintf("Pool %s: GKE's node_count is per zone and var.location is a region: set var.node_locations[%q] to the one zone of its nodes, so that it has exactly the nodes allot planned.", p.Name, p.Name),
+			"error_message": fmt.Sprintf("Pool %s: GKE's node_count is per zone: set var.node_locations[%q] to the one zone of its nodes (needed when var.location is a region), so that it has exactly the nodes allot planned.", p.Name, p.Name),
 		}}}}
 		m.resource("google_container_node_pool", ResourceName(p.Name), body)
 	}
 	return nil
 }
 
-// gkeOneZone is the condition that a pool's node_count is its whole size: the
-// cluster is zonal (a zone has three dash-separated parts, us-east1-b; a
-// region two, us-east1), or the pool names exactly one zone.
+// gkeOneZone is the condition that a pool's node_count is its whole size: it
+// names exactly one zone, or names none in a zonal cluster (a zone has three
+// dash-separated parts, us-east1-b; a region two, us-east1).
 func gkeOneZone(pool schema.PoolName) string {
-	return fmt.Sprintf(`${length(split("-", var.location)) == 3 || length(lookup(var.node_locations, %q, [])) == 1}`, pool)
+	zones := fmt.Sprintf(`length(lookup(var.node_locations, %q, []))`, pool)
+	return fmt.Sprintf(`${%s == 1 || (%s == 0 && length(split("-", var.location)) == 3)}`, zones, zones)
 }

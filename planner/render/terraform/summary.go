@@ -149,8 +149,15 @@ func poolOf(typ string, values any) (r resource, ok bool) {
 	}
 	switch typ {
 	case "google_container_node_pool":
+		// node_count is per zone: a pool of several zones (as a regional
+		// cluster's pools are before they name their zone) has that many
+		// times more nodes.
 		name, ok := v["name"].(string)
-		return resource{pool: schema.PoolName(name), nodes: number(v["node_count"])}, ok
+		nodes := number(v["node_count"])
+		if zones, _ := v["node_locations"].([]any); len(zones) > 1 {
+			nodes *= int64(len(zones))
+		}
+		return resource{pool: schema.PoolName(name), nodes: nodes}, ok
 	case "aws_eks_node_group":
 		name, ok := v["node_group_name"].(string)
 		var size int64

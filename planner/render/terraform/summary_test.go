@@ -45,6 +45,12 @@ func TestSummarize(t *testing.T) {
 			changes: []*tfjson.ResourceChange{change("google_container_node_pool", "a", actUpdate, gke(3), gke(5))},
 			want:    []PoolChange{{Cluster: "c", Pool: "h100-gke", NodesBefore: 3, NodesAfter: 5, Change: 1}},
 		},
+		"gke regional pool moves to one zone: 2 nodes in each of 3 zones become 2": {
+			changes: []*tfjson.ResourceChange{change("google_container_node_pool", "a", actUpdate,
+				map[string]any{"name": "h100-gke", "node_count": 2.0, "node_locations": []any{"us-east1-b", "us-east1-c", "us-east1-d"}},
+				map[string]any{"name": "h100-gke", "node_count": 2.0, "node_locations": []any{"us-east1-b"}})},
+			want: []PoolChange{{Cluster: "c", Pool: "h100-gke", NodesBefore: 6, NodesAfter: 2, Change: 1}},
+		},
 		"eks group created": {
 			changes: []*tfjson.ResourceChange{change("aws_eks_node_group", "a", actCreate, nil, eks(4))},
 			want:    []PoolChange{{Cluster: "c", Pool: "p5-eks", NodesBefore: 0, NodesAfter: 4, Add: 1}},

@@ -205,6 +205,7 @@ func TestGKEZonePrecondition(t *testing.T) {
 		{"regional, two zones", []string{"-var", `node_locations={"` + poolName + `"=["us-east1-b","us-east1-c"]}`}, true},
 		{"regional, the pool's zone", []string{"-var", `node_locations={"` + poolName + `"=["us-east1-b"]}`}, false},
 		{"zonal", []string{"-var", "location=us-east1-b"}, false},
+		{"zonal, two zones", []string{"-var", "location=us-east1-b", "-var", `node_locations={"` + poolName + `"=["us-east1-b","us-east1-c"]}`}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, append([]string{"plan", "-input=false", "-no-color"}, tc.args...)...)
