@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,30 +20,12 @@ func TestGangAcrossJobs(t *testing.T) {
 	cl.team("alpha", "", "h100", 64)
 	cl.pool("a", "h100", 4, 8, 4)
 	cl.start(schedOptions{})
-	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	labels := map[string]string{runner.LabelTeam: "alpha", runner.LabelGang: "trainer", runner.LabelGangSize: "4"}
 	var pods []string
 	add := func(job *batchv1.Job, i int) {
-		name := fmt.Sprintf("%s-%d", job.Name, i)
-		cl.create(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name,
-				Labels:          map[string]string{runner.LabelTeam: "alpha", runner.LabelGang: "trainer", runner.LabelGangSize: "4"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
-		})
-		pods = append(pods, name)
+		pods = append(pods, cl.jobPod(job, fmt.Sprintf("%s-%d", job.Name, i), 8, labels))
 	}
-	var jobs []*batchv1.Job
-	for _, name := range []string{"leader", "workers"} {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name}, Spec: batchv1.JobSpec{
-			Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), ManualSelector: ptr.To(true),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": name}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": name}},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}},
-		}}
-		cl.create(job)
-		jobs = append(jobs, job)
-	}
+	jobs := []*batchv1.Job{cl.job("leader", 2, 2), cl.job("workers", 2, 2)}
 	add(jobs[0], 0)
 	add(jobs[0], 1)
 	add(jobs[1], 0)
@@ -74,24 +53,10 @@ func TestJobResizedWhileWaiting(t *testing.T) {
 		cl.submit("blocker-1", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})...)
 	cl.start(schedOptions{})
 	cl.waitBound(blockers)
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "train"}, Spec: batchv1.JobSpec{
-		Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](3), ManualSelector: ptr.To(true),
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": "train"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}},
-	}}
-	cl.create(job)
-	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	job := cl.job("train", 2, 3)
 	var pods []string
 	add := func(i int) {
-		name := fmt.Sprintf("train-%d", i)
-		cl.create(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: map[string]string{runner.LabelTeam: "alpha"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
-		})
-		pods = append(pods, name)
+		pods = append(pods, cl.jobPod(job, fmt.Sprintf("train-%d", i), 8, map[string]string{runner.LabelTeam: "alpha"}))
 	}
 	add(0)
 	add(1)

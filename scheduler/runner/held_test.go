@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -164,21 +162,9 @@ func TestStuckGangReplacedPodsAreScheduled(t *testing.T) {
 	cl.team("alpha", "", "h100", 16)
 	cl.pool("a", "h100", 3, 8, 3)
 	cl.start(schedOptions{})
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "train"}, Spec: batchv1.JobSpec{
-		Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), ManualSelector: ptr.To(true),
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": "train"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}},
-	}}
-	cl.create(job)
-	gpus := *resource.NewQuantity(8, resource.DecimalSI)
+	job := cl.job("train", 2, 2)
 	jobPod := func(name string) {
-		cl.create(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
-		})
+		cl.jobPod(job, name, 8, map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"})
 	}
 	fail := func(name string) {
 		var p corev1.Pod

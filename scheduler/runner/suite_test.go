@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -348,4 +349,31 @@ func freeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// job creates a Job (no controller runs in the test: the test makes its pods
+// with jobPod).
+func (cl *cluster) job(name string, parallelism, completions int32) *batchv1.Job {
+	cl.t.Helper()
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name}, Spec: batchv1.JobSpec{
+		Parallelism: ptr.To(parallelism), Completions: ptr.To(completions), ManualSelector: ptr.To(true),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": name}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": name}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "trainer:1"}}}},
+	}}
+	cl.create(job)
+	return job
+}
+
+// jobPod creates a pod of the Job, as its controller would, asking gpus GPUs.
+func (cl *cluster) jobPod(job *batchv1.Job, name string, gpus int64, labels map[string]string) string {
+	cl.t.Helper()
+	q := *resource.NewQuantity(gpus, resource.DecimalSI)
+	cl.create(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}},
+	})
+	return name
 }
