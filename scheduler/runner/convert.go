@@ -81,9 +81,12 @@ func poolInfoOf(p *allotv1.Pool) poolInfo {
 // nodeModel is a Node as the scheduler sees it; ok is false for a node that
 // offers allot nothing (no GPUs, or no flavor from its label or its Pool).
 type nodeModel struct {
-	// spec.GPUs are the healthy GPUs (all of them while the node is unusable,
-	// which keeps its size).
+	// spec.GPUs are the node's allocatable GPUs, healthy or not: a change of
+	// health never resizes the node in the core.
 	spec scheduler.Node
+	// faulty are the GPUs of a usable node the agent counts unhealthy: held,
+	// so that nothing new lands on them, while what runs stays.
+	faulty int64
 	// reason says why the node offers fewer GPUs than it has (nodestate).
 	reason string
 	// graceEnds, set while a node that stopped being Ready is within its grace:
@@ -99,8 +102,8 @@ type nodeModel struct {
 // GPUs are held.
 func (m nodeModel) closed() bool { return m.cordoned || !m.graceEnds.IsZero() }
 
-// modelNode reads a Node: nvidia.com/gpu allocatable (only the healthy ones when
-// the agent says fewer are healthy), the flavor, the topology domains in the
+// modelNode reads a Node: nvidia.com/gpu allocatable (and how many of them the
+// agent counts unhealthy), the flavor, the topology domains in the
 // order of the node's Pool, and health as the node contract reads it
 // (fleet/nodestate.Read): unhealthy when not Ready, tainted allot.dev/gpu-fault,
 // or without a healthy GPU; a node not Ready for less than grace is closed,
@@ -140,7 +143,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 	}
 	m.spec.GPUs = c.GPUs
 	if c.Usable {
-		m.spec.GPUs = c.HealthyGPUs
+		m.faulty = c.GPUs - c.HealthyGPUs
 	}
 	if m.reason == nodestate.ReasonNotReady && grace > 0 {
 		// A kubelet that stops reporting, or a short network partition, is

@@ -59,6 +59,19 @@ func TestModelNodeHealth(t *testing.T) {
 	}
 }
 
+// A usable node with GPUs the agent counts unhealthy keeps its size; the
+// unhealthy ones are held.
+func TestModelNodeFaultyGPUs(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{LabelPool: "a"},
+		Annotations: map[string]string{nodestate.AnnotationHealthyGPUs: "6"}}}
+	n.Status.Allocatable = corev1.ResourceList{GPUResource: *resource.NewQuantity(8, resource.DecimalSI)}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	m, ok := modelNode(n, map[string]poolInfo{"a": {flavor: "h100"}}, time.Minute, time.Now())
+	if !ok || m.spec.GPUs != 8 || m.faulty != 2 || m.spec.Unhealthy || m.closed() {
+		t.Errorf("model = %+v, want 8 GPUs of which 2 faulty, healthy, open", m)
+	}
+}
+
 // The restarts kept for a gang that spans Jobs go when one of its Jobs goes: a
 // later gang of the same name starts from none.
 func TestJobDeletionDropsItsGangsRestarts(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -196,5 +197,45 @@ func TestStuckGangReplacedPodsAreScheduled(t *testing.T) {
 	cl.waitPending("train-c", "team alpha")
 	cl.team("alpha", "", "h100", 16)
 	cl.waitBound([]string{"train-c", "train-d"})
+	cl.checkNoOvercommit(8)
+}
+
+// GPUs the agent counts unhealthy on a usable node are held, not cut from the
+// node: the pod running on all of them stays, accounted to its team; nothing
+// new lands there; they are given again when the agent counts them healthy.
+func TestFaultyGPUsAreHeld(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 16)
+	cl.pool("a", "h100", 2, 8, 2)
+	cl.start(schedOptions{})
+	run := cl.submit("run", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+	node := cl.waitBound(run)[0]
+	cl.updateNode(node, false, func(n *corev1.Node) {
+		n.Annotations = map[string]string{nodestate.AnnotationHealthyGPUs: "6"}
+	})
+	// The other node has room; this one none, even once run ends.
+	late := cl.submit("late", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+	if got := cl.waitBound(late)[0]; got == node {
+		t.Fatalf("late bound to %s, whose GPUs run holds", node)
+	}
+	// Both count against alpha's quota: run was not dropped from its accounts.
+	eventually(t, 10*time.Second, "run and late accounted to alpha", func() error {
+		var team allotv1.Team
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: "alpha"}, &team); err != nil {
+			return err
+		}
+		if len(team.Status.Flavors) != 1 || team.Status.Flavors[0].UsedGPUs != 16 {
+			return fmt.Errorf("status %+v", team.Status.Flavors)
+		}
+		return nil
+	})
+	cl.finish(run)
+	later := cl.submit("later", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+	cl.waitPending(later[0], "h100") // 6 healthy GPUs of 8
+	cl.updateNode(node, false, func(n *corev1.Node) { delete(n.Annotations, nodestate.AnnotationHealthyGPUs) })
+	if got := cl.waitBound(later)[0]; got != node {
+		t.Fatalf("later bound to %s, want %s", got, node)
+	}
 	cl.checkNoOvercommit(8)
 }

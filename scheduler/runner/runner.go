@@ -367,7 +367,7 @@ func (r *Runner) model(name string) (nodeModel, bool) {
 func (r *Runner) setKnown(name string, m nodeModel) {
 	old, had := r.known[name]
 	r.known[name] = m
-	if !had || old.closed() != m.closed() {
+	if !had || old.closed() != m.closed() || old.faulty != m.faulty {
 		r.st.heldDirty[name] = true
 	}
 	if m.graceEnds.IsZero() {
@@ -378,12 +378,14 @@ func (r *Runner) setKnown(name string, m nodeModel) {
 }
 
 // heldOn is what a node's GPUs hold outside the core: all of them when it is
-// closed; else other schedulers' pods and the bound pods of stuck gangs.
+// closed; else its unhealthy GPUs, other schedulers' pods and the bound pods
+// of stuck gangs.
 func (r *Runner) heldOn(name string) int64 {
-	if m := r.known[name]; m.closed() {
+	m := r.known[name]
+	if m.closed() {
 		return m.spec.GPUs
 	}
-	held := r.st.foreignOn[name]
+	held := m.faulty + r.st.foreignOn[name]
 	for id := range r.st.stuck {
 		if g := r.st.gangs[id]; g != nil {
 			for _, p := range g.pods {
@@ -497,9 +499,8 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 	old := r.core
 	r.core, r.known = core, map[string]nodeModel{}
 	clear(r.graceEnds)
-	// Every stuck gang is tried again; other schedulers' pods hold their GPUs
-	// before any gang is restored (the nodes closed to new work hold theirs
-	// only after: what runs there is restored).
+	// Every stuck gang is tried again. What nodes hold is told once the
+	// running gangs are restored (Restore does not count it: what runs, runs).
 	for id := range r.st.stuck {
 		if g := r.st.gangs[id]; g != nil {
 			g.stuck = ""
@@ -516,9 +517,6 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 		if err := core.AddNode(healthy); err != nil {
 			r.log.Error(err, "adding node", "node", name)
 			continue
-		}
-		if held := r.st.foreignOn[name]; held > 0 {
-			_ = core.Hold(healthy.Name, held)
 		}
 		m.spec.Unhealthy = false
 		r.setKnown(name, m)

@@ -68,7 +68,7 @@ func (r *Runner) publishStatus(ctx context.Context) {
 			ph.unhealthy++
 		} else {
 			ph.healthy++
-			ph.gpus += m.spec.GPUs
+			ph.gpus += m.spec.GPUs - m.faulty
 		}
 	}
 	r.mu.Unlock()
