@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,8 +25,11 @@ func TestHoldKeepsHeldGPUs(t *testing.T) {
 		t.Fatalf("admitted with 6 of 8 GPUs held on each node = %v, want only small", got)
 	}
 	r, _ := f.s.Reason("big")
-	if r.Code != ReasonInsufficientNodes || r.Available != 0 || r.Limit != 4 {
-		t.Errorf("reason of the gang that does not fit = %+v, want %s with 0 of 4 GPUs", r, ReasonInsufficientNodes)
+	if r.Code != ReasonInsufficientNodes || r.Available != 0 || r.Limit != 4 || r.Held != 12 {
+		t.Errorf("reason of the gang that does not fit = %+v, want %s with 0 of 4 GPUs, 12 held", r, ReasonInsufficientNodes)
+	}
+	if msg := r.String(); !strings.Contains(msg, "4 healthy in all, 12 more held") {
+		t.Errorf("reason says %q, want the held GPUs named", msg)
 	}
 	if err := f.s.checkInvariants(); err != nil {
 		t.Fatal(err)
@@ -63,15 +67,15 @@ func TestHoldSurvivesHealthChanges(t *testing.T) {
 	if err := f.s.Hold("n-0", 3); err != nil {
 		t.Fatal(err)
 	}
-	capacity := func() GPUs { return f.s.flavors["a"].all.capacity }
-	if got := capacity(); got != 13 {
-		t.Fatalf("capacity with 3 held = %d, want 13", got)
+	capacity := func() (GPUs, GPUs) { return f.s.flavors["a"].all.capacity, f.s.flavors["a"].held }
+	if c, h := capacity(); c != 13 || h != 3 {
+		t.Fatalf("capacity, held with 3 held = %d, %d; want 13, 3", c, h)
 	}
 	if _, err := f.s.SetNodeHealth("n-0", false); err != nil {
 		t.Fatal(err)
 	}
-	if got := capacity(); got != 8 {
-		t.Fatalf("capacity with n-0 unhealthy = %d, want 8", got)
+	if c, h := capacity(); c != 8 || h != 0 {
+		t.Fatalf("capacity, held with n-0 unhealthy = %d, %d; want 8, 0", c, h)
 	}
 	if err := f.s.Hold("n-0", 1); err != nil { // changed while unhealthy
 		t.Fatal(err)
@@ -79,8 +83,8 @@ func TestHoldSurvivesHealthChanges(t *testing.T) {
 	if _, err := f.s.SetNodeHealth("n-0", true); err != nil {
 		t.Fatal(err)
 	}
-	if got := capacity(); got != 15 {
-		t.Fatalf("capacity with n-0 back and 1 held = %d, want 15", got)
+	if c, h := capacity(); c != 15 || h != 1 {
+		t.Fatalf("capacity, held with n-0 back and 1 held = %d, %d; want 15, 1", c, h)
 	}
 	f.submit(wl("g", "a", "production", 2, 7, 0))
 	if got := admittedIDs(f.cycle(0)); !cmp.Equal(got, []WorkloadID{"g"}) {

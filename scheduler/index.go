@@ -201,6 +201,9 @@ type flavorState struct {
 	res   *workload // the gang nodes of this flavor are reserved for, if any
 	// start is a copy of all.buckets' lengths at the start of the cycle.
 	start []int32
+	// held sums what Hold keeps of the flavor's healthy nodes (at most each
+	// node's GPUs).
+	held GPUs
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {

@@ -43,7 +43,7 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 // nodeReason explains why w does not fit the listed nodes of f.
 func (s *Scheduler) nodeReason(w *workload, f *flavorState) PendingReason {
 	gpp := w.spec.GPUsPerPod
-	r := PendingReason{Code: ReasonInsufficientNodes, Flavor: f.name, Requested: w.GPUs(), Limit: f.all.capacity}
+	r := PendingReason{Code: ReasonInsufficientNodes, Flavor: f.name, Requested: w.GPUs(), Limit: f.all.capacity, Held: f.held}
 	r.Available = usable(f.all.buckets, gpp, 1<<62) * gpp
 	if f.res != nil && f.res != w {
 		// Would it fit on the reserved nodes too?

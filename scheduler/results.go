@@ -114,6 +114,9 @@ type PendingReason struct {
 	Limit     GPUs `json:"limit,omitempty"`
 	// Holder is the workload a reservation is for, when Code is BlockedByReservation.
 	Holder WorkloadID `json:"holder,omitempty"`
+	// Held, when Code is InsufficientNodes, are the flavor's GPUs held by work
+	// the scheduler does not place (see Scheduler.Hold).
+	Held GPUs `json:"held,omitempty"`
 }
 
 // String says the reason in one line.
@@ -126,7 +129,11 @@ func (r PendingReason) String() string {
 	case ReasonNoTopologyDomain:
 		return fmt.Sprintf("no %s domain of %s fits: requests %d GPUs, largest fit %d GPUs free, domain size %d", r.Level, r.Flavor, r.Requested, r.Available, r.Limit)
 	case ReasonInsufficientNodes:
-		return fmt.Sprintf("not enough healthy nodes of %s: requests %d GPUs, %d usable free, %d healthy in all", r.Flavor, r.Requested, r.Available, r.Limit)
+		held := ""
+		if r.Held > 0 {
+			held = fmt.Sprintf(", %d more held (other schedulers' pods, cordoned or not-Ready nodes, unhealthy GPUs)", r.Held)
+		}
+		return fmt.Sprintf("not enough healthy nodes of %s: requests %d GPUs, %d usable free, %d healthy in all%s", r.Flavor, r.Requested, r.Available, r.Limit, held)
 	case ReasonBehindHigherTier:
 		return fmt.Sprintf("waiting behind workloads ordered first on %s: requests %d GPUs, %d left", r.Flavor, r.Requested, r.Available)
 	case ReasonReserved:

@@ -239,6 +239,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 }
 
 func (s *Scheduler) addCapacity(n *node, sign GPUs) {
+	n.flavor.held += sign * min(n.held, n.spec.GPUs)
 	for _, g := range n.groups {
 		g.capacity += sign * n.capacity()
 		if g.level != nil {
