@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -66,36 +65,10 @@ func TestPartlyBoundGangRolledBack(t *testing.T) {
 	bindTo(t, cl, names[0], "a-3")
 	// The pod rolled back is deleted marked DisruptionTarget, so that its Job
 	// (with a podFailurePolicy) does not count it as a failure.
-	wc, err := client.NewWithWatch(cl.env.Config, client.Options{Scheme: cl.env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(cl.ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	gone := cl.watchDeletion(names[0])
 	cl.start(schedOptions{})
-	deleted := make(chan *corev1.Pod, 1)
-	go func() {
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted && p.Name == names[0] {
-				deleted <- p
-				return
-			}
-		}
-	}()
-	select {
-	case p := <-deleted:
-		var marked bool
-		for _, c := range p.Status.Conditions {
-			marked = marked || (c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue)
-		}
-		if !marked {
-			t.Errorf("pod %s deleted without a DisruptionTarget condition: %+v", p.Name, p.Status.Conditions)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("pod %s was not rolled back", names[0])
+	if p := gone(); !disrupted(p) {
+		t.Errorf("pod %s deleted without a DisruptionTarget condition: %+v", p.Name, p.Status.Conditions)
 	}
 	eventually(t, 20*time.Second, "gang rolled back and bound whole", func() error {
 		pods := cl.pods()
@@ -126,8 +99,13 @@ func TestPreemptionByTier(t *testing.T) {
 
 	low := cl.submit("low", podSpec{team: "alpha", tier: "research", pods: 2, gpus: 8})
 	cl.waitBound(low)
+	gone := cl.watchDeletion(low[0])
 	high := cl.submit("high", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
 	cl.waitBound(high)
+	// Evicted through the Eviction API, which marks it DisruptionTarget.
+	if p := gone(); !disrupted(p) {
+		t.Errorf("preempted pod %s deleted without a DisruptionTarget condition: %+v", p.Name, p.Status.Conditions)
+	}
 	pods := cl.pods()
 	for _, n := range low {
 		if _, ok := pods[n]; ok {

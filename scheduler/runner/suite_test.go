@@ -2,19 +2,22 @@ package runner_test
 
 import (
 	"context"
+	"slices"
 
 	"fmt"
-	"github.com/go-logr/logr"
-	dto "github.com/prometheus/client_model/go"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -376,4 +379,45 @@ func (cl *cluster) jobPod(job *batchv1.Job, name string, gpus int64, labels map[
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}},
 	})
 	return name
+}
+
+// watchDeletion starts watching for the deletion of the named pod; the
+// function it returns waits for it and returns the pod as it was last.
+func (cl *cluster) watchDeletion(name string) func() *corev1.Pod {
+	cl.t.Helper()
+	wc, err := client.NewWithWatch(cl.env.Config, client.Options{Scheme: cl.env.Scheme})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(cl.ns))
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.t.Cleanup(w.Stop)
+	deleted := make(chan *corev1.Pod, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted && p.Name == name {
+				deleted <- p
+				return
+			}
+		}
+	}()
+	return func() *corev1.Pod {
+		cl.t.Helper()
+		select {
+		case p := <-deleted:
+			return p
+		case <-time.After(20 * time.Second):
+			cl.t.Fatalf("pod %s was not deleted", name)
+			return nil
+		}
+	}
+}
+
+// disrupted says whether a pod carries DisruptionTarget=True.
+func disrupted(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue
+	})
 }
