@@ -385,15 +385,15 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		if cfg.Pools[pool].Cluster != cluster {
 			continue
 		}
-		var nodes corev1.NodeList
-		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: string(pool)}); err != nil {
-			return nil, "", fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
+		nodes, err := t.nodesOf(ctx, string(pool))
+		if err != nil {
+			return nil, "", err
 		}
 		want := targets[pool]
 		var missing []string
 		if named {
 			have := map[string]bool{}
-			for _, n := range nodes.Items {
+			for _, n := range nodes {
 				have[n.Name] = true
 			}
 			for i := range want {
@@ -402,7 +402,7 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 				}
 			}
 		}
-		n := int64(len(nodes.Items))
+		n := int64(len(nodes))
 		switch {
 		case len(missing) > 0:
 			off = append(off, fmt.Sprintf("pool %s has %d nodes, its target is %d, and lacks %s", pool, n, want, strings.Join(missing, ", ")))
@@ -424,11 +424,11 @@ func (t *Terraform) observed(ctx context.Context, cfg *schema.Config, cluster sc
 		if p.Cluster != cluster {
 			continue
 		}
-		var nodes corev1.NodeList
-		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: string(name)}); err != nil {
-			return nil, fmt.Errorf("listing the nodes of pool %s: %w", name, err)
+		nodes, err := t.nodesOf(ctx, string(name))
+		if err != nil {
+			return nil, err
 		}
-		out[name] = int64(len(nodes.Items))
+		out[name] = int64(len(nodes))
 	}
 	return out, nil
 }
@@ -551,12 +551,12 @@ type nodeUse struct {
 
 // podsPerNode counts the live pods bound to each node of a pool.
 func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]nodeUse, error) {
-	var nodes corev1.NodeList
-	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+	nodes, err := t.nodesOf(ctx, pool)
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]nodeUse{}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		var pods corev1.PodList
 		if err := t.Reader.List(ctx, &pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
 			return nil, err
@@ -578,19 +578,28 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 	return out, nil
 }
 
+// nodesOf lists the Node objects of a pool.
+func (t *Terraform) nodesOf(ctx context.Context, pool string) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+		return nil, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
+	}
+	return nodes.Items, nil
+}
+
 // poolNodes counts the pool's usable nodes (Ready, no GPU fault, a healthy
 // GPU) and all its Node objects.
 func (t *Terraform) poolNodes(ctx context.Context, pool string) (usable, all int64, err error) {
-	var nodes corev1.NodeList
-	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
-		return 0, 0, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
+	nodes, err := t.nodesOf(ctx, pool)
+	if err != nil {
+		return 0, 0, err
 	}
-	for i := range nodes.Items {
-		if nodestate.Read(&nodes.Items[i]).Usable {
+	for i := range nodes {
+		if nodestate.Read(&nodes[i]).Usable {
 			usable++
 		}
 	}
-	return usable, int64(len(nodes.Items)), nil
+	return usable, int64(len(nodes)), nil
 }
 
 // waitReady waits, bounded, until the pool has want usable nodes.
@@ -601,16 +610,11 @@ func (t *Terraform) waitReady(ctx context.Context, pool string, want int64) erro
 	}
 	var ready int64
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var nodes corev1.NodeList
-		if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+		usable, _, err := t.poolNodes(ctx, pool)
+		if err != nil {
 			return false, nil //nolint:nilerr // a failed list is retried until the timeout
 		}
-		ready = 0
-		for i := range nodes.Items {
-			if nodestate.Read(&nodes.Items[i]).Usable {
-				ready++
-			}
-		}
+		ready = usable
 		return ready >= want, nil
 	})
 	if err != nil {
