@@ -41,13 +41,7 @@ func TestHeldGPUsAreNotGivenOut(t *testing.T) {
 	if n := cl.waitBound(alpha)[0]; n == "a-2" {
 		t.Fatalf("alpha's pod bound to a-2, which the other scheduler's pod fills")
 	}
-	var team allotv1.Team
-	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: "alpha"}, &team); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.c.Delete(context.Background(), &team); err != nil {
-		t.Fatal(err)
-	}
+	cl.deleteTeam("alpha")
 	cl.waitEvent(alpha[0], "NotAccounted", "GPUs are held")
 
 	var beta []string
@@ -180,13 +174,7 @@ func TestStuckGangReplacedPodsAreScheduled(t *testing.T) {
 	jobPod("train-a")
 	jobPod("train-b")
 	cl.waitBound([]string{"train-a", "train-b"})
-	var team allotv1.Team
-	if err := cl.c.Get(context.Background(), client.ObjectKey{Name: "alpha"}, &team); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.c.Delete(context.Background(), &team); err != nil {
-		t.Fatal(err)
-	}
+	cl.deleteTeam("alpha")
 	cl.waitEvent("train-a", "NotAccounted", "GPUs are held")
 	// Each pod fails after its Job made its replacement: the gang always has
 	// a live pod.
@@ -238,4 +226,12 @@ func TestFaultyGPUsAreHeld(t *testing.T) {
 		t.Fatalf("later bound to %s, want %s", got, node)
 	}
 	cl.checkNoOvercommit(8)
+}
+
+// deleteTeam deletes a Team object, as a revision that drops the team does.
+func (cl *cluster) deleteTeam(name string) {
+	cl.t.Helper()
+	if err := cl.c.Delete(context.Background(), &allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		cl.t.Fatal(err)
+	}
 }
