@@ -17,7 +17,7 @@ type backendFlags struct {
 
 func (b *backendFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&b.kind, "backend", "local", "Terraform backend of the root modules: local, gcs, s3, http, ...")
-	c.Flags().StringArrayVar(&b.config, "backend-config", nil, "a backend setting KEY=VALUE (repeatable); {cluster} in a value is the cluster's name, e.g. prefix=allot/{cluster}")
+	c.Flags().StringArrayVar(&b.config, "backend-config", nil, "a backend setting KEY=VALUE (repeatable); {cluster} in a value is the cluster's name, e.g. prefix=allot/{cluster}; settings that may hold a credential (password, *token*, *secret*, credentials, access_key, ...) are not written into the modules: the manager passes them to terraform init, and after render give them to terraform init -backend-config yourself")
 }
 
 // options returns the render options the flags say.

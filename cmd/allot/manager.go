@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -54,6 +56,7 @@ type managerOptions struct {
 	backend        backendFlags
 	cluster        string
 	readyTimeout   time.Duration
+	tfEnvSecret    string
 }
 
 func newManagerCommand() *cobra.Command {
@@ -101,6 +104,7 @@ in-cluster service account.`,
 	f.StringVar(&o.cluster, "cluster", "", "in a fleet of several clusters, the cluster this manager runs in: it applies that cluster's pools and its share of each team's quota (each flavor's quota split among the clusters by their planned GPUs of it)")
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
+	f.StringVar(&o.tfEnvSecret, "terraform-env-secret", "", "a Secret ([NAMESPACE/]NAME, default namespace: --leader-election-namespace) whose keys are environment variables of terraform, read at every run: TF_VAR_<name> sets a module variable (project, subnet_ids, ...), others are credentials (AWS_*, GOOGLE_*, TF_HTTP_PASSWORD, ...)")
 	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
 	return c
 }
@@ -188,6 +192,16 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			tf := &capacity.Terraform{
 				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout, Options: opts,
 				Recorder: mgr.GetEventRecorder("allot-capacity"), Clusters: map[schema.ClusterName]bool{},
+			}
+			if o.tfEnvSecret != "" {
+				ns, name, ok := strings.Cut(o.tfEnvSecret, "/")
+				if !ok {
+					ns, name = o.leaderNS, o.tfEnvSecret
+				}
+				if ns == "" || name == "" {
+					return usageError{fmt.Errorf("--terraform-env-secret %q: want NAMESPACE/NAME, or NAME with --leader-election-namespace", o.tfEnvSecret)}
+				}
+				tf.EnvSecret = client.ObjectKey{Namespace: ns, Name: name}
 			}
 			for _, c := range o.tfClusters {
 				tf.Clusters[schema.ClusterName(c)] = true

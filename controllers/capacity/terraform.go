@@ -57,6 +57,14 @@ type Terraform struct {
 	Hook string
 	// Env is added to terraform's environment (and so the hooks').
 	Env map[string]string
+	// EnvSecret, when set, names a Secret whose keys are more environment
+	// variables of terraform, read at every run (so a rotated credential
+	// is used without a restart): TF_VAR_<name> sets the module's variable
+	// <name> (project, subnet_ids, ...), others are the providers' and the
+	// backend's credentials (GOOGLE_OAUTH_ACCESS_TOKEN, AWS_*,
+	// TF_HTTP_PASSWORD, ...). Its values reach terraform only: never a log,
+	// an event or a status.
+	EnvSecret client.ObjectKey
 	// Binary is the terraform executable; empty: terraform on PATH.
 	Binary string
 	// Clusters, when not empty, are the only clusters Terraform resizes; the
@@ -254,7 +262,12 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err := os.WriteFile(filepath.Join(dir, terraform.ModuleFile), b, 0o644); err != nil {
 		return err
 	}
-	opts := []runner.Option{runner.WithEnv(t.Env), runner.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)})}
+	env, err := t.env(ctx)
+	if err != nil {
+		return err
+	}
+	opts := []runner.Option{runner.WithEnv(env), runner.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)}),
+		runner.WithBackendConfig(t.Options.Backend.InitConfig(cluster))}
 	if p := rev.Config.Clusters[cluster]; p != nil && (p.Provider == schema.ProviderKwok || p.Provider == schema.ProviderOnPrem) && t.Hook != "" {
 		opts = append(opts, runner.WithVars(map[string]string{"command": t.Hook}))
 	}
@@ -311,6 +324,26 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 			"add", pc.Add, "destroy", pc.Destroy)
 	}
 	return nil
+}
+
+// env is terraform's environment beyond allot's own: Env, then EnvSecret's
+// keys.
+func (t *Terraform) env(ctx context.Context) (map[string]string, error) {
+	env := maps.Clone(t.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if t.EnvSecret.Name == "" {
+		return env, nil
+	}
+	var sec corev1.Secret
+	if err := t.Reader.Get(ctx, t.EnvSecret, &sec); err != nil {
+		return nil, fmt.Errorf("reading Secret %s, terraform's environment: %w", t.EnvSecret, err)
+	}
+	for k, v := range sec.Data {
+		env[k] = string(v)
+	}
+	return env, nil
 }
 
 // CheckDrift implements DriftChecker for the one cluster whose nodes this

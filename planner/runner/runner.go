@@ -50,6 +50,12 @@ type Runner struct {
 	waitDelay   time.Duration
 	output      io.Writer
 	env         map[string]string
+	// envVars are the TF_VAR_* of allot's environment and of WithEnv, by
+	// variable name: terraform-exec keeps them from terraform's environment,
+	// so they are passed as -var, for the variables the module declares.
+	envVars map[string]string
+	// backendConfig are KEY=VALUE settings for terraform init.
+	backendConfig []string
 }
 
 // Option configures a Runner.
@@ -76,7 +82,10 @@ func WithWaitDelay(d time.Duration) Option { return func(r *Runner) { r.waitDela
 
 // WithEnv adds environment variables to terraform's environment (which is
 // otherwise allot's own, with CHECKPOINT_DISABLE=1 unless it is set), e.g.
-// credentials, TF_CLI_CONFIG_FILE or the KUBECONFIG a kwok hook reads. Variables terraform-exec manages itself (TF_LOG, TF_VAR_*,
+// credentials, TF_CLI_CONFIG_FILE or the KUBECONFIG a kwok hook reads.
+// TF_VAR_<name>, here or in allot's environment, sets the module's variable
+// <name> when the module declares it (as terraform itself would), unless
+// WithVars sets it. Other variables terraform-exec manages itself (TF_LOG,
 // TF_CLI_ARGS*, ...) are dropped.
 func WithEnv(env map[string]string) Option {
 	return func(r *Runner) {
@@ -85,6 +94,13 @@ func WithEnv(env map[string]string) Option {
 		}
 		maps.Copy(r.env, env)
 	}
+}
+
+// WithBackendConfig passes backend settings (KEY=VALUE) to terraform init
+// (-backend-config), e.g. the credentials terraform.Backend.InitConfig keeps
+// out of the module.
+func WithBackendConfig(kv []string) Option {
+	return func(r *Runner) { r.backendConfig = append(r.backendConfig, kv...) }
 }
 
 // WithOutput streams terraform's stdout and stderr to w (e.g. a log).
@@ -118,6 +134,12 @@ func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Op
 		}
 	}
 	maps.Copy(env, r.env)
+	r.envVars = map[string]string{}
+	for k, v := range env {
+		if name, ok := strings.CutPrefix(k, "TF_VAR_"); ok && name != "" {
+			r.envVars[name] = v
+		}
+	}
 	if err := tf.SetEnv(tfexec.CleanEnv(env)); err != nil {
 		return nil, err
 	}
@@ -145,7 +167,11 @@ func (r *Runner) Dir() string { return r.dir }
 // Init runs terraform init: it installs the providers and configures the
 // backend.
 func (r *Runner) Init(ctx context.Context) error {
-	if err := r.tf.Init(ctx, tfexec.Upgrade(false)); err != nil {
+	opts := []tfexec.InitOption{tfexec.Upgrade(false)}
+	for _, kv := range r.backendConfig {
+		opts = append(opts, tfexec.BackendConfig(kv))
+	}
+	if err := r.tf.Init(ctx, opts...); err != nil {
 		return r.fail(ctx, "init", err)
 	}
 	return nil
@@ -256,9 +282,7 @@ func (r *Runner) planArgs(run string, opts PlanOptions) ([]tfexec.PlanOption, er
 	} else {
 		args = append(args, tfexec.Lock(true), tfexec.LockTimeout(r.lockTimeout.String()))
 	}
-	vars := map[string]string{}
-	maps.Copy(vars, r.vars)
-	declared, err := r.declared()
+	vars, declared, err := r.inputs()
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +348,24 @@ func (p *Plan) Discard() error {
 	f := p.File
 	p.File = ""
 	return removeFile(f)
+}
+
+// inputs returns the values of the module's input variables (WithVars, then
+// the TF_VAR_* of the environment for the variables the module declares:
+// terraform refuses a -var it does not declare) and the declared variables.
+func (r *Runner) inputs() (map[string]string, map[string]bool, error) {
+	declared, err := r.declared()
+	if err != nil {
+		return nil, nil, err
+	}
+	vars := map[string]string{}
+	for k, v := range r.envVars {
+		if declared[k] {
+			vars[k] = v
+		}
+	}
+	maps.Copy(vars, r.vars)
+	return vars, declared, nil
 }
 
 // declared returns the input variables the module declares.
@@ -440,10 +482,14 @@ func (r *Runner) ForceUnlock(ctx context.Context, id string) error {
 		return fmt.Errorf("terraform force-unlock of cluster %s: no lock ID", r.cluster)
 	}
 	args := []tfexec.PlanOption{tfexec.Refresh(false), tfexec.Lock(true), tfexec.LockTimeout("0s")}
-	for _, k := range slices.Sorted(maps.Keys(r.vars)) {
-		args = append(args, tfexec.Var(k+"="+r.vars[k]))
+	vars, _, err := r.inputs()
+	if err != nil {
+		return err
 	}
-	_, err := r.tf.Plan(ctx, args...)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		args = append(args, tfexec.Var(k+"="+vars[k]))
+	}
+	_, err = r.tf.Plan(ctx, args...)
 	var le *LockError
 	switch err = r.fail(ctx, "plan", err); {
 	case err == nil:

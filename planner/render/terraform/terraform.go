@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/allot-dev/allot/fleet"
@@ -41,10 +43,41 @@ type Options struct {
 
 // Backend is a Terraform backend block: Type is e.g. "local", "gcs" or "s3", and
 // Config its settings. Config values may use the placeholder {cluster}, replaced
-// by the cluster's name (e.g. a state prefix per cluster).
+// by the cluster's name (e.g. a state prefix per cluster). Settings that may
+// hold a credential (Credential) are not written into the module: InitConfig
+// returns them, for 'terraform init -backend-config' at run time.
 type Backend struct {
 	Type   string
 	Config map[string]string
+}
+
+// credentialKeys are parts of the names of backend settings that may hold a
+// credential (http's password, s3's access_key and secret_key, gcs's
+// credentials and access_token, azurerm's sas_token and client_secret, ...).
+var credentialKeys = []string{"password", "secret", "token", "credential", "access_key", "encryption_key", "customer_key", "sas", "private_key", "client_certificate"}
+
+// Credential says whether the backend setting key may hold a credential.
+func Credential(key string) bool {
+	k := strings.ToLower(key)
+	for _, c := range credentialKeys {
+		if strings.Contains(k, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// InitConfig returns the settings of b that may hold credentials, as
+// KEY=VALUE for cluster, sorted: they go to 'terraform init
+// -backend-config', never into the module.
+func (b Backend) InitConfig(cluster schema.ClusterName) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(b.Config)) {
+		if Credential(k) {
+			out = append(out, k+"="+replaceCluster(b.Config[k], cluster))
+		}
+	}
+	return out
 }
 
 // PoolError is a pool its cluster's provider cannot render: the user must change
@@ -202,7 +235,9 @@ func backend(b Backend, cluster schema.ClusterName) map[string]any {
 	}
 	conf := map[string]any{}
 	for k, v := range b.Config {
-		conf[k] = replaceCluster(v, cluster)
+		if !Credential(k) {
+			conf[k] = replaceCluster(v, cluster)
+		}
 	}
 	return map[string]any{typ: conf}
 }

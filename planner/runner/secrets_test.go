@@ -1,0 +1,80 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/allot-dev/allot/planner/render/terraform"
+)
+
+// TestEnvVariables drives a module with a required variable, as the gke and
+// eks modules have (project, subnet_ids, ...), with its value in allot's
+// environment as TF_VAR_project: terraform-exec keeps TF_VAR_* from
+// terraform's environment, so the runner passes it as -var. A TF_VAR_ of a
+// variable the module does not declare is ignored, as terraform would.
+func TestEnvVariables(t *testing.T) {
+	ctx := context.Background()
+	l := newLab(t)
+	t.Setenv("TF_VAR_project", "acme-prod")
+	t.Setenv("TF_VAR_not_declared", "x")
+	l.writeFile(filepath.Join(l.dir, terraform.ModuleFile), `{
+  "variable": {
+    "project": {"type": "string", "description": "required, as the gke module's"},
+    "zone": {"type": "string", "default": "none"}
+  },
+  "resource": {"terraform_data": {"pool": {"input": "${var.project}/${var.zone}"}}},
+  "output": {"where": {"value": "${terraform_data.pool.output}"}}
+}
+`, 0o644)
+	r, err := New(ctx, "lab", l.dir, WithEnv(l.env()), WithEnv(map[string]string{"TF_VAR_zone": "us-east1-b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.converge(ctx, r)
+	out, err := l.command("output", "-raw", "where").Output()
+	if err != nil {
+		t.Fatalf("terraform output: %v", err)
+	}
+	if got := string(out); got != "acme-prod/us-east1-b" {
+		t.Errorf("output where = %q, want the variables of the environment, acme-prod/us-east1-b", got)
+	}
+}
+
+// TestBackendCredentialsAtInit renders the lab's module with an http backend
+// whose password is a --backend-config setting: the module holds no password,
+// terraform init gets it (-backend-config) and reaches the state store that
+// wants it, and the state is stored there.
+func TestBackendCredentialsAtInit(t *testing.T) {
+	ctx := context.Background()
+	l := newLab(t)
+	srv := newStateServer(t)
+	srv.auth = "s3cret-token"
+	l.backend = srv.backend()
+	l.backend.Config["username"] = "allot"
+	l.backend.Config["password"] = srv.auth
+	l.size(map[string]int64{"a100": 1})
+	b, err := os.ReadFile(filepath.Join(l.dir, terraform.ModuleFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), srv.auth) {
+		t.Fatalf("the password is written into the module:\n%s", b)
+	}
+	r := l.runner(ctx, WithBackendConfig(l.backend.InitConfig("lab")))
+	if err := r.Init(ctx); err != nil {
+		t.Fatalf("init with the password at run time: %v", err)
+	}
+	l.converge(ctx, r)
+	srv.mu.Lock()
+	state := string(srv.state)
+	srv.mu.Unlock()
+	if !strings.Contains(state, `"a100-0"`) {
+		t.Errorf("the remote state lacks the node a100-0:\n%.500s", state)
+	}
+}
