@@ -10,9 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,8 +81,17 @@ type GitFetcher struct {
 	Dir string
 }
 
-// Fetch implements Fetcher.
+// Fetch implements Fetcher. Its errors never carry the credentials of the
+// URL (userinfo, query): see RedactURL.
 func (g *GitFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, error) {
+	art, err := g.fetch(ctx, src)
+	if err != nil {
+		return Artifact{}, redactError(err, src.Spec.URL)
+	}
+	return art, nil
+}
+
+func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, error) {
 	repo := filepath.Join(g.Dir, src.Namespace, src.Name+".git")
 	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
 		if err := os.MkdirAll(repo, 0o755); err != nil {
@@ -112,7 +123,7 @@ func (g *GitFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 	}
 	out, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", local+"^{commit}")
 	if err != nil {
-		return Artifact{}, fmt.Errorf("%s: %q not found in %s", "git", local, src.Spec.URL)
+		return Artifact{}, fmt.Errorf("git: %q not found in %s", local, RedactURL(src.Spec.URL))
 	}
 	commit := strings.TrimSpace(string(out))
 	files, err := source.GitTree(repo, commit, src.Spec.Path)
@@ -142,6 +153,79 @@ func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// RedactURL returns a Git URL without what may be a credential: its userinfo
+// (user:password, or a token as the user name) becomes "***" and its query
+// "?***". A URL that does not parse (git@host:path) is returned as it is: it
+// has no place for a password.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return raw
+	}
+	s := u.Scheme + "://"
+	if u.User != nil {
+		s += "***@"
+	}
+	s += u.Host + u.EscapedPath()
+	if u.RawQuery != "" || u.ForceQuery {
+		s += "?***"
+	}
+	if u.Fragment != "" {
+		s += "#***"
+	}
+	return s
+}
+
+// redactError is err with every credential of the URL raw taken out of its
+// text: the URL itself, as given and as git prints it, and each part that
+// may be secret (git prints a URL without its password, but with its query).
+// The redacted error keeps no link to err: its text is all a condition, an
+// event or a log line gets.
+func redactError(err error, raw string) error {
+	msg := err.Error()
+	var secrets []string
+	if u, perr := url.Parse(raw); perr == nil {
+		if u.User != nil {
+			secrets = append(secrets, u.User.String())
+			pw, ok := u.User.Password()
+			if ok {
+				secrets = append(secrets, pw, url.QueryEscape(pw))
+			}
+			// A user name alone may be a token (https://<token>@host/...);
+			// a short one (git, oauth2) is a name, and too common a word to
+			// take out of a message.
+			if name := u.User.Username(); len(name) >= 20 || !ok && len(name) >= 8 {
+				secrets = append(secrets, name)
+			}
+		}
+		if u.RawQuery != "" {
+			secrets = append(secrets, u.RawQuery)
+			for _, vs := range u.Query() {
+				secrets = append(secrets, vs...)
+			}
+		}
+		if u.Fragment != "" {
+			secrets = append(secrets, u.Fragment)
+		}
+	}
+	if !strings.Contains(msg, raw) && len(secrets) == 0 {
+		return err
+	}
+	msg = strings.ReplaceAll(msg, raw, RedactURL(raw))
+	// Longest first, so that a part inside another goes with it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		if len(s) >= 3 {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
+	}
+	var spec *SpecError
+	if errors.As(err, &spec) {
+		return &SpecError{msg}
+	}
+	return errors.New(msg)
 }
 
 // GitRepositoryKind is the Flux source a CapacitySource may name.

@@ -170,7 +170,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			r.stall(src, ReasonInvalidSpec, err.Error())
 			return ctrl.Result{}, nil
 		}
-		r.fail(src, ReasonFetchFailed, err.Error())
+		r.fail(src, ReasonFetchFailed, fmt.Sprintf("%v; %s", err, inForce(src)))
 		return ctrl.Result{}, err
 	}
 	src.Status.LastAttemptedRevision = art.Revision
@@ -300,16 +300,20 @@ func (r *Reconciler) invalidMessage(src *allotv1.CapacitySource, rev string, fs 
 			errs = append(errs, f.String())
 		}
 	}
-	inForce := "nothing was applied"
-	if src.Status.LastAppliedRevision != "" {
-		inForce = "revision " + src.Status.LastAppliedRevision + " stays in force"
-	}
 	shown := errs[:min(len(errs), 5)]
 	more := ""
 	if len(errs) > len(shown) {
 		more = fmt.Sprintf("\n... and %d more", len(errs)-len(shown))
 	}
-	return fmt.Sprintf("revision %s has %d error(s); %s:\n%s%s", rev, len(errs), inForce, strings.Join(shown, "\n"), more)
+	return fmt.Sprintf("revision %s has %d error(s); %s:\n%s%s", rev, len(errs), inForce(src), strings.Join(shown, "\n"), more)
+}
+
+// inForce says which revision stays in force after a failure.
+func inForce(src *allotv1.CapacitySource) string {
+	if src.Status.LastAppliedRevision != "" {
+		return "revision " + src.Status.LastAppliedRevision + " stays in force"
+	}
+	return "nothing was applied"
 }
 
 // observedPools reads the pools' observed health from their status; pools
