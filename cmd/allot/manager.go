@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -39,6 +40,8 @@ func init() { commands = append(commands, newManagerCommand) }
 type managerOptions struct {
 	kubeconfig     string
 	metricsAddr    string
+	metricsSecure  bool
+	metricsCerts   string
 	probeAddr      string
 	leaderElect    bool
 	leaderNS       string
@@ -71,8 +74,9 @@ Pool health reconciler (healthy GPUs per pool from its nodes, the CapacityReady
 condition) and the embedded gang- and topology-aware scheduler, which binds the
 pods whose spec.schedulerName is "allot". They run on the elected leader only.
 
-Serves Prometheus metrics on --metrics-bind-address and /healthz and /readyz on
---health-probe-bind-address. Stops cleanly on SIGINT or SIGTERM.
+Serves Prometheus metrics on --metrics-bind-address (HTTPS, to bearer tokens
+allowed to get /metrics, unless --metrics-secure=false) and /healthz and
+/readyz on --health-probe-bind-address. Stops cleanly on SIGINT or SIGTERM.
 
 The cluster is reached through --kubeconfig, else $KUBECONFIG, else the
 in-cluster service account.`,
@@ -88,6 +92,8 @@ in-cluster service account.`,
 	f := c.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 disables it)")
+	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to requests whose bearer token may get the non-resource URL /metrics (a TokenReview and a SubjectAccessReview; ClusterRole allot-metrics-reader); false: plain HTTP to anyone, for development only")
+	f.StringVar(&o.metricsCerts, "metrics-cert-dir", "", "directory of the metrics server's tls.crt and tls.key (default: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables them)")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and schedules")
 	f.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
@@ -127,9 +133,16 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 	if err := allotv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		// Metrics name teams, pools and their sizes: only those allowed to
+		// read them get them, over TLS, as kube-controller-manager does.
+		metrics.SecureServing, metrics.CertDir = true, o.metricsCerts
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderID,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +17,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,13 +52,17 @@ func (s *syncBuffer) String() string {
 
 // allot manager, started as the binary would be, against a real API server, as
 // the service account of config/ with only the rights of its generated
-// ClusterRole: it serves probes and metrics, binds an allot pod, writes the
-// team's status, and stops cleanly.
+// ClusterRole and its leader-election Role: it is elected through its Lease in
+// allot-system, serves probes, serves metrics to a service account allowed to
+// scrape them and to no one else, binds an allot pod, writes the team's
+// status, and stops cleanly.
 func TestManager(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	c := env.Client
 	applyManifests(t, c, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml")
+	scraper := serviceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
+	stranger := serviceAccountToken(t, c, "allot-system", "stranger", "")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-manager"); err != nil {
 		t.Fatal(err)
@@ -77,7 +85,7 @@ func TestManager(t *testing.T) {
 	var stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- runContext(runCtx, []string{"manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
+		code <- runContext(runCtx, []string{"manager", "--kubeconfig", kubeconfig, "--leader-elect=true", "--leader-election-namespace", "allot-system",
 			"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
 			"--git-cache-dir", t.TempDir(), "--status-interval", "200ms"}, io.Discard, &stderr)
 	}()
@@ -111,11 +119,14 @@ func TestManager(t *testing.T) {
 		return nil
 	})
 	waitFor(t, "usage metrics", func() error {
-		resp, err := http.Get("http://" + metrics + "/metrics")
+		resp, err := scrape("https://"+metrics+"/metrics", scraper)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("scraping with the token of a reader: %s", resp.Status)
+		}
 		parser := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := parser.TextToMetricFamilies(resp.Body)
 		if err != nil {
@@ -144,6 +155,29 @@ func TestManager(t *testing.T) {
 		}
 		return nil
 	})
+	// A token the API server does not know fails its TokenReview: refused
+	// (controller-runtime's filter answers 500 for it).
+	for who, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden, "not-a-token": http.StatusInternalServerError} {
+		resp, err := scrape("https://"+metrics+"/metrics", who)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(body), "allot_") {
+			t.Errorf("scraping /metrics with token %.12q: %s, want %d and no metrics", who, resp.Status, want)
+		}
+	}
+	if resp, err := http.Get("http://" + metrics + "/metrics"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("/metrics is served over plain HTTP")
+		}
+	}
+	var lease coordinationv1.Lease
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "allot-system", Name: "allot-manager"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Errorf("the manager holds no Lease allot-system/allot-manager: %v", err)
+	}
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the manager was refused something its role should allow:\n%.3000s", stderr.String())
 	}
@@ -197,6 +231,39 @@ func TestDeploymentArgs(t *testing.T) {
 	}
 }
 
+// The manager's and the agent's pods run as non-root users, with no
+// capability, no privilege escalation, a read-only root filesystem and the
+// runtime's default seccomp profile.
+func TestPodsHardened(t *testing.T) {
+	for _, file := range []string{"config/manager/manager.yaml", "config/agent/daemonset.yaml"} {
+		var pod struct {
+			Spec struct{ Template corev1.PodTemplateSpec }
+		}
+		for _, doc := range manifestDocs(t, file) {
+			if strings.Contains(doc, "kind: Deployment") || strings.Contains(doc, "kind: DaemonSet") {
+				if err := yaml.Unmarshal([]byte(doc), &pod); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		spec := pod.Spec.Template.Spec
+		if ps := spec.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot ||
+			ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: the pod is not runAsNonRoot with seccomp RuntimeDefault: %+v", file, ps)
+		}
+		if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+			t.Errorf("%s: the pod shares a host namespace", file)
+		}
+		for _, c := range spec.Containers {
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.Privileged != nil && *sc.Privileged || sc.Capabilities == nil || fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s: container %s is not hardened: %+v", file, c.Name, sc)
+			}
+		}
+	}
+}
+
 // manifestDocs splits a YAML file of the repository into its documents.
 func manifestDocs(t *testing.T, rel string) []string {
 	t.Helper()
@@ -229,6 +296,44 @@ func applyManifests(t *testing.T, c client.Client, files ...string) {
 			}
 		}
 	}
+}
+
+// serviceAccountToken creates a service account, binds it to clusterRole
+// unless that is empty, and returns a token of it (TokenRequest API).
+func serviceAccountToken(t *testing.T, c client.Client, ns, name, clusterRole string) string {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := c.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if clusterRole != "" {
+		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + clusterRole},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
+		if err := c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("a token of %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token
+}
+
+// scrape GETs url over TLS (the manager's self-signed certificate), with the
+// bearer token unless it is empty.
+func scrape(url, token string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test server's self-signed certificate
+	return hc.Do(req)
 }
 
 func httpOK(url string) error {

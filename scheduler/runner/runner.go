@@ -91,7 +91,6 @@ func (o Options) withDefaults() Options {
 // +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=allot.dev,resources=teams/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Runner is the embedded scheduler: a manager runnable that needs leader election.
 type Runner struct {
