@@ -38,6 +38,12 @@ const (
 	PlanAppliedCondition = "PlanApplied"
 	// GPUHealthyCondition: every GPU of the Pool's nodes reports healthy.
 	GPUHealthyCondition = "GPUHealthy"
+	// StateUnlockedCondition: no stale Terraform state lock stands in the
+	// CapacitySource's way. False names the lock that has been held longer
+	// than the manager's --terraform-stale-lock-age, which only the
+	// annotation allot.dev/force-unlock=<lock ID> releases. Present once such
+	// a lock was seen.
+	StateUnlockedCondition = "StateUnlocked"
 )
 
 // CommonStatus is the part of every allot status the Flux runtime helpers read.

@@ -60,6 +60,7 @@ type managerOptions struct {
 	cluster        string
 	readyTimeout   time.Duration
 	tfEnvSecret    string
+	staleLockAge   time.Duration
 }
 
 func newManagerCommand() *cobra.Command {
@@ -111,6 +112,7 @@ in-cluster service account.`,
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
 	f.StringVar(&o.tfEnvSecret, "terraform-env-secret", "", "a Secret ([NAMESPACE/]NAME, default namespace: --leader-election-namespace) whose keys are environment variables of terraform, read at every run: TF_VAR_<name> sets a module variable (project, subnet_ids, ...), others are credentials (AWS_*, GOOGLE_*, TF_HTTP_PASSWORD, ...)")
+	f.DurationVar(&o.staleLockAge, "terraform-stale-lock-age", 30*time.Minute, "a Terraform state lock held this long is reported as stale (the StateUnlocked condition) and waits for the annotation allot.dev/force-unlock=<lock ID>; the manager never releases one by itself (0: never reported)")
 	f.DurationVar(&o.readyTimeout, "node-ready-timeout", 10*time.Minute, "how long a grown pool's nodes may take to be Ready before the quota raise waits for a retry")
 	return c
 }
@@ -203,7 +205,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 				return err
 			}
 			tf := &capacity.Terraform{
-				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout, Options: opts,
+				Reader: mgr.GetAPIReader(), Dir: o.terraformDir, Hook: hook, ReadyTimeout: o.readyTimeout, Options: opts, StaleLockAge: o.staleLockAge,
 				Recorder: mgr.GetEventRecorder("allot-capacity"), Clusters: map[schema.ClusterName]bool{},
 			}
 			if o.tfEnvSecret != "" {

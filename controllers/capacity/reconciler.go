@@ -59,6 +59,7 @@ const (
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonCapacityFailed    = "CapacityFailed"
 	ReasonDisruptionRefused = "DisruptionRefused"
+	ReasonStaleStateLock    = "StaleStateLock"
 )
 
 // maxFindings bounds the findings kept in a status.
@@ -129,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	patcher := patch.NewSerialPatcher(src, r.Client)
 	defer func() {
 		if err := patcher.Patch(ctx, src,
-			patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReconcilingCondition, allotv1.StalledCondition}},
+			patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReconcilingCondition, allotv1.StalledCondition, allotv1.StateUnlockedCondition}},
 			patch.WithStatusObservedGeneration{},
 			patch.WithFieldOwner(r.fieldManager()),
 		); err != nil && !apierrors.IsNotFound(err) {
@@ -249,6 +250,9 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	}
 	conditions.Delete(src, allotv1.ReconcilingCondition)
 	conditions.Delete(src, allotv1.StalledCondition)
+	if conditions.Has(src, allotv1.StateUnlockedCondition) {
+		conditions.MarkTrue(src, allotv1.StateUnlockedCondition, ReasonSucceeded, "no stale Terraform state lock")
+	}
 	conditions.MarkTrue(src, allotv1.ReadyCondition, ReasonSucceeded, "Applied revision: %s", art.Revision)
 	return interval, nil
 }
@@ -259,6 +263,13 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 func (r *Reconciler) failStep(src *allotv1.CapacitySource, reason, msg string, err error) (ctrl.Result, error) {
 	var refused *DisruptionError
 	var scope *ClusterScopeError
+	var stale *StaleLockError
+	if errors.As(err, &stale) {
+		// Its own condition; a person must act, so no backoff.
+		conditions.MarkFalse(src, allotv1.StateUnlockedCondition, ReasonStaleStateLock, "%v", stale)
+		r.fail(src, ReasonStaleStateLock, msg)
+		return ctrl.Result{RequeueAfter: src.Spec.Interval.Duration}, nil
+	}
 	if errors.As(err, &refused) || errors.As(err, &scope) {
 		reason := ReasonDisruptionRefused
 		if scope != nil {
@@ -500,9 +511,12 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// approvalChanged lets a new disruption approval start a reconcile at once.
+// approvalChanged lets a new disruption approval or lock release start a
+// reconcile at once.
 var approvalChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetAnnotations()[AnnotationApproveDisruption] != e.ObjectNew.GetAnnotations()[AnnotationApproveDisruption]
+		before, after := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		return before[AnnotationApproveDisruption] != after[AnnotationApproveDisruption] ||
+			before[AnnotationForceUnlock] != after[AnnotationForceUnlock]
 	},
 }

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -35,6 +36,12 @@ import (
 // removes nodes running workloads: its value is the disruption ID the
 // refusal named.
 const AnnotationApproveDisruption = "allot.dev/approve-disruption"
+
+// AnnotationForceUnlock on a CapacitySource releases one Terraform state lock
+// the manager reported stale: its value is the lock ID the StateUnlocked
+// condition names. The manager never releases a lock by itself: it cannot
+// prove that the holder (another pod, a CI job, a laptop) is dead.
+const AnnotationForceUnlock = "allot.dev/force-unlock"
 
 // Terraform makes the node targets of a step real with Terraform: it renders
 // the revision's root module of each cluster the step resizes, plans it, checks
@@ -75,6 +82,16 @@ type Terraform struct {
 	ReadyTimeout time.Duration
 	// Recorder, when set, records drift and disruption events on the source.
 	Recorder events.EventRecorder
+	// StaleLockAge is how long a state lock may be held before it is
+	// reported as stale (a *StaleLockError); 0: never. A lock's age is from
+	// its creation time when the backend tells it, else from when the
+	// manager first met it.
+	StaleLockAge time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+
+	// locksSeen are the state locks met, by lock ID: when first met.
+	locksSeen sync.Map
 
 	// drifts are the drifts an apply could not remove, by source UID and
 	// cluster: they are reported, not planned again, until they change.
@@ -286,6 +303,12 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 		return err
 	}
 	p, err := r.Plan(ctx, runner.PlanOptions{Observed: observed})
+	if le := (*runner.LockError)(nil); errors.As(err, &le) {
+		if err := t.lockHeld(ctx, src, r, cluster, le, err); err != nil {
+			return err
+		}
+		p, err = r.Plan(ctx, runner.PlanOptions{Observed: observed})
+	}
 	if err != nil {
 		return err
 	}
@@ -344,6 +367,69 @@ func (t *Terraform) env(ctx context.Context) (map[string]string, error) {
 		env[k] = string(v)
 	}
 	return env, nil
+}
+
+// StaleLockError is a Terraform state lock held longer than StaleLockAge: a
+// run that died holding it, or one that hangs. It is released only when a
+// person says so, with the annotation AnnotationForceUnlock=<ID>.
+type StaleLockError struct {
+	Cluster schema.ClusterName
+	Lock    *runner.LockError
+	Age     time.Duration
+}
+
+func (e *StaleLockError) Error() string {
+	who := ""
+	if e.Lock.Who != "" {
+		who = " by " + e.Lock.Who
+	}
+	return fmt.Sprintf("the Terraform state of cluster %s has been locked%s for %s (lock ID %s): if no Terraform run holds it any more, release it with the annotation %s=%s",
+		e.Cluster, who, e.Age.Round(time.Second), e.Lock.ID, AnnotationForceUnlock, e.Lock.ID)
+}
+
+// lockHeld handles a plan that met a state lock: the lock the source's
+// annotation names is released (and an event says by whose request); a lock
+// older than StaleLockAge is a *StaleLockError; any other returns err (a
+// run that holds it now: retried).
+func (t *Terraform) lockHeld(ctx context.Context, src *allotv1.CapacitySource, r *runner.Runner, cluster schema.ClusterName, le *runner.LockError, err error) error {
+	if le.ID == "" {
+		return err
+	}
+	if src.Annotations[AnnotationForceUnlock] == le.ID {
+		if uerr := r.ForceUnlock(ctx, le.ID); uerr != nil {
+			return uerr
+		}
+		t.locksSeen.Delete(le.ID)
+		t.event(src, corev1.EventTypeWarning, "StateForceUnlocked", "released the Terraform state lock %s of cluster %s (held by %s since %s), as the annotation %s asked (set by %s)",
+			le.ID, cluster, cmp.Or(le.Who, "an unknown run"), cmp.Or(le.Created, "an unknown time"), AnnotationForceUnlock, annotationManager(src, AnnotationForceUnlock))
+		log.FromContext(ctx).Info("released a state lock", "cluster", cluster, "lock", le.ID, "holder", le.Who, "requestedBy", annotationManager(src, AnnotationForceUnlock))
+		return nil
+	}
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	first, _ := t.locksSeen.LoadOrStore(le.ID, now())
+	since := first.(time.Time)
+	if created, perr := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", le.Created); perr == nil && created.Before(since) {
+		since = created
+	}
+	if age := now().Sub(since); t.StaleLockAge > 0 && age >= t.StaleLockAge {
+		return &StaleLockError{Cluster: cluster, Lock: le, Age: age}
+	}
+	return err
+}
+
+// annotationManager names the field manager that last set an annotation
+// (e.g. kubectl-annotate): the API server's audit log says which user.
+func annotationManager(obj client.Object, key string) string {
+	field := "f:" + key
+	for _, mf := range obj.GetManagedFields() {
+		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"`+field+`"`) {
+			return "field manager " + mf.Manager
+		}
+	}
+	return "an unknown field manager"
 }
 
 // CheckDrift implements DriftChecker for the one cluster whose nodes this

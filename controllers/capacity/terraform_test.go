@@ -73,32 +73,8 @@ func TestTerraformOrderedApply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A second capacitysource controller in this process (the suite runs one).
-	mgr, err := ctrl.NewManager(tenv.Config, ctrl.Options{Scheme: tenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &capacity.Reconciler{
-		Client:   mgr.GetClient(),
-		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: t.TempDir()}},
-		Recorder: mgr.GetEventRecorder("allot-capacity"),
-		Capacity: &capacity.Terraform{
-			Reader: mgr.GetAPIReader(), Dir: t.TempDir(),
-			Hook: os.Args[0], // this test binary runs the kwok hook (see TestMain)
-			Env:  map[string]string{"KUBECONFIG": kubeconfig}, ReadyTimeout: time.Minute,
-			Recorder: mgr.GetEventRecorder("allot-capacity"),
-		},
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.New(runner.Options{CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	startTerraform(t, tenv, &capacity.Terraform{Env: map[string]string{"KUBECONFIG": kubeconfig}, ReadyTimeout: time.Minute},
+		runner.New(runner.Options{CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond}).SetupWithManager)
 
 	// The invariant, sampled all along: the team's quota never exceeds the
 	// GPUs of Ready nodes.
@@ -134,16 +110,7 @@ func TestTerraformOrderedApply(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
 		t.Fatal(err)
 	}
-	key := types.NamespacedName{Namespace: "gitops", Name: "lab"}
-	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	src.Spec.URL = "file://" + repo.dir
-	src.Spec.Ref = &allotv1.GitReference{Branch: "main"}
-	src.Spec.Interval = metav1.Duration{Duration: time.Second}
-	if err := c.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	waitApplied(t, c, key, head)
-	waitNodes(t, c, "a-0", "a-1")
+	key := kwokSource(t, c, repo, head)
 
 	// Raise: 16 -> 32 GPUs needs 2 more nodes, made before the quota goes up.
 	repo.write("capacity.cue", kwokRepo(32))
@@ -318,6 +285,59 @@ func waitEvent(t *testing.T, c client.Client, key types.NamespacedName, reason, 
 		}
 		return fmt.Errorf("%d events, none %s with %q", len(evs.Items), reason, want)
 	})
+}
+
+// startTerraform runs a second CapacitySource reconciler in this process
+// (the suite runs one), on tenv, with Terraform tf (its Reader, Dir, Hook
+// and Recorder filled in: the hook is this test binary, see TestMain) and
+// the other parts setups add; it stops when the test ends.
+func startTerraform(t *testing.T, tenv *testenv.Env, tf *capacity.Terraform, setups ...func(ctrl.Manager) error) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(tenv.Config, ctrl.Options{Scheme: tenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.Reader, tf.Dir, tf.Hook, tf.Recorder = mgr.GetAPIReader(), t.TempDir(), os.Args[0], mgr.GetEventRecorder("allot-capacity")
+	r := &capacity.Reconciler{
+		Client:   mgr.GetClient(),
+		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: t.TempDir()}},
+		Recorder: mgr.GetEventRecorder("allot-capacity"),
+		Capacity: tf,
+	}
+	setups = append(setups, r.SetupWithManager)
+	for _, setup := range setups {
+		if err := setup(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// kwokSource creates the CapacitySource gitops/lab of repo's main branch,
+// checked every second, and waits until head, a kwokRepo(16), is applied:
+// the pool's two nodes are there.
+func kwokSource(t *testing.T, c client.Client, repo *gitRepo, head string) types.NamespacedName {
+	t.Helper()
+	key := types.NamespacedName{Namespace: "gitops", Name: "lab"}
+	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	src.Spec.URL = "file://" + repo.dir
+	src.Spec.Ref = &allotv1.GitReference{Branch: "main"}
+	src.Spec.Interval = metav1.Duration{Duration: time.Second}
+	if err := c.Create(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, c, key, head)
+	waitNodes(t, c, "a-0", "a-1")
+	return key
 }
 
 func waitApplied(t *testing.T, c client.Client, key types.NamespacedName, rev string) {

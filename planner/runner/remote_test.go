@@ -5,6 +5,8 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+
+	"github.com/allot-dev/allot/planner/runner/statetest"
 )
 
 // TestStaleLockRemote kills terraform mid-apply with a remote backend, whose
@@ -14,13 +16,13 @@ import (
 // converges.
 func TestStaleLockRemote(t *testing.T) {
 	l := newLab(t)
-	srv := newStateServer(t)
-	l.backend = srv.backend()
+	srv := statetest.New(t)
+	l.backend = srv.Backend()
 	ctx := context.Background()
 	r, _ := l.applied(ctx, map[string]int64{"a100": 1})
 
 	done := blockedApply(t, l, ctx, r)
-	held := srv.held()
+	held := srv.Held()
 	if held == "" {
 		t.Fatal("the apply holds no lock")
 	}
@@ -40,24 +42,24 @@ func TestStaleLockRemote(t *testing.T) {
 	if le.ID != held {
 		t.Errorf("lock error names lock %q, the dead run held %q", le.ID, held)
 	}
-	if srv.held() != held {
+	if srv.Held() != held {
 		t.Fatalf("the lock was released without an operator")
 	}
 	// An operator names a lock that is not the one held (e.g. one released
 	// and taken again since): nothing is released.
 	err = r.ForceUnlock(ctx, "00000000-0000-0000-0000-000000000000")
-	if !errors.As(err, &le) || le.ID != held || srv.held() != held {
-		t.Errorf("force-unlock of another lock: %v; lock held %q", err, srv.held())
+	if !errors.As(err, &le) || le.ID != held || srv.Held() != held {
+		t.Errorf("force-unlock of another lock: %v; lock held %q", err, srv.Held())
 	}
 	if err := r.ForceUnlock(ctx, le.ID); err != nil {
 		t.Fatalf("force-unlock: %v", err)
 	}
-	if srv.held() != "" {
-		t.Errorf("lock %s still held after the operator released it", srv.held())
+	if srv.Held() != "" {
+		t.Errorf("lock %s still held after the operator released it", srv.Held())
 	}
 	afterInterruption(t, l)
-	if srv.held() != "" {
-		t.Errorf("lock %s held after the run", srv.held())
+	if srv.Held() != "" {
+		t.Errorf("lock %s held after the run", srv.Held())
 	}
 	// Releasing a lock that is no longer there is no error.
 	if err := r.ForceUnlock(ctx, held); err != nil {

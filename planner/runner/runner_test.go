@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/planner/runner/statetest"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -490,9 +491,9 @@ func pool(p *Plan, name string) terraform.PoolChange {
 func TestCredentials(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	srv := newStateServer(t)
-	srv.auth = "s3cret"
-	l.backend = srv.backend()
+	srv := statetest.New(t)
+	srv.Auth = "s3cret"
+	l.backend = srv.Backend()
 	l.size(map[string]int64{"a100": 1})
 	err := l.runner(ctx).Init(ctx)
 	var be *BackendError

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/planner/runner/statetest"
 )
 
 // TestEnvVariables drives a module with a required variable, as the gke and
@@ -53,17 +54,17 @@ func TestEnvVariables(t *testing.T) {
 func TestBackendCredentialsAtInit(t *testing.T) {
 	ctx := context.Background()
 	l := newLab(t)
-	srv := newStateServer(t)
-	srv.auth = "s3cret-token"
-	l.backend = srv.backend()
+	srv := statetest.New(t)
+	srv.Auth = "s3cret-token"
+	l.backend = srv.Backend()
 	l.backend.Config["username"] = "allot"
-	l.backend.Config["password"] = srv.auth
+	l.backend.Config["password"] = srv.Auth
 	l.size(map[string]int64{"a100": 1})
 	b, err := os.ReadFile(filepath.Join(l.dir, terraform.ModuleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), srv.auth) {
+	if strings.Contains(string(b), srv.Auth) {
 		t.Fatalf("the password is written into the module:\n%s", b)
 	}
 	r := l.runner(ctx, WithBackendConfig(l.backend.InitConfig("lab")))
@@ -71,9 +72,7 @@ func TestBackendCredentialsAtInit(t *testing.T) {
 		t.Fatalf("init with the password at run time: %v", err)
 	}
 	l.converge(ctx, r)
-	srv.mu.Lock()
-	state := string(srv.state)
-	srv.mu.Unlock()
+	state := string(srv.State())
 	if !strings.Contains(state, `"a100-0"`) {
 		t.Errorf("the remote state lacks the node a100-0:\n%.500s", state)
 	}

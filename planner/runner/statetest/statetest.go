@@ -1,4 +1,6 @@
-package runner
+// Package statetest is a remote Terraform state store for tests: the http
+// backend's protocol, with locking, in a real HTTP server.
+package statetest
 
 import (
 	"encoding/json"
@@ -7,34 +9,37 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/allot-dev/allot/planner/render/terraform"
 )
 
-// stateServer is a remote state store for Terraform's http backend, with
+// Server is a remote state store for Terraform's http backend, with
 // locking: a lock outlives the process that took it, as with gcs or s3, so a
 // terraform killed while it holds the lock leaves it behind.
-type stateServer struct {
+type Server struct {
 	*httptest.Server
+	// Auth, when set, is the password every request must carry.
+	Auth string
+
 	mu    sync.Mutex
 	state []byte
 	lock  []byte // the holder's lock info, as Terraform sent it
-	// auth, when set, is the password every request must carry.
-	auth string
 }
 
-func newStateServer(t *testing.T) *stateServer {
-	s := &stateServer{}
+// New starts a server that stops when the test ends.
+func New(t testing.TB) *Server {
+	s := &Server{}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
 }
 
-func (s *stateServer) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.auth != "" {
-		if _, pw, ok := r.BasicAuth(); !ok || pw != s.auth {
+	if s.Auth != "" {
+		if _, pw, ok := r.BasicAuth(); !ok || pw != s.Auth {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -73,8 +78,8 @@ func (s *stateServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// held returns the ID of the lock held, or "".
-func (s *stateServer) held() string {
+// Held returns the ID of the lock held, or "".
+func (s *Server) Held() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lock == nil {
@@ -83,14 +88,30 @@ func (s *stateServer) held() string {
 	return lockID(s.lock)
 }
 
+// Lock takes the lock for a run that is not there (a CI job or a laptop
+// that died holding it), as Terraform would record it.
+func (s *Server) Lock(id, who string, created time.Time) {
+	info, _ := json.Marshal(map[string]any{"ID": id, "Operation": "OperationTypeApply", "Who": who, "Version": "1.11.0", "Created": created, "Path": ""})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lock = info
+}
+
+// State returns the stored state.
+func (s *Server) State() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.state...)
+}
+
 func lockID(info []byte) string {
 	var l struct{ ID string }
 	_ = json.Unmarshal(info, &l)
 	return l.ID
 }
 
-// backend is the module's backend block for the server.
-func (s *stateServer) backend() terraform.Backend {
+// Backend is the module's backend block for the server.
+func (s *Server) Backend() terraform.Backend {
 	return terraform.Backend{Type: "http", Config: map[string]string{
 		"address":        s.URL + "/state",
 		"lock_address":   s.URL + "/state",
