@@ -87,8 +87,6 @@ type Terraform struct {
 	// its creation time when the backend tells it, else from when the
 	// manager first met it.
 	StaleLockAge time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
 
 	// locksSeen are the state locks met, by lock ID: when first met.
 	locksSeen sync.Map
@@ -405,16 +403,13 @@ func (t *Terraform) lockHeld(ctx context.Context, src *allotv1.CapacitySource, r
 		log.FromContext(ctx).Info("released a state lock", "cluster", cluster, "lock", le.ID, "holder", le.Who, "requestedBy", annotationManager(src, AnnotationForceUnlock))
 		return nil
 	}
-	now := time.Now
-	if t.Now != nil {
-		now = t.Now
-	}
-	first, _ := t.locksSeen.LoadOrStore(le.ID, now())
+	now := time.Now()
+	first, _ := t.locksSeen.LoadOrStore(le.ID, now)
 	since := first.(time.Time)
 	if created, perr := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", le.Created); perr == nil && created.Before(since) {
 		since = created
 	}
-	if age := now().Sub(since); t.StaleLockAge > 0 && age >= t.StaleLockAge {
+	if age := now.Sub(since); t.StaleLockAge > 0 && age >= t.StaleLockAge {
 		return &StaleLockError{Cluster: cluster, Lock: le, Age: age}
 	}
 	return err
