@@ -195,6 +195,14 @@ func compileDefinitions(ctx *cue.Context) (cue.Value, error) {
 	return v.LookupPath(cue.ParsePath("#Config")), nil
 }
 
+// cloudNameBound is how CUE describes a value that #CloudName rejects.
+const cloudNameBound = `(out of bound =~"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")`
+
+// MaxFleetNodes bounds the sum of nodes.max over all pools: it keeps render and
+// sim, which lay out every node, bounded in time and memory (pool.cue bounds
+// each pool by #MaxNodes).
+const MaxFleetNodes = 1_000_000
+
 // fromCUE turns CUE errors into findings at the user's positions; ix, when not nil,
 // supplies a position for errors that carry none in a user file.
 func fromCUE(err error, ix *Index) Findings {
@@ -233,6 +241,9 @@ func fromCUE(err error, ix *Index) Findings {
 			f.Message = fmt.Sprintf("%s: %s (also set at %s)", field, msg, joinPos(f.Related))
 		case strings.Contains(msg, "mismatched types") && strings.HasSuffix(msg, "and int (mismatched types float and int)"):
 			f.Message = fmt.Sprintf("%s: want a whole number, got %s", field, strings.Fields(msg)[2])
+		case strings.Contains(msg, cloudNameBound):
+			f.Message = field + ": " + strings.Replace(msg, cloudNameBound,
+				"(a cloud name has letters, digits, '.', '_' and '-' only, starts with a letter or digit and has at most 63 characters)", 1)
 		case field != "":
 			f.Message = field + ": " + msg
 		}
@@ -388,6 +399,14 @@ func decode(v cue.Value, ix *Index) (*Config, Findings) {
 			pool.Topology = &Topology{Levels: t.Levels, Sizes: sizes}
 		}
 		cfg.Pools[pool.Name] = pool
+	}
+	var fleetNodes int64
+	for _, name := range cfg.PoolNames() {
+		if fleetNodes += cfg.Pools[name].MaxNodes; fleetNodes > MaxFleetNodes {
+			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSchema, Pos: ix.Lookup("pools", string(name), "nodes", "max"),
+				Message: fmt.Sprintf("pools.%s.nodes.max: the pools' nodes.max add up to more than %d nodes", name, MaxFleetNodes)})
+			break
+		}
 	}
 	for name, t := range r.Tiers {
 		cfg.Tiers[TierName(name)] = &Tier{Name: TierName(name), Priority: t.Priority, Preemptible: t.Preemptible,
