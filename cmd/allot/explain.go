@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -221,7 +220,7 @@ func orDash(s string) string {
 
 // explainSim explains one job of a simulation report.
 func explainSim(out io.Writer, file, id string) error {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return usageError{err}
 	}
@@ -254,7 +253,11 @@ func explainSim(out io.Writer, file, id string) error {
 		}) {
 			where += fmt.Sprintf(" (%s %s)", level, j.Domain[level])
 		}
-		fmt.Fprintf(out, "  started at %gs after waiting %gs, on %s\n", *j.Start, *j.WaitS, where)
+		wait := *j.Start - j.Submit // a report may leave wait_s out
+		if j.WaitS != nil {
+			wait = *j.WaitS
+		}
+		fmt.Fprintf(out, "  started at %gs after waiting %gs, on %s\n", *j.Start, wait, where)
 		if j.End != nil {
 			fmt.Fprintf(out, "  ended at %gs\n", *j.End)
 		} else if j.Reason != "" {

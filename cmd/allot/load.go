@@ -161,7 +161,7 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 
 // readObserved reads the pools' observed health from a PoolList (JSON or YAML).
 func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return nil, fmt.Errorf("--observed: %w", err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -101,7 +100,7 @@ func reportSummary(file string, r *finance.Report) string {
 // GPU-seconds the scheduler metered per flavor, over the window from the
 // Team's creation to its status' meteredAt.
 func readMetered(file string) ([]finance.Metered, error) {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return nil, fmt.Errorf("--usage: %w", err)
 	}
