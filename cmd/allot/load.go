@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,8 +29,11 @@ type checked struct {
 
 // check loads fsys, plans it and runs the policies; base, when not nil, is the
 // configuration a change starts from.
+// The CUE is evaluated in a child process bounded by source.DefaultLimits: a
+// repository that exceeds them is a finding of rule limit (exit 1), and the
+// child's own fatal error (Go exits 2 when out of memory) is never allot's.
 func check(name string, fsys fs.FS, base *schema.Config) checked {
-	r := policies.Evaluate(fsys, base)
+	r := policies.EvaluateWith(source.Evaluator(context.Background(), source.DefaultLimits), fsys, base)
 	return checked{name: name, cfg: r.Config, plan: r.Plan, findings: r.Findings}
 }
 

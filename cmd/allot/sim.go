@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -148,18 +149,14 @@ const MaxInputBytes = 2 << 30
 // at most MaxInputBytes of it: a FIFO or a device is an error, not a hang.
 func readWith[T any](file string, read func(io.Reader, string) (T, error)) (T, error) {
 	var zero T
-	st, err := os.Stat(file)
-	if err != nil {
-		return zero, err
-	}
-	if !st.Mode().IsRegular() {
-		return zero, fmt.Errorf("%s: not a regular file", file)
-	}
-	fh, err := os.Open(file)
+	fh, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO does not block the open
 	if err != nil {
 		return zero, err
 	}
 	defer fh.Close()
+	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+		return zero, fmt.Errorf("%s: not a regular file", file)
+	}
 	return read(io.LimitReader(fh, MaxInputBytes), file)
 }
 
