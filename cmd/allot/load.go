@@ -177,8 +177,13 @@ func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
 		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
 	}
 	out := map[schema.PoolName]planner.Observed{}
-	for _, p := range list.Items {
-		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
+	for i, p := range list.Items {
+		s := p.Status
+		if s.Nodes < 0 || s.ReadyNodes < 0 || s.HealthyGPUs < 0 || s.ReadyNodes > s.Nodes || s.Nodes > schema.MaxFleetNodes {
+			return nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): nodes %d, readyNodes %d, healthyGPUs %d: want 0 <= readyNodes <= nodes <= %d and healthyGPUs >= 0",
+				file, i, p.Name, s.Nodes, s.ReadyNodes, s.HealthyGPUs, schema.MaxFleetNodes)
+		}
+		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: s.Nodes, UsableNodes: s.ReadyNodes, HealthyGPUs: s.HealthyGPUs}
 	}
 	return out, nil
 }

@@ -192,4 +192,9 @@ func TestReadNodes(t *testing.T) {
 	if _, err := ReadNodes(strings.NewReader("sn,gpu,model\nn0,2,P100\nn0,2,P100\n"), "nodes.csv"); err == nil || !strings.Contains(err.Error(), "nodes.csv:3:") {
 		t.Errorf("duplicate node: err = %v, want nodes.csv:3:", err)
 	}
+	// 10^11 GPUs on one node made the simulator index each of them (past the
+	// machine's memory).
+	if _, err := ReadNodes(strings.NewReader("name,gpus,flavor\nn0,8,h100\nn1,100000000000,h100\n"), "nodes.csv"); err == nil || !strings.Contains(err.Error(), "nodes.csv:3: column gpus: 100000000000 GPUs on one node; at most 128") {
+		t.Errorf("huge node: err = %v", err)
+	}
 }
