@@ -72,3 +72,13 @@ func TestLoadBoundsTheFleet(t *testing.T) {
 		t.Errorf("finding = %s", f)
 	}
 }
+
+// TestLoadBoundsTheSources: the .cue files are read and parsed in the loading
+// process (the manager's), so their size is bounded before any parsing.
+func TestLoadBoundsTheSources(t *testing.T) {
+	big := "package capacity\n// " + strings.Repeat("x", MaxSourceBytes/2) + "\n"
+	cfg, findings := Load(mapFS(map[string]string{"a.cue": big, "b.cue": big, "c.cue": big}))
+	if cfg != nil || len(findings) != 1 || findings[0].Pos.File != "b.cue" || !strings.Contains(findings[0].Message, "hold more than 16 MiB") {
+		t.Errorf("findings = %.300v", findings)
+	}
+}

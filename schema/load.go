@@ -140,12 +140,17 @@ func Evaluate(files map[string][]byte) (config []byte, findings Findings) {
 	return b, nil
 }
 
+// MaxSourceBytes bounds the .cue files of a repository, read and parsed in the
+// loading process (a real one holds kilobytes).
+const MaxSourceBytes = 16 << 20
+
 // parseFiles reads every .cue file of fsys, skipping cue.mod, hidden files and
 // folders, and CUE tool files; all syntax errors are reported, not only the first.
 func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 	var files []*ast.File
 	sources := map[string][]byte{}
 	var findings Findings
+	total := 0
 	pkg, pkgFile := "", ""
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -168,6 +173,11 @@ func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
 				Message: fmt.Sprintf("cannot read: %v", err)})
 			return nil
+		}
+		if total += len(src); total > MaxSourceBytes {
+			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
+				Message: fmt.Sprintf("the repository's .cue files hold more than %d MiB", MaxSourceBytes>>20)})
+			return fs.SkipAll
 		}
 		f, err := parser.ParseFile(p, src, parser.ParseComments, parser.AllErrors)
 		if err != nil {

@@ -33,6 +33,11 @@ type Limits struct {
 // beside allot's manager and scheduler.
 var DefaultLimits = Limits{Memory: 1 << 30, Time: time.Minute}
 
+// MaxConfigBytes bounds the evaluated configuration the child returns (as
+// JSON, with its findings): a real one holds kilobytes, and this process
+// decodes it.
+const MaxConfigBytes = 64 << 20
+
 // RuleLimit is the rule of the finding that a repository exceeded a Limit.
 const RuleLimit = "limit"
 
@@ -80,9 +85,9 @@ func evaluateInChild(ctx context.Context, l Limits, files map[string][]byte) (ch
 	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), childEnv+"="+strconv.FormatInt(l.Memory, 10))
 	cmd.Stdin = &in
-	var stdout bytes.Buffer
+	stdout := &headBuffer{max: MaxConfigBytes + 1}
 	stderr := &headBuffer{max: 64 << 10}
-	cmd.Stdout = &limitedWriter{w: &stdout, n: l.Memory}
+	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
@@ -95,8 +100,10 @@ func evaluateInChild(ctx context.Context, l Limits, files map[string][]byte) (ch
 		return res, fmt.Errorf("evaluating the repository needed more than %d MiB of memory: simplify it (a large list.Range, or fields that double at every step)", l.Memory>>20)
 	case runErr != nil:
 		return res, fmt.Errorf("evaluating the repository failed (%v): %s", runErr, stderr.firstLine())
+	case len(stdout.b) > MaxConfigBytes:
+		return res, fmt.Errorf("the evaluated repository holds more than %d MiB", MaxConfigBytes>>20)
 	}
-	if err := gob.NewDecoder(&stdout).Decode(&res); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(stdout.b)).Decode(&res); err != nil {
 		return res, fmt.Errorf("evaluating the repository: reading the result: %w", err)
 	}
 	return res, nil
@@ -200,16 +207,3 @@ func (t *headBuffer) firstLine() string {
 	return line
 }
 
-// limitedWriter fails once more than n bytes are written.
-type limitedWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > l.n {
-		return 0, errors.New("the evaluator's output is too large")
-	}
-	l.n -= int64(len(p))
-	return l.w.Write(p)
-}

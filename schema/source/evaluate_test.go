@@ -55,6 +55,12 @@ func TestEvaluatorBoundsHostileRepositories(t *testing.T) {
 		fmt.Fprintf(&doubling, "_a%d: _a%d + _a%d\n", i+1, i, i)
 	}
 	doubling.WriteString("clusters: lab: {provider: \"kwok\", region: _a48}\n")
+	var big strings.Builder // a cost centre of 17 × 2^22 bytes
+	big.WriteString("package capacity\n_b0: \"xxxxxxxxxxxxxxxxx\"\n")
+	for i := range 22 {
+		fmt.Fprintf(&big, "_b%d: _b%d + _b%d\n", i+1, i, i)
+	}
+	big.WriteString("teams: x: {costCenter: _b22, quota: {}}\n")
 	rangeRepo := "package capacity\nimport \"list\"\n_big: list.Range(0, 100000000, 1)\nclusters: lab: {provider: \"kwok\", region: \"r\\(len(_big))\"}\n"
 	for name, tc := range map[string]struct {
 		src    string
@@ -64,6 +70,7 @@ func TestEvaluatorBoundsHostileRepositories(t *testing.T) {
 		"list.Range(0, 100000000, 1)": {rangeRepo, Limits{Memory: 256 << 20, Time: 2 * time.Minute}, "needed more than 256 MiB of memory"},
 		"doubling hidden fields":      {doubling.String(), Limits{Memory: 256 << 20, Time: 2 * time.Minute}, "needed more than 256 MiB of memory"},
 		"time":                        {rangeRepo, Limits{Memory: 4 << 30, Time: time.Second}, "took longer than 1s"},
+		"a 71 MB configuration":       {big.String(), DefaultLimits, "the evaluated repository holds more than 64 MiB"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
