@@ -206,4 +206,3 @@ func (t *headBuffer) firstLine() string {
 	line, _, _ := strings.Cut(strings.TrimSpace(string(t.b)), "\n")
 	return line
 }
-
