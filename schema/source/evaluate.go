@@ -41,9 +41,12 @@ const MaxConfigBytes = 64 << 20
 // RuleLimit is the rule of the finding that a repository exceeded a Limit.
 const RuleLimit = "limit"
 
-// childEnv marks a process started by Evaluator: its value is the memory
-// limit in bytes.
-const childEnv = "ALLOT_EVALUATE_CHILD_MEMORY"
+// childEnv and childArg mark a process started by Evaluator (its only
+// argument is childArg): childEnv's value is the memory limit in bytes.
+const (
+	childEnv = "ALLOT_EVALUATE_CHILD_MEMORY"
+	childArg = "__allot_evaluate_child"
+)
 
 // Evaluator returns a schema.Evaluator that evaluates in a child process, so
 // that a hostile revision (a huge list.Range, a doubling chain of fields) can
@@ -82,7 +85,7 @@ func evaluateInChild(ctx context.Context, l Limits, files map[string][]byte) (ch
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.Time)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self)
+	cmd := exec.CommandContext(ctx, self, childArg)
 	cmd.Env = append(os.Environ(), childEnv+"="+strconv.FormatInt(l.Memory, 10))
 	cmd.Stdin = &in
 	stdout := &headBuffer{max: MaxConfigBytes + 1}
@@ -127,7 +130,7 @@ func killed(err error) bool {
 // package can serve.
 func init() {
 	v, ok := os.LookupEnv(childEnv)
-	if !ok {
+	if !ok || len(os.Args) != 2 || os.Args[1] != childArg {
 		return
 	}
 	os.Exit(runChild(v, os.Stdin, os.Stdout, os.Stderr))
