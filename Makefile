@@ -76,9 +76,11 @@ test-update: ## Rewrite golden files from the current output (the packages with 
 	$(GO) test $(GOLDEN_PKGS) -count=1 -update
 
 .PHONY: test-fuzz
-test-fuzz: ## Fuzz the parsers for a while (FUZZTIME, default 30s each).
+test-fuzz: ## Fuzz the parsers, the planner and the simulator for a while (FUZZTIME, default 30s each).
 	$(GO) test ./schema/ -run '^$$' -fuzz FuzzLoad -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./scheduler/workload/ -run '^$$' -fuzz FuzzRead -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./planner/ -run '^$$' -fuzz FuzzPlan -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./scheduler/sim/ -run '^$$' -fuzz FuzzSim -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
 bench: build ## Run the benchmarks, then time the CLI on a generated 500-team repository.

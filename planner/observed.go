@@ -13,6 +13,18 @@ type Observed struct {
 	Nodes, UsableNodes, HealthyGPUs int64
 }
 
+// within returns o with every count inside what a pool of gpn GPUs per node
+// can show: 0 <= UsableNodes <= Nodes <= schema.MaxFleetNodes and
+// 0 <= HealthyGPUs <= Nodes*gpn. An observation comes from outside (a file, a
+// status anyone with write access may edit): out of range, it would make the
+// arithmetic below overflow into nonsense.
+func (o Observed) within(gpn int64) Observed {
+	o.Nodes = min(max(o.Nodes, 0), schema.MaxFleetNodes)
+	o.UsableNodes = min(max(o.UsableNodes, 0), o.Nodes)
+	o.HealthyGPUs = min(max(o.HealthyGPUs, 0), o.Nodes*gpn)
+	return o
+}
+
 // RuleUnhealthyCapacity names the finding of a pool whose healthy capacity is
 // below what its quotas assign it.
 const RuleUnhealthyCapacity = "pool-unhealthy-capacity"
@@ -32,6 +44,7 @@ func WithObserved(cfg *schema.Config, base *Plan, obs map[schema.PoolName]Observ
 	for i := range p.Pools {
 		pp := &p.Pools[i]
 		o, ok := obs[pp.Pool]
+		o = o.within(pp.GPUsPerNode)
 		pool := cfg.Pools[pp.Pool]
 		if !ok || pool == nil || pp.AssignedGPUs == 0 || o.HealthyGPUs >= pp.AssignedGPUs {
 			continue

@@ -30,6 +30,10 @@ func TestWithObserved(t *testing.T) {
 		// Nodes not registered yet are not unhealthy: the target already adds them.
 		"nodes still coming": {max: 12, obs: Observed{Nodes: 4, UsableNodes: 4, HealthyGPUs: 32}, wantNodes: 8, wantCost: "58400",
 			wantMsg: "pool p has 32 healthy GPUs of the 64 its quotas need (0 of 4 nodes unusable)"},
+		// An observation out of range (an edited status) is read inside it: no
+		// overflow into "-1 healthy GPUs" and "9223372036854775804 of -5 nodes".
+		"out of range": {max: 12, obs: Observed{Nodes: -5, UsableNodes: 1<<63 - 1, HealthyGPUs: -1}, wantNodes: 8, wantCost: "58400",
+			wantMsg: "pool p has 0 healthy GPUs of the 64 its quotas need (0 of 0 nodes unusable)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := config([]*schema.Pool{pool("p", 8, 0, tc.max, "10")}, map[schema.TeamName]map[schema.Flavor]int64{"a": {"h100": 64}})

@@ -17,10 +17,18 @@ type Result struct {
 }
 
 // Evaluate loads the capacity repository in fsys, plans it and runs the rules;
-// base, when not nil, is the configuration the change starts from. The CLI and
-// the manager both judge a revision with it.
+// base, when not nil, is the configuration the change starts from. It
+// evaluates the CUE in this process: EvaluateWith can bound it.
 func Evaluate(fsys fs.FS, base *schema.Config) Result {
-	cfg, findings := schema.Load(fsys)
+	return EvaluateWith(schema.Evaluate, fsys, base)
+}
+
+// EvaluateWith is Evaluate with the CUE evaluation done by eval. The CLI and
+// the manager both judge a revision with it, and source.Evaluator, so that a
+// hostile revision exhausts only a child process. What follows the evaluation
+// (decoding, planning, the rules) is bounded by the schema's bounds.
+func EvaluateWith(eval schema.Evaluator, fsys fs.FS, base *schema.Config) Result {
+	cfg, findings := schema.LoadWith(fsys, eval)
 	r := Result{Config: cfg, Findings: findings}
 	if cfg == nil {
 		return r

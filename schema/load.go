@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -54,22 +55,58 @@ const (
 // configuration, or nil and the findings when the files do not evaluate to a valid
 // configuration. Paths in positions are relative to the root of fsys. Load never
 // panics: an evaluator failure is reported as a finding.
-func Load(fsys fs.FS) (cfg *Config, findings Findings) {
-	defer func() {
-		if r := recover(); r != nil {
-			cfg = nil
-			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleInternal,
-				Message: fmt.Sprintf("the CUE evaluator failed on this input: %v", r)})
-		}
-	}()
-	files, findings := parseFiles(fsys)
+//
+// Load evaluates in this process, with no bound on the time and memory a
+// hostile input can make CUE take; LoadWith can evaluate elsewhere.
+func Load(fsys fs.FS) (*Config, Findings) { return LoadWith(fsys, Evaluate) }
+
+// An Evaluator evaluates the user's files (path to source, all of one package,
+// already parsed without error) against the embedded definitions, as Evaluate
+// does: it returns the concrete configuration as JSON, or the findings that
+// stop it. source.Evaluator runs Evaluate in a child process with a memory and
+// a time limit.
+type Evaluator func(files map[string][]byte) (config []byte, findings Findings)
+
+// LoadWith is Load with the CUE evaluation done by eval. The files are read,
+// parsed and checked here; the JSON that eval returns is decoded here, with
+// positions from the files read here.
+func LoadWith(fsys fs.FS, eval Evaluator) (*Config, Findings) {
+	files, sources, findings := parseFiles(fsys)
 	if len(findings) > 0 {
 		return nil, findings.Sort()
 	}
 	if len(files) == 0 {
 		return nil, Findings{{Severity: SeverityError, Rule: RulePackage, Message: "no .cue files found"}}
 	}
+	ix := newIndex()
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		ix.addFile(f)
+		names = append(names, f.Filename)
+	}
+	b, findings := eval(sources)
+	if len(findings) > 0 {
+		return nil, findings.Sort()
+	}
+	cfg, findings := decode(b, ix)
+	if cfg != nil {
+		cfg.Files = names
+	}
+	return cfg, findings.Sort()
+}
 
+// Evaluate is the Evaluator of this process: it parses files, unifies them
+// with the embedded definitions and returns the concrete configuration as
+// JSON, or the findings, at the user's positions. It never panics: an evaluator
+// failure is reported as a finding.
+func Evaluate(files map[string][]byte) (config []byte, findings Findings) {
+	defer func() {
+		if r := recover(); r != nil {
+			config = nil
+			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleInternal,
+				Message: fmt.Sprintf("the CUE evaluator failed on this input: %v", r)})
+		}
+	}()
 	ctx := cuecontext.New()
 	def, err := compileDefinitions(ctx)
 	if err != nil {
@@ -77,13 +114,15 @@ func Load(fsys fs.FS) (cfg *Config, findings Findings) {
 	}
 	inst := build.NewContext().NewInstance("capacity", nil)
 	ix := newIndex()
-	names := make([]string, 0, len(files))
-	for _, f := range files {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		f, err := parser.ParseFile(name, files[name], parser.ParseComments, parser.AllErrors)
+		if err != nil {
+			return nil, fromCUE(err, nil)
+		}
 		if err := inst.AddSyntax(f); err != nil {
 			return nil, fromCUE(err, ix)
 		}
 		ix.addFile(f)
-		names = append(names, f.Filename)
 	}
 	v := ctx.BuildInstance(inst)
 	u := def.Unify(v)
@@ -92,20 +131,26 @@ func Load(fsys fs.FS) (cfg *Config, findings Findings) {
 		err = v.Err()
 	}
 	if err != nil {
-		return nil, fromCUE(err, ix).Sort()
+		return nil, fromCUE(err, ix)
 	}
-	cfg, findings = decode(u, ix)
-	if cfg != nil {
-		cfg.Files = names
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fromCUE(err, ix)
 	}
-	return cfg, findings.Sort()
+	return b, nil
 }
+
+// MaxSourceBytes bounds the .cue files of a repository, read and parsed in the
+// loading process (a real one holds kilobytes).
+const MaxSourceBytes = 16 << 20
 
 // parseFiles reads every .cue file of fsys, skipping cue.mod, hidden files and
 // folders, and CUE tool files; all syntax errors are reported, not only the first.
-func parseFiles(fsys fs.FS) ([]*ast.File, Findings) {
+func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 	var files []*ast.File
+	sources := map[string][]byte{}
 	var findings Findings
+	total := 0
 	pkg, pkgFile := "", ""
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -129,6 +174,11 @@ func parseFiles(fsys fs.FS) ([]*ast.File, Findings) {
 				Message: fmt.Sprintf("cannot read: %v", err)})
 			return nil
 		}
+		if total += len(src); total > MaxSourceBytes {
+			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
+				Message: fmt.Sprintf("the repository's .cue files hold more than %d MiB", MaxSourceBytes>>20)})
+			return fs.SkipAll
+		}
 		f, err := parser.ParseFile(p, src, parser.ParseComments, parser.AllErrors)
 		if err != nil {
 			findings = append(findings, fromCUE(err, nil)...)
@@ -141,11 +191,13 @@ func parseFiles(fsys fs.FS) ([]*ast.File, Findings) {
 		case pkg == "":
 			pkg, pkgFile = name, p
 			files = append(files, f)
+			sources[p] = src
 		case name != pkg:
 			findings = append(findings, Finding{Severity: SeverityError, Rule: RulePackage, Pos: packagePos(f),
 				Message: fmt.Sprintf("package %s, but %s is package %s; every file belongs to one package", name, pkgFile, pkg)})
 		default:
 			files = append(files, f)
+			sources[p] = src
 		}
 		return nil
 	})
@@ -160,7 +212,7 @@ func parseFiles(fsys fs.FS) ([]*ast.File, Findings) {
 			}
 		}
 	}
-	return files, findings
+	return files, sources, findings
 }
 
 func packagePos(f *ast.File) Pos {
@@ -194,6 +246,14 @@ func compileDefinitions(ctx *cue.Context) (cue.Value, error) {
 	}
 	return v.LookupPath(cue.ParsePath("#Config")), nil
 }
+
+// cloudNameBound is how CUE describes a value that #CloudName rejects.
+const cloudNameBound = `(out of bound =~"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")`
+
+// MaxFleetNodes bounds the sum of nodes.max over all pools: it keeps render and
+// sim, which lay out every node, bounded in time and memory (pool.cue bounds
+// each pool by #MaxNodes).
+const MaxFleetNodes = 1_000_000
 
 // fromCUE turns CUE errors into findings at the user's positions; ix, when not nil,
 // supplies a position for errors that carry none in a user file.
@@ -233,6 +293,9 @@ func fromCUE(err error, ix *Index) Findings {
 			f.Message = fmt.Sprintf("%s: %s (also set at %s)", field, msg, joinPos(f.Related))
 		case strings.Contains(msg, "mismatched types") && strings.HasSuffix(msg, "and int (mismatched types float and int)"):
 			f.Message = fmt.Sprintf("%s: want a whole number, got %s", field, strings.Fields(msg)[2])
+		case strings.Contains(msg, cloudNameBound):
+			f.Message = field + ": " + strings.Replace(msg, cloudNameBound,
+				"(a cloud name has letters, digits, '.', '_' and '-' only, starts with a letter or digit and has at most 63 characters)", 1)
 		case field != "":
 			f.Message = field + ": " + msg
 		}
@@ -332,11 +395,7 @@ type raw struct {
 	} `json:"policy"`
 }
 
-func decode(v cue.Value, ix *Index) (*Config, Findings) {
-	b, err := v.MarshalJSON()
-	if err != nil {
-		return nil, fromCUE(err, ix)
-	}
+func decode(b []byte, ix *Index) (*Config, Findings) {
 	var r raw
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -388,6 +447,14 @@ func decode(v cue.Value, ix *Index) (*Config, Findings) {
 			pool.Topology = &Topology{Levels: t.Levels, Sizes: sizes}
 		}
 		cfg.Pools[pool.Name] = pool
+	}
+	var fleetNodes int64
+	for _, name := range cfg.PoolNames() {
+		if fleetNodes += cfg.Pools[name].MaxNodes; fleetNodes > MaxFleetNodes {
+			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSchema, Pos: ix.Lookup("pools", string(name), "nodes", "max"),
+				Message: fmt.Sprintf("pools.%s.nodes.max: the pools' nodes.max add up to more than %d nodes", name, MaxFleetNodes)})
+			break
+		}
 	}
 	for name, t := range r.Tiers {
 		cfg.Tiers[TierName(name)] = &Tier{Name: TierName(name), Priority: t.Priority, Preemptible: t.Preemptible,

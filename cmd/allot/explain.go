@@ -1,13 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -219,15 +219,35 @@ func orDash(s string) string {
 	return s
 }
 
+// jsonPos is file:line:col of a JSON decoding error in b, or file when the
+// error has no offset.
+func jsonPos(file string, b []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return file
+	}
+	before := b[:min(max(off, 0), int64(len(b)))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("%s:%d:%d", file, line, col)
+}
+
 // explainSim explains one job of a simulation report.
 func explainSim(out io.Writer, file, id string) error {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return usageError{err}
 	}
 	var rep sim.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return usageError{fmt.Errorf("%s: not an 'allot sim -o json' report: %w", file, err)}
+		return usageError{fmt.Errorf("%s: not an 'allot sim -o json' report: %w", jsonPos(file, b, err), err)}
 	}
 	i := slices.IndexFunc(rep.Jobs, func(j sim.JobReport) bool { return j.ID == id })
 	if i < 0 {
@@ -254,7 +274,11 @@ func explainSim(out io.Writer, file, id string) error {
 		}) {
 			where += fmt.Sprintf(" (%s %s)", level, j.Domain[level])
 		}
-		fmt.Fprintf(out, "  started at %gs after waiting %gs, on %s\n", *j.Start, *j.WaitS, where)
+		wait := *j.Start - j.Submit // a report may leave wait_s out
+		if j.WaitS != nil {
+			wait = *j.WaitS
+		}
+		fmt.Fprintf(out, "  started at %gs after waiting %gs, on %s\n", *j.Start, wait, where)
 		if j.End != nil {
 			fmt.Fprintf(out, "  ended at %gs\n", *j.End)
 		} else if j.Reason != "" {

@@ -134,3 +134,18 @@ func TestExplainCluster(t *testing.T) {
 		t.Errorf("a job without pods: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestExplainSimWithoutWait: a report whose job that ran has no wait_s (a
+// hand-made or older report) is explained, not a crash (it was a nil
+// dereference).
+func TestExplainSimWithoutWait(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "sim.json")
+	const rep = `{"jobs": [{"id": "j1", "team": "nlp", "tier": "research", "gpus": 8, "submit": 10, "start": 25, "end": 40, "nodes": ["n-0"]}]}`
+	if err := os.WriteFile(report, []byte(rep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := allot(t, nil, "explain", "--sim", report, "j1")
+	if code != 0 || !strings.Contains(out, "started at 25s after waiting 15s, on n-0") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,8 +29,11 @@ type checked struct {
 
 // check loads fsys, plans it and runs the policies; base, when not nil, is the
 // configuration a change starts from.
+// The CUE is evaluated in a child process bounded by source.DefaultLimits: a
+// repository that exceeds them is a finding of rule limit (exit 1), and the
+// child's own fatal error (Go exits 2 when out of memory) is never allot's.
 func check(name string, fsys fs.FS, base *schema.Config) checked {
-	r := policies.Evaluate(fsys, base)
+	r := policies.EvaluateWith(source.Evaluator(context.Background(), source.DefaultLimits), fsys, base)
 	return checked{name: name, cfg: r.Config, plan: r.Plan, findings: r.Findings}
 }
 
@@ -161,7 +165,7 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 
 // readObserved reads the pools' observed health from a PoolList (JSON or YAML).
 func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return nil, fmt.Errorf("--observed: %w", err)
 	}
@@ -173,8 +177,13 @@ func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
 		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
 	}
 	out := map[schema.PoolName]planner.Observed{}
-	for _, p := range list.Items {
-		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: p.Status.Nodes, UsableNodes: p.Status.ReadyNodes, HealthyGPUs: p.Status.HealthyGPUs}
+	for i, p := range list.Items {
+		s := p.Status
+		if s.Nodes < 0 || s.ReadyNodes < 0 || s.HealthyGPUs < 0 || s.ReadyNodes > s.Nodes || s.Nodes > schema.MaxFleetNodes {
+			return nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): nodes %d, readyNodes %d, healthyGPUs %d: want 0 <= readyNodes <= nodes <= %d and healthyGPUs >= 0",
+				file, i, p.Name, s.Nodes, s.ReadyNodes, s.HealthyGPUs, schema.MaxFleetNodes)
+		}
+		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: s.Nodes, UsableNodes: s.ReadyNodes, HealthyGPUs: s.HealthyGPUs}
 	}
 	return out, nil
 }

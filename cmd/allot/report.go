@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
+	"math"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -101,7 +101,7 @@ func reportSummary(file string, r *finance.Report) string {
 // GPU-seconds the scheduler metered per flavor, over the window from the
 // Team's creation to its status' meteredAt.
 func readMetered(file string) ([]finance.Metered, error) {
-	b, err := os.ReadFile(file)
+	b, err := readInput(file)
 	if err != nil {
 		return nil, fmt.Errorf("--usage: %w", err)
 	}
@@ -113,12 +113,16 @@ func readMetered(file string) ([]finance.Metered, error) {
 		return nil, fmt.Errorf("--usage %s: a %s, want a TeamList (kubectl get teams.allot.dev -o yaml)", file, list.Kind)
 	}
 	var out []finance.Metered
-	for _, t := range list.Items {
+	for i, t := range list.Items {
 		if t.Status.MeteredAt == nil {
 			continue
 		}
 		m := finance.Metered{Team: t.Name, WindowSeconds: int64(t.Status.MeteredAt.Sub(t.CreationTimestamp.Time).Seconds()), GPUSeconds: map[string]int64{}}
-		for _, u := range t.Status.Metered {
+		for j, u := range t.Status.Metered {
+			if u.GPUSeconds < 0 || m.GPUSeconds[u.Flavor] > math.MaxInt64-u.GPUSeconds {
+				return nil, fmt.Errorf("--usage %s: items[%d] (Team %s): metered[%d]: %d GPU-seconds of %s: negative, or more than 63 bits in all",
+					file, i, t.Name, j, u.GPUSeconds, u.Flavor)
+			}
 			m.GPUSeconds[u.Flavor] += u.GPUSeconds
 		}
 		out = append(out, m)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -140,15 +141,32 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 	return c
 }
 
-// readWith opens file and parses it with read.
+// MaxInputBytes bounds what a verb reads from one input file (a workload, a
+// report, a list of Pools or Teams): a workload of workload.MaxJobs rows fits.
+const MaxInputBytes = 2 << 30
+
+// readWith opens file and parses it with read. Only a regular file is read, and
+// at most MaxInputBytes of it: a FIFO or a device is an error, not a hang.
 func readWith[T any](file string, read func(io.Reader, string) (T, error)) (T, error) {
 	var zero T
-	fh, err := os.Open(file)
+	fh, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO does not block the open
 	if err != nil {
 		return zero, err
 	}
 	defer fh.Close()
-	return read(fh, file)
+	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+		return zero, fmt.Errorf("%s: not a regular file", file)
+	}
+	return read(io.LimitReader(fh, MaxInputBytes), file)
+}
+
+// readInput reads the whole of file, as readWith does.
+func readInput(file string) ([]byte, error) {
+	b, err := readWith(file, func(r io.Reader, _ string) ([]byte, error) { return io.ReadAll(r) })
+	if err == nil && len(b) == MaxInputBytes {
+		return nil, fmt.Errorf("%s: more than %d bytes", file, MaxInputBytes)
+	}
+	return b, err
 }
 
 func isTerminal(w io.Writer) bool {

@@ -32,6 +32,7 @@ import (
 	"github.com/allot-dev/allot/planner/render/kube"
 	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/source"
 )
 
 // Labels on every object a CapacitySource applies: they select what it owns,
@@ -176,7 +177,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	}
 	src.Status.LastAttemptedRevision = art.Revision
 
-	judged := policies.Evaluate(art.Files, nil)
+	judged := policies.EvaluateWith(source.Evaluator(ctx, source.DefaultLimits), art.Files, nil)
 	src.Status.Findings = statusFindings(judged.Findings)
 	if judged.Config == nil || judged.Findings.HasErrors() {
 		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))

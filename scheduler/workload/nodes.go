@@ -14,6 +14,14 @@ type Node struct {
 	GPUs   int64
 }
 
+// Bounds of a node list, as the schema bounds a repository's fleet (its
+// #MaxGPUsPerNode and MaxFleetNodes): the simulator lays out every node and
+// indexes every GPU.
+const (
+	MaxNodeGPUs = 128
+	MaxNodes    = 1_000_000
+)
+
 // ReadNodes reads a node list: openb's (sn,...,gpu,model) or name,gpus,flavor.
 // Nodes without GPUs are left out.
 func ReadNodes(in io.Reader, name string) ([]Node, error) {
@@ -55,6 +63,12 @@ func ReadNodes(in io.Reader, name string) ([]Node, error) {
 		}
 		if seen[n.Name] {
 			r.fail("node %s listed twice", n.Name)
+		}
+		if n.GPUs > MaxNodeGPUs {
+			r.fail("column %s: %d GPUs on one node; at most %d", gpuCol, n.GPUs, MaxNodeGPUs)
+		}
+		if len(out) >= MaxNodes {
+			r.fail("more than %d nodes", MaxNodes)
 		}
 		if err := r.err(); err != nil {
 			return nil, err

@@ -169,6 +169,9 @@ func Read(in io.Reader, name string) ([]Job, Format, error) {
 		if !keep {
 			continue
 		}
+		if job.Pods > 0 && job.GPUsPerPod > math.MaxInt64/job.Pods {
+			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s: %d pods of %d GPUs: the GPU count does not fit in 63 bits", job.ID, job.Pods, job.GPUsPerPod)}
+		}
 		if first, dup := ids[job.ID]; dup {
 			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s already defined at line %d", job.ID, first)}
 		}

@@ -83,17 +83,20 @@ func TestReadErrorsNameFileAndLine(t *testing.T) {
 		wantLine int
 		wantText string
 	}{
-		"negative submit":    {in: header + "j1,0,1,a,b,1,1\nj2,-5,1,a,b,1,1\n", wantLine: 3, wantText: "column submit"},
-		"zero gpus":          {in: header + "j1,0,1,a,b,1,0\n", wantLine: 2, wantText: "gpus_per_pod"},
-		"duplicate id":       {in: header + "j1,0,1,a,b,1,1\nj1,0,1,a,b,1,1\n", wantLine: 3, wantText: "already defined at line 2"},
-		"not a number":       {in: header + "j1,zero,1,a,b,1,1\n", wantLine: 2, wantText: `"zero"`},
-		"empty team":         {in: header + "j1,0,1,,b,1,1\n", wantLine: 2, wantText: "team is empty"},
-		"unknown header":     {in: "a,b,c\n1,2,3\n", wantLine: 1, wantText: "unknown header"},
-		"bad quoting":        {in: header + "j1,\"0,1,a,b,1,1\n", wantLine: 2, wantText: "quote"},
-		"empty file":         {in: "", wantLine: 1, wantText: "empty file"},
-		"fractional pods":    {in: header + "j1,0,1,a,b,1.5,1\n", wantLine: 2, wantText: "whole number"},
-		"infinite duration":  {in: header + "j1,0,Inf,a,b,1,1\n", wantLine: 2, wantText: "column duration"},
-		"error on later row": {in: header + "j1,0,1,a,b,1,1\n\nj2,0,1,a,b,x,1\n", wantLine: 4, wantText: "column pods"},
+		"negative submit":          {in: header + "j1,0,1,a,b,1,1\nj2,-5,1,a,b,1,1\n", wantLine: 3, wantText: "column submit"},
+		"zero gpus":                {in: header + "j1,0,1,a,b,1,0\n", wantLine: 2, wantText: "gpus_per_pod"},
+		"duplicate id":             {in: header + "j1,0,1,a,b,1,1\nj1,0,1,a,b,1,1\n", wantLine: 3, wantText: "already defined at line 2"},
+		"not a number":             {in: header + "j1,zero,1,a,b,1,1\n", wantLine: 2, wantText: `"zero"`},
+		"empty team":               {in: header + "j1,0,1,,b,1,1\n", wantLine: 2, wantText: "team is empty"},
+		"unknown header":           {in: "a,b,c\n1,2,3\n", wantLine: 1, wantText: "unknown header"},
+		"bad quoting":              {in: header + "j1,\"0,1,a,b,1,1\n", wantLine: 2, wantText: "quote"},
+		"empty file":               {in: "", wantLine: 1, wantText: "empty file"},
+		"fractional pods":          {in: header + "j1,0,1,a,b,1.5,1\n", wantLine: 2, wantText: "whole number"},
+		"infinite duration":        {in: header + "j1,0,Inf,a,b,1,1\n", wantLine: 2, wantText: "column duration"},
+		"error on later row":       {in: header + "j1,0,1,a,b,1,1\n\nj2,0,1,a,b,x,1\n", wantLine: 4, wantText: "column pods"},
+		"GPU count beyond 63 bits": {in: header + "j1,0,1,a,b,1,1\nj2,0,1,a,b,1099511627776,1099511627776\n", wantLine: 3, wantText: "does not fit in 63 bits"},
+		"normalized GPU count beyond 63 bits": {in: "job_id,submit_time,duration,num_gpus,num_nodes,gpus_per_node\nj,0,1,8,1099511627776,1099511627776\n",
+			wantLine: 2, wantText: "does not fit in 63 bits"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := Read(strings.NewReader(tc.in), "jobs.csv")
@@ -188,5 +191,10 @@ func TestReadNodes(t *testing.T) {
 	}
 	if _, err := ReadNodes(strings.NewReader("sn,gpu,model\nn0,2,P100\nn0,2,P100\n"), "nodes.csv"); err == nil || !strings.Contains(err.Error(), "nodes.csv:3:") {
 		t.Errorf("duplicate node: err = %v, want nodes.csv:3:", err)
+	}
+	// 10^11 GPUs on one node made the simulator index each of them (past the
+	// machine's memory).
+	if _, err := ReadNodes(strings.NewReader("name,gpus,flavor\nn0,8,h100\nn1,100000000000,h100\n"), "nodes.csv"); err == nil || !strings.Contains(err.Error(), "nodes.csv:3: column gpus: 100000000000 GPUs on one node; at most 128") {
+		t.Errorf("huge node: err = %v", err)
 	}
 }

@@ -12,13 +12,19 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing/fstest"
 )
 
-// Dir returns the files under dir, or an error when dir is not a readable directory.
+// Dir returns the files under dir, or an error when dir is not a readable
+// directory. Only regular files inside dir can be opened: a symbolic link is
+// followed only while it stays inside dir, and a named pipe, a device or a
+// socket is an error naming the file (never a read that hangs), as is a file
+// over MaxArchiveBytes.
 func Dir(dir string) (fs.FS, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -27,7 +33,65 @@ func Dir(dir string) (fs.FS, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	return os.DirFS(dir), nil
+	root, err := filepath.Abs(dir)
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	return dirFS(root), nil
+}
+
+// pathErr is the cause of a *fs.PathError (its path is added again), or err.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// dirFS is a directory that serves only regular files and directories inside it.
+type dirFS string
+
+func (root dirFS) Open(name string) (fs.File, error) {
+	fail := func(err error) (fs.File, error) { return nil, &fs.PathError{Op: "open", Path: name, Err: err} }
+	if !fs.ValidPath(name) {
+		return fail(fs.ErrInvalid)
+	}
+	r := string(root)
+	resolved, err := filepath.EvalSymlinks(filepath.Join(r, filepath.FromSlash(name)))
+	if err != nil {
+		return fail(pathErr(err))
+	}
+	if resolved != r && !strings.HasPrefix(resolved, r+string(filepath.Separator)) {
+		return fail(errors.New("a symbolic link to a file outside the repository"))
+	}
+	// O_NONBLOCK: a named pipe put in place after the check below still
+	// cannot block the open.
+	f, err := os.OpenFile(resolved, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fail(pathErr(err))
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+	case st.IsDir():
+		return f, nil
+	case st.Mode()&fs.ModeNamedPipe != 0:
+		err = errors.New("a named pipe (FIFO), not a regular file")
+	case st.Mode()&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+		err = errors.New("a device, not a regular file")
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("not a regular file (%s)", st.Mode().Type())
+	case st.Size() > MaxArchiveBytes:
+		err = fmt.Errorf("more than %d bytes", MaxArchiveBytes)
+	default:
+		return f, nil
+	}
+	f.Close()
+	return fail(err)
 }
 
 // ErrNotARepository is returned when dir is not inside a Git work tree.
@@ -80,6 +144,9 @@ func GitTree(repo, rev, sub string) (fs.FS, error) {
 		f := strings.Fields(meta) // mode type sha
 		if len(f) != 3 || f[1] != "blob" || path.Ext(name) != ".cue" {
 			continue
+		}
+		if f[0] != "100644" && f[0] != "100755" {
+			return nil, fmt.Errorf("%s at %s: a symbolic link (mode %s), not a regular file", strings.TrimPrefix(name, prefixPath), rev, f[0])
 		}
 		rel := strings.TrimPrefix(name, prefixPath)
 		entries = append(entries, entry{rel, f[2]})
@@ -163,7 +230,7 @@ func Tarball(r io.Reader, sub string) (fs.FS, error) {
 		if strings.HasPrefix(h.Name, "/") || slices.Contains(strings.Split(h.Name, "/"), "..") {
 			return nil, fmt.Errorf("reading the archive: entry %q leaves the archive's root", h.Name)
 		}
-		if h.Typeflag != tar.TypeReg || path.Ext(name) != ".cue" {
+		if path.Ext(name) != ".cue" || h.Typeflag == tar.TypeDir {
 			continue
 		}
 		if sub != "" {
@@ -172,6 +239,9 @@ func Tarball(r io.Reader, sub string) (fs.FS, error) {
 				continue
 			}
 			name = rel
+		}
+		if h.Typeflag != tar.TypeReg {
+			return nil, fmt.Errorf("reading the archive: %s is not a regular file (a link or a special file)", h.Name)
 		}
 		total += h.Size
 		if total > MaxArchiveBytes {

@@ -20,7 +20,7 @@ func eks(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 	m.variable("node_role_arn", "string", "The IAM role of the GPU nodes.", nil)
 	m.variable("subnet_ids", "list(string)", "The subnets the GPU nodes run in.", nil)
 	m.variable("ami_type", "string", "The AMI type of the GPU nodes.", "AL2023_x86_64_NVIDIA")
-	m.providers["aws"] = map[string]any{"region": "${var.region}"}
+	m.providers["aws"] = map[string]any{"region": expr("${var.region}")}
 	for _, p := range pools {
 		if p.MachineType == "" {
 			return &PoolError{Pool: p.Name, Reason: "an eks pool needs a machineType (instance type)"}
@@ -30,12 +30,12 @@ func eks(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 			tags[k] = v
 		}
 		body := map[string]any{
-			"cluster_name":    "${var.cluster_name}",
+			"cluster_name":    expr("${var.cluster_name}"),
 			"node_group_name": string(p.Name),
-			"node_role_arn":   "${var.node_role_arn}",
-			"subnet_ids":      "${var.subnet_ids}",
+			"node_role_arn":   expr("${var.node_role_arn}"),
+			"subnet_ids":      expr("${var.subnet_ids}"),
 			"instance_types":  []any{p.MachineType},
-			"ami_type":        "${var.ami_type}",
+			"ami_type":        expr("${var.ami_type}"),
 			"capacity_type":   "ON_DEMAND",
 			"scaling_config": []any{map[string]any{
 				"desired_size": targets[p.Name],

@@ -27,7 +27,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		accelerators[string(p.Flavor)] = "nvidia-" + string(p.Flavor)
 	}
 	m.variable("accelerator_types", "map(string)", "The GKE accelerator type of every flavor (e.g. nvidia-h100-80gb).", accelerators)
-	m.providers["google"] = map[string]any{"project": "${var.project}"}
+	m.providers["google"] = map[string]any{"project": expr("${var.project}")}
 	for _, p := range pools {
 		if p.MachineType == "" {
 			return &PoolError{Pool: p.Name, Reason: "a gke pool needs a machineType"}
@@ -36,7 +36,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 			"machine_type": p.MachineType,
 			"labels":       poolLabels(p),
 			"guest_accelerator": []any{map[string]any{
-				"type":  fmt.Sprintf("${var.accelerator_types[%q]}", p.Flavor),
+				"type":  expr(fmt.Sprintf("${var.accelerator_types[%s]}", quoted(string(p.Flavor)))),
 				"count": p.GPUsPerNode,
 				"gpu_driver_installation_config": []any{map[string]any{
 					"gpu_driver_version": "LATEST",
@@ -50,8 +50,8 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		}
 		body := map[string]any{
 			"name":        string(p.Name),
-			"cluster":     "${var.cluster_name}",
-			"location":    "${var.location}",
+			"cluster":     expr("${var.cluster_name}"),
+			"location":    expr("${var.location}"),
 			"node_count":  targets[p.Name],
 			"node_config": []any{nodeConfig},
 			"management":  []any{map[string]any{"auto_repair": true, "auto_upgrade": true}},
@@ -59,7 +59,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 		if p.Topology != nil {
 			body["placement_policy"] = []any{map[string]any{"type": "COMPACT"}}
 		}
-		body["node_locations"] = fmt.Sprintf("${lookup(var.node_locations, %q, null)}", p.Name)
+		body["node_locations"] = expr(fmt.Sprintf("${lookup(var.node_locations, %s, null)}", quoted(string(p.Name))))
 		body["lifecycle"] = []any{map[string]any{"precondition": []any{map[string]any{
 			"condition":     gkeOneZone(p.Name),
 			"error_message": fmt.Sprintf("Pool %s: GKE's node_count is per zone: set var.node_locations[%q] to the one zone of its nodes (needed when var.location is a region), so that it has exactly the nodes allot planned.", p.Name, p.Name),
@@ -72,7 +72,7 @@ func gke(m *module, c *schema.Cluster, pools []*schema.Pool, targets map[schema.
 // gkeOneZone is the condition that a pool's node_count is its whole size: it
 // names exactly one zone, or names none in a zonal cluster (a zone has three
 // dash-separated parts, us-east1-b; a region two, us-east1).
-func gkeOneZone(pool schema.PoolName) string {
-	zones := fmt.Sprintf(`length(lookup(var.node_locations, %q, []))`, pool)
-	return fmt.Sprintf(`${%s == 1 || (%s == 0 && length(split("-", var.location)) == 3)}`, zones, zones)
+func gkeOneZone(pool schema.PoolName) expr {
+	zones := fmt.Sprintf(`length(lookup(var.node_locations, %s, []))`, quoted(string(pool)))
+	return expr(fmt.Sprintf(`${%s == 1 || (%s == 0 && length(split("-", var.location)) == 3)}`, zones, zones))
 }

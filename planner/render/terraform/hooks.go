@@ -66,7 +66,7 @@ const RunIDVariable = "run_id"
 func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64) error {
 	m.variable("command", "string", "The command run when a node is created or deleted; it reads the ALLOT_* environment.", DefaultCommand)
 	m.variable(RunIDVariable, "string", "Identifies the run; allot's runner sets a new one for every plan (default: the plan's timestamp).", "")
-	m.locals["run"] = fmt.Sprintf("${coalesce(var.%s, plantimestamp())}", RunIDVariable)
+	m.locals["run"] = expr(fmt.Sprintf("${coalesce(var.%s, plantimestamp())}", RunIDVariable))
 	nodes := map[string]any{}
 	for _, p := range pools {
 		nodes[string(p.Name)] = map[string]any{}
@@ -94,7 +94,7 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 				"nodes":         target,
 			},
 		})
-		env := func(action, node, labels string) map[string]any {
+		env := func(action string, node, labels expr) map[string]any {
 			return map[string]any{
 				EnvAction:     action,
 				EnvCluster:    string(c.Name),
@@ -108,47 +108,47 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 		}
 		nodesName := name + "_nodes"
 		m.resource("terraform_data", nodesName, map[string]any{
-			"for_each": fmt.Sprintf("${local.nodes[%q]}", p.Name),
+			"for_each": expr(fmt.Sprintf("${local.nodes[%s]}", quoted(string(p.Name)))),
 			"input": map[string]any{
-				"node":    "${each.key}",
+				"node":    expr("${each.key}"),
 				"pool":    string(p.Name),
-				"labels":  "${each.value}",
-				"command": "${var.command}",
+				"labels":  expr("${each.value}"),
+				"command": expr("${var.command}"),
 				// The run that created the node, kept across later runs: the
 				// node's _created instance compares it with its own.
-				"created": "${local.run}",
+				"created": expr("${local.run}"),
 			},
-			"triggers_replace": "${each.value}",
+			"triggers_replace": expr("${each.value}"),
 			"lifecycle":        []any{map[string]any{"ignore_changes": []any{"input.created"}}},
 			"provisioner": []any{
 				map[string]any{"local-exec": map[string]any{
-					"command":     "${var.command}",
-					"environment": env("create", "${each.key}", "${jsonencode(each.value)}"),
+					"command":     expr("${var.command}"),
+					"environment": env("create", expr("${each.key}"), expr("${jsonencode(each.value)}")),
 				}},
 				// Destroy-time hooks may refer to self only: the command and the
 				// node travel in the input.
 				map[string]any{"local-exec": map[string]any{
 					"when":        "destroy",
-					"command":     "${self.input.command}",
-					"environment": env("delete", "${self.input.node}", "${jsonencode(self.input.labels)}"),
+					"command":     expr("${self.input.command}"),
+					"environment": env("delete", expr("${self.input.node}"), expr("${jsonencode(self.input.labels)}")),
 				}},
 			},
 		})
-		node := fmt.Sprintf("terraform_data.%s[each.key]", nodesName)
-		resumed := env("create", "${each.key}", "${jsonencode(each.value)}")
+		node := fmt.Sprintf("terraform_data.%s[each.key]", nodesName) // nodesName is an identifier (checkName)
+		resumed := env("create", expr("${each.key}"), expr("${jsonencode(each.value)}"))
 		resumed[EnvResumed] = "1"
 		m.resource("terraform_data", name+"_created", map[string]any{
-			"for_each": fmt.Sprintf("${local.nodes[%q]}", p.Name),
+			"for_each": expr(fmt.Sprintf("${local.nodes[%s]}", quoted(string(p.Name)))),
 			"input": map[string]any{
-				"node":      "${each.key}",
+				"node":      expr("${each.key}"),
 				"pool":      string(p.Name),
 				"confirmed": true,
 			},
 			// A new instance of the node (e.g. new labels) is confirmed anew.
-			"triggers_replace": fmt.Sprintf("${%s.id}", node),
+			"triggers_replace": expr(fmt.Sprintf("${%s.id}", node)),
 			"provisioner": []any{
 				map[string]any{"local-exec": map[string]any{
-					"command":     fmt.Sprintf(`${%s.output.created == local.run ? "true" : var.command}`, node),
+					"command":     expr(fmt.Sprintf(`${%s.output.created == local.run ? "true" : var.command}`, node)),
 					"environment": resumed,
 				}},
 			},

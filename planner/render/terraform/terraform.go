@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
@@ -203,29 +204,95 @@ func (m *module) values(c *schema.Cluster, targets map[schema.PoolName]int64) ma
 	for p, n := range targets {
 		nodes[string(p)] = n
 	}
-	out["output"] = map[string]any{
+	out["output"] = data(map[string]any{
 		"nodes_target": map[string]any{
 			"description": "The node count of every pool, as planned by allot.",
 			"value":       nodes,
 		},
-	}
+	})
+	// Variable defaults and descriptions are literal JSON values to Terraform,
+	// not templates: they are written as they are.
 	if len(m.variables) > 0 {
 		out["variable"] = m.variables
 	}
 	if len(m.providers) > 0 {
-		out["provider"] = m.providers
+		out["provider"] = data(m.providers)
 	}
 	if len(m.locals) > 0 {
-		out["locals"] = m.locals
+		out["locals"] = data(m.locals)
 	}
 	if len(m.resources) > 0 {
 		r := map[string]any{}
 		for t, byName := range m.resources {
 			r[t] = byName
 		}
-		out["resource"] = r
+		out["resource"] = data(r)
 	}
 	return out
+}
+
+// expr is a Terraform template expression that the renderer writes itself, such
+// as "${var.project}". Every other string of a module's arguments, locals and
+// outputs comes from the capacity repository (names, machine types, labels) and
+// is data: data escapes it so that Terraform reads it literally.
+type expr string
+
+// templateEscaper escapes the two sequences that start a Terraform template
+// inside a JSON string (and inside a quoted string within an expression):
+// "${" is written "$${" and "%{" is written "%%{".
+var templateEscaper = strings.NewReplacer("${", "$${", "%{", "%%{")
+
+// data returns v with every string and object key escaped for Terraform's
+// template syntax, and every expr written as it is. Object keys are escaped
+// too: Terraform reads the keys of a JSON object in an argument as templates.
+func data(v any) any {
+	switch v := v.(type) {
+	case expr:
+		return string(v)
+	case string:
+		return templateEscaper.Replace(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[templateEscaper.Replace(k)] = data(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = data(x)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// quoted returns s as a quoted string for use inside an expr: escaped for HCL's
+// string syntax (quotes, backslashes, control characters) and for its template
+// syntax, so that s is read literally.
+func quoted(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return templateEscaper.Replace(b.String())
 }
 
 func backend(b Backend, cluster schema.ClusterName) map[string]any {
