@@ -19,6 +19,9 @@ type candidate struct {
 // recently started first, then the set is pruned of any victim it does not need.
 // Nothing is evicted when w would still not fit.
 func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
+	if v := s.viewOf(w, f); v.empty || v.all.capacity < w.GPUs() {
+		return false
+	}
 	cands := s.candidates(w, f)
 	if len(cands) == 0 {
 		return false
@@ -81,7 +84,7 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 	if _, ok := s.quotaCheck(w, f); !ok {
 		return false
 	}
-	if f.all.free < w.GPUs() {
+	if s.viewOf(w, f).all.free < w.GPUs() {
 		return false
 	}
 	_, _, _, ok := s.placeOn(w, f)
@@ -96,20 +99,36 @@ func borrowing(t *team, f *flavorState) bool {
 }
 
 // candidates lists the workloads the rules allow w to preempt on f, in the order
-// they are tried.
+// they are tried; none when evicting them all would not free enough GPUs.
 func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	t := w.team
 	r := t.q.r(f.id)
+	v := s.viewOf(w, f)
+	// helps: only a victim on a node w may use can make room for it.
+	helps := func(x *workload) bool {
+		if x.flavor != f {
+			return false
+		}
+		if v == f.view {
+			return true
+		}
+		for _, p := range x.placements {
+			if v.admitsClass(f, p.node.spec.Class) {
+				return true
+			}
+		}
+		return false
+	}
 	var reclaim, own []candidate
 	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
 		root := t.q.root()
 		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-			for _, v := range root.teams {
-				if v == t || v.reclaimable(f.id) == 0 {
+			for _, o := range root.teams {
+				if o == t || o.reclaimable(f.id) == 0 {
 					continue
 				}
-				for x := range v.running {
-					if x.flavor == f {
+				for x := range o.running {
+					if helps(x) {
 						reclaim = append(reclaim, candidate{w: x, reason: PreemptReclaim})
 					}
 				}
@@ -117,7 +136,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 		}
 	}
 	for x := range t.running {
-		if x.flavor == f && x.tier.spec.Preemptible && x.tier.spec.Priority < w.tier.spec.Priority {
+		if x.tier.spec.Preemptible && helps(x) && x.tier.spec.Priority < w.tier.spec.Priority {
 			own = append(own, candidate{w: x, reason: PreemptHigherTier})
 		}
 	}
@@ -129,6 +148,17 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 			return c
 		}
 		return cmp.Compare(b.w.seq, a.w.seq)
+	}
+	// Evicting them all must at least free enough GPUs, or none is tried.
+	room := v.all.free
+	for _, c := range reclaim {
+		room += c.w.GPUs()
+	}
+	for _, c := range own {
+		room += c.w.GPUs()
+	}
+	if room < w.GPUs() {
+		return nil
 	}
 	slices.SortFunc(reclaim, order)
 	slices.SortFunc(own, order)

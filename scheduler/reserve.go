@@ -53,22 +53,26 @@ func (s *Scheduler) unreserve(w *workload) {
 // topology: the domain with the most free GPUs that can ever hold it, and in it
 // the nodes with the most free GPUs.
 func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
+	v := s.viewOf(w, f)
+	if v.empty {
+		return nil
+	}
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
 	var levels []string
 	switch {
 	case w.spec.Require != "":
 		levels = []string{w.spec.Require}
 	case w.spec.Prefer != "":
-		for i := len(f.order) - 1; i >= 0; i-- {
-			if f.order[i] == w.spec.Prefer {
+		for i := len(v.order) - 1; i >= 0; i-- {
+			if v.order[i] == w.spec.Prefer {
 				for j := i; j >= 0; j-- {
-					levels = append(levels, f.order[j])
+					levels = append(levels, v.order[j])
 				}
 			}
 		}
 	}
 	for _, lvl := range levels {
-		li := f.levels[lvl]
+		li := v.levels[lvl]
 		if li == nil {
 			continue
 		}
@@ -89,7 +93,7 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 	if w.spec.Require != "" {
 		return nil
 	}
-	return s.mostFree(f.all, gpp, pods)
+	return s.mostFree(v.all, gpp, pods)
 }
 
 // mostFree returns the nodes of g with the most free GPUs that can hold pods pods
@@ -97,8 +101,8 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
 	var out []*node
 	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
-		for _, id := range g.buckets[k] {
-			n := s.nodes[id]
+		for _, m := range g.buckets[k] {
+			n := s.nodes[m.id]
 			if c := n.capacity() / gpp; c > 0 {
 				out = append(out, n)
 				pods -= c
