@@ -178,6 +178,29 @@ func (l *levelIndex) bestFit(gpp GPUs, pods int64) *group {
 	return nil
 }
 
+// fullestFit returns the fullest domain that fits the pods (see fuller): the
+// one in use with the least free GPUs, else the whole one with the least.
+func (l *levelIndex) fullestFit(gpp GPUs, pods int64) *group {
+	need := gpp * pods
+	var whole *group
+	for k := l.next(freeKey(need)); k >= 0; k = l.next(k + 1) {
+		var best *group
+		for _, g := range l.byFree[k] {
+			if g.free >= need && (best == nil || fuller(g, best)) && g.fits(gpp, pods) {
+				best = g
+			}
+		}
+		switch {
+		case best == nil:
+		case best.free != best.capacity:
+			return best
+		case whole == nil:
+			whole = best
+		}
+	}
+	return whole
+}
+
 // largestFree returns the most free GPUs of one domain of the level.
 func (l *levelIndex) largestFree() GPUs {
 	var best GPUs

@@ -44,22 +44,22 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 		return nil, nil, s.nodeReason(w, f, v), false
 	}
 	if len(v.order) > 0 {
-		if g := v.levels[v.order[0]].bestFit(gpp, pods); g != nil {
+		if g := v.levels[v.order[0]].fullestFit(gpp, pods); g != nil {
 			return s.pick(descend(g, gpp, pods), gpp, pods), nil, PendingReason{}, true
 		}
 	}
 	return s.pick(v.all, gpp, pods), nil, PendingReason{}, true
 }
 
-// descend goes from domain g down the levels, each time into the narrower
-// domain with the least free GPUs that still fits the pods, and returns the
+// descend goes from domain g down the levels, each time into the fullest
+// narrower domain that still fits the pods (see fuller), and returns the
 // narrowest one reached.
 func descend(g *group, gpp GPUs, pods int64) *group {
 	need := gpp * pods
 	for {
 		var best *group
 		for _, c := range g.children {
-			if c.free >= need && (best == nil || c.free < best.free) && c.fits(gpp, pods) {
+			if c.free >= need && (best == nil || fuller(c, best)) && c.fits(gpp, pods) {
 				best = c
 			}
 		}
@@ -68,6 +68,16 @@ func descend(g *group, gpp GPUs, pods int64) *group {
 		}
 		g = best
 	}
+}
+
+// fuller says whether domain a is fuller than b: a domain already in use
+// before a whole one (so whole domains stay whole, whatever their size), then
+// the one with the least free GPUs.
+func fuller(a, b *group) bool {
+	if wa, wb := a.free == a.capacity, b.free == b.capacity; wa != wb {
+		return wb
+	}
+	return a.free < b.free
 }
 
 // nodeReason explains why w does not fit the listed nodes of f.

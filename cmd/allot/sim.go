@@ -177,6 +177,9 @@ func writeSimText(w io.Writer, rep *sim.Report) {
 	fmt.Fprintf(w, "GPU utilization %.1f%%, wait p50 %.0fs, p95 %.0fs, makespan %.0fs, %d preemptions\n",
 		100*s.GPUUtilization, s.WaitP50S, s.WaitP95S, s.MakespanS, s.Preemptions)
 	fmt.Fprintf(w, "violations: gang %d, quota %d, topology %d\n", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	if s.WholeDomainShare != nil {
+		fmt.Fprintf(w, "a whole top-level domain free %.1f%% of the time there were enough free GPUs for one\n", 100**s.WholeDomainShare)
+	}
 	fmt.Fprintf(w, "wall %.2fs, %.0f decisions/s\n\n", s.WallS, s.DecisionsPerS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "team\tGPU-hours\tshare\tnominal share\twait p95 (s)\tpreempted\t")
