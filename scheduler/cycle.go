@@ -95,11 +95,13 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 			return
 		}
 	}
+	prev := w.reserved
 	s.unreserve(w)
 	if s.tryAdmit(w, res) {
+		w.drained = prev != nil
 		return
 	}
-	if eligible && s.reserve(w) {
+	if eligible && s.reserve(w, prev) {
 		return
 	}
 	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason, reserveTried: eligible}

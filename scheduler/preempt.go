@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 type candidate struct {
@@ -99,7 +100,9 @@ func borrowing(t *team, f *flavorState) bool {
 }
 
 // candidates lists the workloads the rules allow w to preempt on f, in the order
-// they are tried; none when evicting them all would not free enough GPUs.
+// they are tried: lowest tier first; in a tier, a gang just admitted on nodes
+// drained for it last, then the most recently admitted first. None when
+// evicting them all would not free enough GPUs.
 func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	t := w.team
 	r := t.q.r(f.id)
@@ -144,6 +147,12 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 		if c := cmp.Compare(a.w.tier.spec.Priority, b.w.tier.spec.Priority); c != 0 {
 			return c
 		}
+		if ra, rb := s.justAdmittedGang(a.w), s.justAdmittedGang(b.w); ra != rb {
+			if ra {
+				return 1
+			}
+			return -1
+		}
 		if c := b.w.admittedAt.Compare(a.w.admittedAt); c != 0 {
 			return c
 		}
@@ -163,6 +172,17 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	slices.SortFunc(reclaim, order)
 	slices.SortFunc(own, order)
 	return append(reclaim, own...)
+}
+
+// drainedGrace is how long a gang admitted on the nodes drained for it is
+// reclaimed after every other victim of its tier.
+const drainedGrace = 4 * time.Hour
+
+// justAdmittedGang says whether x is a gang of several pods admitted on the
+// nodes reserved (drained) for it less than drainedGrace ago: what it waited
+// for is not the first thing taken back.
+func (s *Scheduler) justAdmittedGang(x *workload) bool {
+	return x.spec.Pods > 1 && x.drained && s.now.Sub(x.admittedAt) < drainedGrace
 }
 
 // evictWhatIf releases x and returns the function that puts it back exactly.
