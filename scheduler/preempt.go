@@ -9,6 +9,10 @@ import (
 type candidate struct {
 	w      *workload
 	reason PreemptReason
+	// prio, late and at order the candidates (see candidates).
+	prio int64
+	late bool
+	at   int64
 }
 
 // preempt looks for the smallest set of running workloads whose eviction lets w
@@ -24,13 +28,13 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		return false
 	}
 	cands := s.candidates(w, f)
-	if len(cands) == 0 {
+	if cands == nil {
 		return false
 	}
 	var chosen []candidate
 	var restores []func()
 	fits := false
-	for _, c := range cands {
+	for c, ok := cands.next(); ok; c, ok = cands.next() {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
 			continue
 		}
@@ -85,11 +89,17 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 	if _, ok := s.quotaCheck(w, f); !ok {
 		return false
 	}
-	if s.viewOf(w, f).all.free < w.GPUs() {
+	v := s.viewOf(w, f)
+	if v.empty || v.all.free < w.GPUs() {
 		return false
 	}
-	_, _, _, ok := s.placeOn(w, f)
-	return ok
+	// As placeOn would find: a domain of the required level, else any room
+	// (a preferred level only orders the search).
+	if l := w.spec.Require; l != "" {
+		li := v.levels[l]
+		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods) != nil
+	}
+	return v.all.fits(w.spec.GPUsPerPod, w.spec.Pods)
 }
 
 // borrowing says whether t uses more of f than its nominal quota, not counting
@@ -103,7 +113,7 @@ func borrowing(t *team, f *flavorState) bool {
 // they are tried: lowest tier first; in a tier, a gang just admitted on nodes
 // drained for it last, then the most recently admitted first. None when
 // evicting them all would not free enough GPUs.
-func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
+func (s *Scheduler) candidates(w *workload, f *flavorState) *victims {
 	t := w.team
 	r := t.q.r(f.id)
 	v := s.viewOf(w, f)
@@ -130,9 +140,12 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 				if o == t || o.reclaimable(f.id) == 0 {
 					continue
 				}
+				// Only borrowed work is reclaimed: all of a borrowing
+				// team's, else its borrowOnly tiers'.
+				all := borrowing(o, f)
 				for x := range o.running {
-					if helps(x) {
-						reclaim = append(reclaim, candidate{w: x, reason: PreemptReclaim})
+					if (all || x.tier.spec.BorrowOnly) && helps(x) {
+						reclaim = append(reclaim, s.candidate(x, PreemptReclaim))
 					}
 				}
 			}
@@ -140,23 +153,8 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	}
 	for x := range t.running {
 		if x.tier.spec.Preemptible && helps(x) && x.tier.spec.Priority < w.tier.spec.Priority {
-			own = append(own, candidate{w: x, reason: PreemptHigherTier})
+			own = append(own, s.candidate(x, PreemptHigherTier))
 		}
-	}
-	order := func(a, b candidate) int {
-		if c := cmp.Compare(a.w.tier.spec.Priority, b.w.tier.spec.Priority); c != 0 {
-			return c
-		}
-		if ra, rb := s.justAdmittedGang(a.w), s.justAdmittedGang(b.w); ra != rb {
-			if ra {
-				return 1
-			}
-			return -1
-		}
-		if c := b.w.admittedAt.Compare(a.w.admittedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.w.seq, a.w.seq)
 	}
 	// Evicting them all must at least free enough GPUs, or none is tried.
 	room := v.all.free
@@ -169,9 +167,74 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	if room < w.GPUs() {
 		return nil
 	}
-	slices.SortFunc(reclaim, order)
-	slices.SortFunc(own, order)
-	return append(reclaim, own...)
+	out := &victims{lists: [2][]candidate{reclaim, own}}
+	for _, l := range out.lists {
+		for k := len(l)/2 - 1; k >= 0; k-- {
+			down(l, k)
+		}
+	}
+	return out
+}
+
+// victims hands out candidates in order, sorting as it goes: a preemption
+// usually needs only the first few of many.
+type victims struct {
+	lists [2][]candidate // heaps: the reclaimable, then the team's own
+}
+
+func (v *victims) next() (candidate, bool) {
+	for i, l := range v.lists {
+		if len(l) == 0 {
+			continue
+		}
+		c := l[0]
+		l[0] = l[len(l)-1]
+		v.lists[i] = l[:len(l)-1]
+		down(v.lists[i], 0)
+		return c, true
+	}
+	return candidate{}, false
+}
+
+// down restores the heap order of h below index i.
+func down(h []candidate, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		j := l
+		if r := l + 1; r < len(h) && victimOrder(h[r], h[l]) < 0 {
+			j = r
+		}
+		if victimOrder(h[j], h[i]) >= 0 {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
+// victimOrder orders candidates: lowest tier first; in a tier, a gang just
+// admitted on nodes drained for it last, then the most recently admitted.
+func victimOrder(a, b candidate) int {
+	if c := cmp.Compare(a.prio, b.prio); c != 0 {
+		return c
+	}
+	if a.late != b.late {
+		if a.late {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(b.at, a.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.w.seq, a.w.seq)
+}
+
+func (s *Scheduler) candidate(x *workload, r PreemptReason) candidate {
+	return candidate{w: x, reason: r, prio: x.tier.spec.Priority, late: s.justAdmittedGang(x), at: x.admittedAt.UnixNano()}
 }
 
 // drainedGrace is how long a gang admitted on the nodes drained for it is
