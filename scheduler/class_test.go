@@ -149,6 +149,30 @@ func TestRulesAgainstBruteForce(t *testing.T) {
 	}
 }
 
+// TestPropertiesWithRules is TestProperties with nodes in three classes and
+// most workloads with rules admitting some of them.
+func TestPropertiesWithRules(t *testing.T) {
+	classes := []string{"x", "y", "z"}
+	for seed := range 40 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 29))
+			cfg, nodes := randomWorld(rng)
+			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
+			runProperties(t, rng, cfg, nodes, func(w *Workload) {
+				if rng.IntN(4) > 0 {
+					var admit []string
+					for _, c := range classes {
+						if rng.IntN(2) == 0 {
+							admit = append(admit, c)
+						}
+					}
+					w.Rules = classRules(strings.Join(admit, ","))
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkCycleClasses is BenchmarkCycle at 10,000 nodes in 20 classes (one
 // per 500 nodes, so a class spans a few blocks): a quarter of the workloads
 // have no rules, the others one of five rules that admit 1, 5, 10, 19 or 20

@@ -58,8 +58,13 @@ func (s *Scheduler) checkInvariants() error {
 		if n.spec.Unhealthy && used[n] > 0 {
 			return fmt.Errorf("unhealthy node %s runs work", n.spec.Name)
 		}
-		if n.listed && n.free() != 0 && (int(n.free()) >= len(n.groups[0].buckets) || s.nodes[n.groups[0].buckets[n.free()][n.slots[0]].id] != n) {
-			return fmt.Errorf("node %s misplaced in the index", n.spec.Name)
+		for i, g := range n.groups {
+			if !n.listed || n.free() == 0 {
+				break
+			}
+			if f := n.free(); int(f) >= len(g.buckets) || int(n.slots[i]) >= len(g.buckets[f]) || g.buckets[f][n.slots[i]] != (member{n.id, int32(i)}) {
+				return fmt.Errorf("node %s misplaced in the index (group %d of %d)", n.spec.Name, i, len(n.groups))
+			}
 		}
 	}
 	for _, t := range s.teamList {
