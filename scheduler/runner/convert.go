@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -248,7 +249,8 @@ func nodeClass(n *corev1.Node) string {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value), cmp.Compare(a.Effect, b.Effect))
 	})
 	b, _ := json.Marshal(c) // maps and strings always encode
-	return string(b)
+	// Interned: thousands of nodes share a handful of classes.
+	return unique.Make(string(b)).Value()
 }
 
 // podRules are a pod's placement rules, for the core (scheduler.Rules).
