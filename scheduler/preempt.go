@@ -28,13 +28,13 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		return false
 	}
 	cands := s.candidates(w, f)
-	if cands == nil {
+	if len(cands) == 0 {
 		return false
 	}
 	var chosen []candidate
 	var restores []func()
 	fits := false
-	for c, ok := cands.next(); ok; c, ok = cands.next() {
+	for _, c := range cands {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
 			continue
 		}
@@ -113,7 +113,7 @@ func borrowing(t *team, f *flavorState) bool {
 // they are tried: lowest tier first; in a tier, a gang just admitted on nodes
 // drained for it last, then the most recently admitted first. None when
 // evicting them all would not free enough GPUs.
-func (s *Scheduler) candidates(w *workload, f *flavorState) *victims {
+func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	t := w.team
 	r := t.q.r(f.id)
 	v := s.viewOf(w, f)
@@ -167,52 +167,9 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) *victims {
 	if room < w.GPUs() {
 		return nil
 	}
-	out := &victims{lists: [2][]candidate{reclaim, own}}
-	for _, l := range out.lists {
-		for k := len(l)/2 - 1; k >= 0; k-- {
-			down(l, k)
-		}
-	}
-	return out
-}
-
-// victims hands out candidates in order, sorting as it goes: a preemption
-// usually needs only the first few of many.
-type victims struct {
-	lists [2][]candidate // heaps: the reclaimable, then the team's own
-}
-
-func (v *victims) next() (candidate, bool) {
-	for i, l := range v.lists {
-		if len(l) == 0 {
-			continue
-		}
-		c := l[0]
-		l[0] = l[len(l)-1]
-		v.lists[i] = l[:len(l)-1]
-		down(v.lists[i], 0)
-		return c, true
-	}
-	return candidate{}, false
-}
-
-// down restores the heap order of h below index i.
-func down(h []candidate, i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		j := l
-		if r := l + 1; r < len(h) && victimOrder(h[r], h[l]) < 0 {
-			j = r
-		}
-		if victimOrder(h[j], h[i]) >= 0 {
-			return
-		}
-		h[i], h[j] = h[j], h[i]
-		i = j
-	}
+	slices.SortFunc(reclaim, victimOrder)
+	slices.SortFunc(own, victimOrder)
+	return append(reclaim, own...)
 }
 
 // victimOrder orders candidates: lowest tier first; in a tier, a gang just
