@@ -13,6 +13,7 @@ type candidate struct {
 	prio int64
 	late bool
 	at   int64
+	seq  int64
 }
 
 // preempt looks for the smallest set of running workloads whose eviction lets w
@@ -143,10 +144,14 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 				// Only borrowed work is reclaimed: all of a borrowing
 				// team's, else its borrowOnly tiers'.
 				all := borrowing(o, f)
+				start := len(reclaim)
 				for x := range o.running {
 					if (all || x.tier.spec.BorrowOnly) && helps(x) {
 						reclaim = append(reclaim, s.candidate(x, PreemptReclaim))
 					}
+				}
+				if all {
+					reclaim = borrowedPrefix(reclaim, start, o.q.r(f.id))
 				}
 			}
 		}
@@ -172,6 +177,68 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	return append(reclaim, own...)
 }
 
+// borrowedPrefix keeps of the team's candidates cands[start:] those the search
+// can take: its borrowOnly ones, and of the others, in victim order, only those
+// up to the one that ends its borrowing (the search skips the rest, as the team
+// then runs within its nominal quota). Only what is kept gets sorted, so a
+// search does not sort every borrowed workload of the cohort.
+func borrowedPrefix(cands []candidate, start int, r *qres) []candidate {
+	mine := cands[start:]
+	n := 0
+	for i := range mine {
+		if mine[i].w.tier.spec.BorrowOnly {
+			mine[n], mine[i] = mine[i], mine[n]
+			n++
+		}
+	}
+	// A heap of the others; each pop moves the least to the heap's end.
+	h := mine[n:]
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	popped := 0
+	for excess := r.usage - r.borrowOnly - r.nominal; excess > 0 && popped < len(h); popped++ {
+		last := len(h) - 1 - popped
+		h[0], h[last] = h[last], h[0]
+		siftDown(h[:last], 0)
+		excess -= h[last].w.GPUs()
+	}
+	copy(h, h[len(h)-popped:])
+	return cands[:start+n+popped]
+}
+
+// siftDown restores the min-heap h (in victim order) below i.
+func siftDown(h []candidate, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && victimLess(&h[r], &h[l]) {
+			m = r
+		}
+		if !victimLess(&h[m], &h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// victimLess is victimOrder(a, b) < 0.
+func victimLess(a, b *candidate) bool {
+	switch {
+	case a.prio != b.prio:
+		return a.prio < b.prio
+	case a.late != b.late:
+		return b.late
+	case a.at != b.at:
+		return a.at > b.at
+	}
+	return a.seq > b.seq
+}
+
 // victimOrder orders candidates: lowest tier first; in a tier, a gang just
 // admitted on nodes drained for it last, then the most recently admitted.
 func victimOrder(a, b candidate) int {
@@ -187,11 +254,11 @@ func victimOrder(a, b candidate) int {
 	if c := cmp.Compare(b.at, a.at); c != 0 {
 		return c
 	}
-	return cmp.Compare(b.w.seq, a.w.seq)
+	return cmp.Compare(b.seq, a.seq)
 }
 
 func (s *Scheduler) candidate(x *workload, r PreemptReason) candidate {
-	return candidate{w: x, reason: r, prio: x.tier.spec.Priority, late: s.justAdmittedGang(x), at: x.admittedAt.UnixNano()}
+	return candidate{w: x, reason: r, prio: x.tier.spec.Priority, late: s.justAdmittedGang(x), at: x.admittedAt.UnixNano(), seq: x.seq}
 }
 
 // drainedGrace is how long a gang admitted on the nodes drained for it is
