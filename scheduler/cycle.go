@@ -101,6 +101,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 		w.drained = prev != nil
 		return
 	}
+	s.noteBorrowFirst(w)
 	if eligible && s.reserve(w, prev) {
 		return
 	}

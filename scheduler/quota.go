@@ -199,6 +199,38 @@ func (s *Scheduler) takesHeadroom(w, h *workload, f *flavorState) bool {
 	return after < held
 }
 
+// noteBorrowFirst records w, which did not fit, as its cohort's borrow-first
+// gang if it qualifies (a gang of several pods that has waited
+// Options.BorrowFirstAfter for the cohort's idle quota) and waited longer
+// than the one recorded; a recorded gang that no longer qualifies is dropped.
+func (s *Scheduler) noteBorrowFirst(w *workload) {
+	if s.opts.BorrowFirstAfter <= 0 {
+		return
+	}
+	root := w.team.q.root()
+	h := s.borrowFirst[root]
+	ok := w.spec.Pods > 1 && w.reason.Code == ReasonCohortExhausted && s.now.Sub(w.since) >= s.opts.BorrowFirstAfter
+	switch {
+	case h == w && !ok:
+		delete(s.borrowFirst, root)
+	case ok && (h == nil || h.state != statePending || w.since.Before(h.since)):
+		s.borrowFirst[root] = w
+	}
+}
+
+// borrowsAhead says whether admitting w would borrow the cohort quota that
+// the borrow-first gang h of its tree waits for: w is of another team, smaller
+// than h and submitted after it, and takes its team above its nominal (or its
+// tier is borrowOnly). A team within its nominal is never held back.
+func (s *Scheduler) borrowsAhead(w *workload, f *flavorState) (*workload, bool) {
+	h := s.borrowFirst[w.team.q.root()]
+	if h == nil || h == w || h.state != statePending || h.team == w.team || w.GPUs() >= h.GPUs() || !h.spec.Submitted.Before(w.spec.Submitted) {
+		return nil, false
+	}
+	r := w.team.q.r(f.id)
+	return h, w.tier.spec.BorrowOnly || r.usage-r.borrowOnly+w.GPUs() > r.nominal
+}
+
 // quotaCheck says whether w fits the quota of flavor f, and why not.
 func (s *Scheduler) quotaCheck(w *workload, f *flavorState) (PendingReason, bool) {
 	q := w.team.q
@@ -206,6 +238,9 @@ func (s *Scheduler) quotaCheck(w *workload, f *flavorState) (PendingReason, bool
 	avail := q.available(f.id)
 	if avail >= need {
 		if h := f.res; h != nil && h != w && s.takesHeadroom(w, h, f) {
+			return PendingReason{Code: ReasonReserved, Flavor: f.name, Requested: need, Available: avail, Holder: h.spec.ID}, false
+		}
+		if h, ahead := s.borrowsAhead(w, f); ahead {
 			return PendingReason{Code: ReasonReserved, Flavor: f.name, Requested: need, Available: avail, Holder: h.spec.ID}, false
 		}
 		return PendingReason{}, true

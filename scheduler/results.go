@@ -89,8 +89,9 @@ const (
 	// ReasonBehindHigherTier: capacity there was at the start of the cycle went to
 	// workloads ordered before this one (a higher tier or a team with a smaller share).
 	ReasonBehindHigherTier ReasonCode = "WaitingBehindHigherTier"
-	// ReasonReserved: nodes are drained toward a gang that waited long enough; this
-	// workload fits only on them.
+	// ReasonReserved: nodes are drained toward a gang that waited long enough and
+	// this workload fits only on them, or it would take quota held for that gang
+	// (Holder).
 	ReasonReserved ReasonCode = "BlockedByReservation"
 	// ReasonWaitingForReservation: the nodes this gang will use are reserved for it
 	// and draining.
@@ -140,7 +141,7 @@ func (r PendingReason) String() string {
 	case ReasonBehindHigherTier:
 		return fmt.Sprintf("waiting behind workloads ordered first on %s: requests %d GPUs, %d left", r.Flavor, r.Requested, r.Available)
 	case ReasonReserved:
-		return fmt.Sprintf("free nodes of %s are reserved for gang %s: requests %d GPUs, %d usable", r.Flavor, r.Holder, r.Requested, r.Available)
+		return fmt.Sprintf("free nodes or quota of %s are held for gang %s: requests %d GPUs, %d usable", r.Flavor, r.Holder, r.Requested, r.Available)
 	case ReasonWaitingForReservation:
 		return fmt.Sprintf("waiting for %d reserved GPUs of %s to drain: requests %d, %d free on them", r.Limit, r.Flavor, r.Requested, r.Available)
 	case ReasonNoFlavor:

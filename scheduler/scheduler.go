@@ -36,6 +36,9 @@ type Scheduler struct {
 	fails map[shapeKey]failure
 	// admittedNow indexes the admissions of the running cycle in its Results.
 	admittedNow map[*workload]int
+	// borrowFirst is, per cohort tree (by its root), the gang the tree's
+	// borrowable quota goes to first (Options.BorrowFirstAfter).
+	borrowFirst map[*qnode]*workload
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -71,6 +74,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		unstarted:   map[*workload]struct{}{},
 		fails:       map[shapeKey]failure{},
 		admittedNow: map[*workload]int{},
+		borrowFirst: map[*qnode]*workload{},
 	}
 	for _, t := range cfg.Tiers {
 		if _, dup := s.tiers[t.Name]; dup {

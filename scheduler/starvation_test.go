@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestBigGangStartsOnceReserved is the no-starvation guarantee
@@ -207,5 +208,49 @@ func TestDrainedGangReclaimedLast(t *testing.T) {
 	}
 	if err := f.s.checkInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBorrowFirst: with Options.BorrowFirstAfter, a gang that waited that long
+// for the cohort's idle quota gets the quota freed in small pieces before
+// another team's later, smaller borrowing work takes it; a team within its
+// nominal still takes its own at once. Without the option the small work
+// borrows each piece as it frees and the gang waits on.
+func TestBorrowFirst(t *testing.T) {
+	for _, after := range []time.Duration{0, 100 * time.Second} {
+		cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{
+			teamQ("a", "org", 8, nil, nil), teamQ("b", "org", 16, nil, nil), teamQ("c", "org", 8, nil, nil)}}
+		f := newFx(t, cfg, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: -1, BorrowFirstAfter: after})
+		f.submit(wl("a0", "a", "production", 1, 8, 0), wl("b0", "b", "production", 1, 8, 0),
+			wl("b1", "b", "production", 1, 8, 0), wl("c0", "c", "production", 1, 8, 0))
+		f.cycle(0)
+		f.submit(wl("gang", "a", "production", 2, 8, 10)) // a at its nominal: the gang borrows 8
+		f.cycle(10)
+		f.cycle(200)
+		f.finish("b0")
+		f.submit(wl("b2", "b", "production", 1, 8, 300), wl("c1", "c", "production", 1, 8, 300))
+		if got := admittedIDs(f.cycle(300)); !slices.Equal(got, []WorkloadID{"b2"}) {
+			t.Fatalf("after %v: cycle 300 admitted %v, want b2 (within its nominal)", after, got)
+		}
+		f.finish("b1")
+		got400 := admittedIDs(f.cycle(400))
+		r, _ := f.s.Reason("c1")
+		f.finish("b2")
+		got500 := admittedIDs(f.cycle(500))
+		if after == 0 {
+			if !slices.Equal(got400, []WorkloadID{"c1"}) || len(got500) != 0 {
+				t.Fatalf("without the option: admitted %v at 400 and %v at 500, want c1 then nothing", got400, got500)
+			}
+			continue
+		}
+		if len(got400) != 0 || r.Code != ReasonReserved || r.Holder != "gang" {
+			t.Fatalf("cycle 400 admitted %v; c1 waits for %v, want nothing admitted and c1 held back for the gang", got400, r)
+		}
+		if !slices.Equal(got500, []WorkloadID{"gang"}) {
+			t.Fatalf("cycle 500 admitted %v, want the gang", got500)
+		}
+		if err := f.s.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -140,6 +140,12 @@ type Options struct {
 	// Backoff is how long a workload evicted by the gang timeout waits before it is
 	// considered again; it doubles with every further timeout.
 	Backoff time.Duration
+	// BorrowFirstAfter, when positive, is how long a gang that waits for the
+	// cohort's idle quota waits before the cohort's borrowable quota goes to it
+	// first: the longest-waiting such gang of a cohort holds back the borrowing
+	// of other teams' later, smaller work (never a team within its nominal).
+	// Zero disables it.
+	BorrowFirstAfter time.Duration
 }
 
 // DefaultOptions are what allot uses when nothing else is said.
