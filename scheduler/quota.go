@@ -223,6 +223,9 @@ func (s *Scheduler) noteBorrowFirst(w *workload) {
 // than h and submitted after it, and takes its team above its nominal (or its
 // tier is borrowOnly). A team within its nominal is never held back.
 func (s *Scheduler) borrowsAhead(w *workload, f *flavorState) (*workload, bool) {
+	if s.opts.BorrowFirstAfter <= 0 {
+		return nil, false
+	}
 	h := s.borrowFirst[w.team.q.root()]
 	if h == nil || h == w || h.state != statePending || h.team == w.team || w.GPUs() >= h.GPUs() || !h.spec.Submitted.Before(w.spec.Submitted) {
 		return nil, false
