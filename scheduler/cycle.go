@@ -21,10 +21,12 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	clear(s.admittedNow)
 	s.epoch = 0
 	for _, f := range s.flavorList {
-		f.start = f.start[:0]
-		for _, b := range f.all.buckets {
-			f.start = append(f.start, int32(len(b)))
-		}
+		f.eachView(func(v *view) {
+			v.start = v.start[:0]
+			for _, b := range v.all.buckets {
+				v.start = append(v.start, int32(len(b)))
+			}
+		})
 	}
 	h := make(teamHeap, 0, len(s.teamList))
 	var walked []*team
@@ -68,7 +70,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 		t.queue.merge()
 	}
 	for _, f := range s.flavorList {
-		f.start = f.start[:0]
+		f.eachView(func(v *view) { v.start = v.start[:0] })
 	}
 	if len(s.admittedNow) > 0 || len(res.Admitted) > 0 {
 		res.Admitted = slices.DeleteFunc(res.Admitted, func(a Admission) bool { return a.Workload == "" })
@@ -93,11 +95,14 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 			return
 		}
 	}
+	prev := w.reserved
 	s.unreserve(w)
 	if s.tryAdmit(w, res) {
+		w.drained = prev != nil
 		return
 	}
-	if eligible && s.reserve(w) {
+	s.noteBorrowFirst(w)
+	if eligible && s.reserve(w, prev) {
 		return
 	}
 	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason, reserveTried: eligible}
@@ -145,7 +150,7 @@ func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 
 func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Domain, victims []WorkloadID, res *Results) {
 	s.bind(w, f, pl)
-	w.domain, w.admittedAt, w.ahead = dom, s.now, false
+	w.domain, w.admittedAt, w.ahead, w.restored = dom, s.now, false, false
 	w.reason = PendingReason{}
 	if s.opts.GangTimeout > 0 {
 		s.unstarted[w] = struct{}{}

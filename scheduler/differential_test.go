@@ -25,6 +25,30 @@ func bruteFits(free []GPUs, gpp GPUs, pods int64) bool {
 	return false
 }
 
+// bruteWant says whether w fits, by brute force, on nodes of the free GPUs all
+// or, when w requires a rack, on those of one rack of free; and then the least
+// free GPUs of a rack where it fits (-1 when it does not).
+func bruteWant(w Workload, all []GPUs, free map[string][]GPUs) (bool, GPUs) {
+	if w.Require == "" {
+		return bruteFits(all, w.GPUsPerPod, w.Pods), -1
+	}
+	var want bool
+	bestFree := GPUs(-1)
+	for _, fr := range free {
+		if bruteFits(fr, w.GPUsPerPod, w.Pods) {
+			want = true
+			var sum GPUs
+			for _, x := range fr {
+				sum += x
+			}
+			if bestFree < 0 || sum < bestFree {
+				bestFree = sum
+			}
+		}
+	}
+	return want, bestFree
+}
+
 // TestPlacementAgainstBruteForce: on small random fleets with random load, a
 // gang is placed exactly when a brute-force search finds room, in a domain of
 // the required level when one is required, and in the fitting domain that leaves
@@ -51,24 +75,7 @@ func TestPlacementAgainstBruteForce(t *testing.T) {
 		f.submit(w)
 		res := f.cycle(1)
 		placed := len(res.Admitted) == 1
-		var want bool
-		bestFree := GPUs(-1)
-		if w.Require == "" {
-			want = bruteFits(all, w.GPUsPerPod, w.Pods)
-		} else {
-			for _, fr := range free {
-				if bruteFits(fr, w.GPUsPerPod, w.Pods) {
-					want = true
-					var sum GPUs
-					for _, x := range fr {
-						sum += x
-					}
-					if bestFree < 0 || sum < bestFree {
-						bestFree = sum
-					}
-				}
-			}
-		}
+		want, bestFree := bruteWant(w, all, free)
 		if placed != want {
 			t.Fatalf("seed %d: placed = %v, brute force says %v (gang %dx%d, require %q, free %v)", seed, placed, want, w.Pods, w.GPUsPerPod, w.Require, free)
 		}

@@ -16,8 +16,11 @@ type node struct {
 	used   GPUs
 	// held are GPUs taken by work the scheduler does not place (see Hold).
 	held GPUs
-	// groups are the flavor-wide group then one per topology level, widest first.
+	// groups are the flavor-wide group then one per topology level, widest first
+	// (base of them), then the same for every view of the flavor that admits
+	// the node's class (see class.go).
 	groups []*group
+	base   int
 	// slots are the node's positions in each group's bucket of its free GPUs.
 	slots       []int32
 	listed      bool
@@ -37,14 +40,23 @@ func (n *node) capacity() GPUs { return max(0, n.spec.GPUs-n.held) }
 // held than the node had free.
 func (n *node) free() GPUs { return max(0, n.capacity()-n.used) }
 
+// member is a node in a group's bucket, with the index of the group among the
+// node's groups.
+type member struct {
+	id int32
+	k  int32
+}
+
 // group is a set of nodes (a flavor, or one domain of it) by free GPUs.
 type group struct {
 	dom     Domain
-	buckets [][]int32
+	buckets [][]member
 	free    GPUs
 	// capacity is the GPUs of the group's healthy nodes.
 	capacity GPUs
 	level    *levelIndex
+	// children are the domains of the next narrower level inside this one.
+	children []*group
 	lvlSlot  int32
 	lvlKey   int
 	inLevel  bool
@@ -56,7 +68,7 @@ func (g *group) add(n *node, slot int) {
 		g.buckets = append(g.buckets, nil)
 	}
 	n.slots[slot] = int32(len(g.buckets[f]))
-	g.buckets[f] = append(g.buckets[f], n.id)
+	g.buckets[f] = append(g.buckets[f], member{n.id, int32(slot)})
 	g.free += f
 }
 
@@ -65,19 +77,9 @@ func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
 	i := n.slots[slot]
 	last := b[len(b)-1]
 	b[i] = last
-	s.nodes[last].slots[s.nodes[last].slotIn(g)] = i
+	s.nodes[last.id].slots[last.k] = i
 	g.buckets[f] = b[:len(b)-1]
 	g.free -= f
-}
-
-// slotIn returns the index of g in n.groups.
-func (n *node) slotIn(g *group) int {
-	for i, h := range n.groups {
-		if h == g {
-			return i
-		}
-	}
-	return -1
 }
 
 // fits says whether pods pods of gpp GPUs fit on the group's listed nodes.
@@ -86,7 +88,7 @@ func (g *group) fits(gpp GPUs, pods int64) bool {
 }
 
 // usable counts the pods of gpp GPUs the buckets can take, stopping at enough.
-func usable(buckets [][]int32, gpp GPUs, enough int64) int64 {
+func usable(buckets [][]member, gpp GPUs, enough int64) int64 {
 	var n int64
 	for k := gpp; k < GPUs(len(buckets)); k++ {
 		n += int64(len(buckets[k])) * (k / gpp)
@@ -176,6 +178,29 @@ func (l *levelIndex) bestFit(gpp GPUs, pods int64) *group {
 	return nil
 }
 
+// fullestFit returns the fullest domain that fits the pods (see fuller): the
+// one in use with the least free GPUs, else the whole one with the least.
+func (l *levelIndex) fullestFit(gpp GPUs, pods int64) *group {
+	need := gpp * pods
+	var whole *group
+	for k := l.next(freeKey(need)); k >= 0; k = l.next(k + 1) {
+		var best *group
+		for _, g := range l.byFree[k] {
+			if g.free >= need && (best == nil || fuller(g, best)) && g.fits(gpp, pods) {
+				best = g
+			}
+		}
+		switch {
+		case best == nil:
+		case best.free != best.capacity:
+			return best
+		case whole == nil:
+			whole = best
+		}
+	}
+	return whole
+}
+
 // largestFree returns the most free GPUs of one domain of the level.
 func (l *levelIndex) largestFree() GPUs {
 	var best GPUs
@@ -190,27 +215,50 @@ func (l *levelIndex) largestFree() GPUs {
 	return best
 }
 
-// flavorState is the index of one flavor's nodes.
-type flavorState struct {
-	name   Flavor
-	id     int
+// view is the index of the nodes of one flavor that some workloads may use:
+// all of them, or those of the classes their placement rules admit.
+type view struct {
 	all    *group
 	levels map[string]*levelIndex
 	// order lists the level names widest first.
 	order []string
-	res   *workload // the gang nodes of this flavor are reserved for, if any
 	// start is a copy of all.buckets' lengths at the start of the cycle.
 	start []int32
+	// empty: no node of the flavor is of a class the view admits.
+	empty bool
+	// set says, per class of the flavor by number, whether the view admits it
+	// ('1') or not ('0'); empty for the flavor's own view.
+	set string
+}
+
+func newView() *view { return &view{all: &group{}, levels: map[string]*levelIndex{}} }
+
+// flavorState is the index of one flavor's nodes.
+type flavorState struct {
+	name Flavor
+	id   int
+	// view holds every node of the flavor; it serves the workloads without
+	// placement rules and those whose rules admit every class.
+	*view
+	res *workload // the gang nodes of this flavor are reserved for, if any
 	// held sums what Hold keeps of the flavor's healthy nodes (at most each
 	// node's GPUs).
 	held GPUs
+	// nodes are the flavor's nodes; classes its node classes, numbered.
+	nodes   []*node
+	classes map[string]int
+	// byRules are the views of placement rules by their key; bySet the
+	// views by the classes they admit, so that rules admitting the same
+	// classes share one.
+	byRules map[string]*view
+	bySet   map[string]*view
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {
 	if fs, ok := s.flavors[f]; ok {
 		return fs
 	}
-	fs := &flavorState{name: f, id: len(s.flavorList), all: &group{}, levels: map[string]*levelIndex{}}
+	fs := &flavorState{name: f, id: len(s.flavorList), view: newView(), classes: map[string]int{}}
 	s.flavors[f] = fs
 	s.flavorList = append(s.flavorList, fs)
 	return fs

@@ -4,7 +4,8 @@ import "fmt"
 
 // checkInvariants recomputes, from the admitted workloads alone, what the
 // scheduler's rules promise, and says what is broken: no node over committed or
-// running work while unhealthy, no partial or mixed-flavor gang, required
+// running work while unhealthy, no partial or mixed-flavor gang, no pod on a node
+// of a class its rules do not admit, required
 // topology kept, no team above nominal + borrowing limit, no team's guaranteed
 // quota (nominal - lending limit) used by others. Tests call it after every cycle.
 func (s *Scheduler) checkInvariants() error {
@@ -21,6 +22,9 @@ func (s *Scheduler) checkInvariants() error {
 			used[p.node] += p.pods * w.spec.GPUsPerPod
 			if p.node.flavor != w.flavor {
 				return fmt.Errorf("gang %s spans flavors", w.spec.ID)
+			}
+			if w.spec.Rules != nil && !w.restored && !w.spec.Rules.Admits(p.node.spec.Class) {
+				return fmt.Errorf("gang %s on node %s of class %q its rules do not admit", w.spec.ID, p.node.spec.Name, p.node.spec.Class)
 			}
 			if len(w.spec.Flavors) > 0 && !contains(w.spec.Flavors, w.flavor.name) {
 				return fmt.Errorf("gang %s on flavor %s it does not accept", w.spec.ID, w.flavor.name)
@@ -54,8 +58,13 @@ func (s *Scheduler) checkInvariants() error {
 		if n.spec.Unhealthy && used[n] > 0 {
 			return fmt.Errorf("unhealthy node %s runs work", n.spec.Name)
 		}
-		if n.listed && n.free() != 0 && (int(n.free()) >= len(n.groups[0].buckets) || s.nodes[n.groups[0].buckets[n.free()][n.slots[0]]] != n) {
-			return fmt.Errorf("node %s misplaced in the index", n.spec.Name)
+		for i, g := range n.groups {
+			if !n.listed || n.free() == 0 {
+				break
+			}
+			if f := n.free(); int(f) >= len(g.buckets) || int(n.slots[i]) >= len(g.buckets[f]) || g.buckets[f][n.slots[i]] != (member{n.id, int32(i)}) {
+				return fmt.Errorf("node %s misplaced in the index (group %d of %d)", n.spec.Name, i, len(n.groups))
+			}
 		}
 	}
 	for _, t := range s.teamList {

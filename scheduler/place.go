@@ -2,14 +2,20 @@ package scheduler
 
 import "slices"
 
-// placeOn finds nodes of flavor f for w's pods without changing anything: the
-// best-fit domain of the required level, or of the preferred level and then each
-// wider one, or the flavor as a whole; inside it, the nodes with the least free
-// GPUs that still take a pod, so large holes stay whole.
+// placeOn finds nodes of flavor f for w's pods without changing anything,
+// among the nodes whose class w's rules admit: the best-fit domain of the
+// required level, or of the preferred level and then each wider one, or the
+// flavor as a whole; inside it, level by level, the fullest domain that still
+// fits, and there the nodes with the least free GPUs that take a pod, so that
+// large domains and large holes stay whole.
 func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, PendingReason, bool) {
+	v := s.viewOf(w, f)
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
+	if v.empty {
+		return nil, nil, PendingReason{Code: ReasonNoMatchingNodes, Flavor: f.name, Requested: w.GPUs()}, false
+	}
 	if lvl := w.spec.Require; lvl != "" {
-		li := f.levels[lvl]
+		li := v.levels[lvl]
 		var g *group
 		if li != nil {
 			g = li.bestFit(gpp, pods)
@@ -22,34 +28,68 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 			return nil, nil, r, false
 		}
 		d := g.dom
-		return s.pick(g, gpp, pods), &d, PendingReason{}, true
+		return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 	}
 	if lvl := w.spec.Prefer; lvl != "" {
-		if i := slices.Index(f.order, lvl); i >= 0 {
+		if i := slices.Index(v.order, lvl); i >= 0 {
 			for ; i >= 0; i-- {
-				if g := f.levels[f.order[i]].bestFit(gpp, pods); g != nil {
+				if g := v.levels[v.order[i]].bestFit(gpp, pods); g != nil {
 					d := g.dom
-					return s.pick(g, gpp, pods), &d, PendingReason{}, true
+					return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 				}
 			}
 		}
 	}
-	if f.all.fits(gpp, pods) {
-		return s.pick(f.all, gpp, pods), nil, PendingReason{}, true
+	if !v.all.fits(gpp, pods) {
+		return nil, nil, s.nodeReason(w, f, v), false
 	}
-	return nil, nil, s.nodeReason(w, f), false
+	if len(v.order) > 0 {
+		if g := v.levels[v.order[0]].fullestFit(gpp, pods); g != nil {
+			return s.pick(descend(g, gpp, pods), gpp, pods), nil, PendingReason{}, true
+		}
+	}
+	return s.pick(v.all, gpp, pods), nil, PendingReason{}, true
+}
+
+// descend goes from domain g down the levels, each time into the fullest
+// narrower domain that still fits the pods (see fuller), and returns the
+// narrowest one reached.
+func descend(g *group, gpp GPUs, pods int64) *group {
+	need := gpp * pods
+	for {
+		var best *group
+		for _, c := range g.children {
+			if c.free >= need && (best == nil || fuller(c, best)) && c.fits(gpp, pods) {
+				best = c
+			}
+		}
+		if best == nil {
+			return g
+		}
+		g = best
+	}
+}
+
+// fuller says whether domain a is fuller than b: a domain already in use
+// before a whole one (so whole domains stay whole, whatever their size), then
+// the one with the least free GPUs.
+func fuller(a, b *group) bool {
+	if wa, wb := a.free == a.capacity, b.free == b.capacity; wa != wb {
+		return wb
+	}
+	return a.free < b.free
 }
 
 // nodeReason explains why w does not fit the listed nodes of f.
-func (s *Scheduler) nodeReason(w *workload, f *flavorState) PendingReason {
+func (s *Scheduler) nodeReason(w *workload, f *flavorState, v *view) PendingReason {
 	gpp := w.spec.GPUsPerPod
-	r := PendingReason{Code: ReasonInsufficientNodes, Flavor: f.name, Requested: w.GPUs(), Limit: f.all.capacity, Held: f.held}
-	r.Available = usable(f.all.buckets, gpp, 1<<62) * gpp
+	r := PendingReason{Code: ReasonInsufficientNodes, Flavor: f.name, Requested: w.GPUs(), Limit: v.all.capacity, Held: f.held}
+	r.Available = usable(v.all.buckets, gpp, 1<<62) * gpp
 	if f.res != nil && f.res != w {
 		// Would it fit on the reserved nodes too?
 		n := r.Available / gpp
 		for _, rn := range f.res.reserved {
-			if !rn.spec.Unhealthy {
+			if !rn.spec.Unhealthy && (v == f.view || v.admitsClass(f, rn.spec.Class)) {
 				n += rn.free() / gpp
 			}
 		}
@@ -58,10 +98,10 @@ func (s *Scheduler) nodeReason(w *workload, f *flavorState) PendingReason {
 			return r
 		}
 	}
-	if f.start != nil {
+	if v.start != nil {
 		var n int64
-		for k := gpp; k < GPUs(len(f.start)); k++ {
-			n += int64(f.start[k]) * (k / gpp)
+		for k := gpp; k < GPUs(len(v.start)); k++ {
+			n += int64(v.start[k]) * (k / gpp)
 		}
 		if n >= w.spec.Pods {
 			r.Code = ReasonBehindHigherTier
@@ -75,9 +115,9 @@ func (s *Scheduler) nodeReason(w *workload, f *flavorState) PendingReason {
 func (s *Scheduler) pick(g *group, gpp GPUs, pods int64) []placement {
 	var out []placement
 	for k := gpp; k < GPUs(len(g.buckets)) && pods > 0; k++ {
-		for _, id := range g.buckets[k] {
+		for _, m := range g.buckets[k] {
 			take := min(k/gpp, pods)
-			out = append(out, placement{node: s.nodes[id], pods: take})
+			out = append(out, placement{node: s.nodes[m.id], pods: take})
 			pods -= take
 			if pods == 0 {
 				break

@@ -3,11 +3,17 @@ package scheduler
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 type candidate struct {
 	w      *workload
 	reason PreemptReason
+	// prio, late and at order the candidates (see candidates).
+	prio int64
+	late bool
+	at   int64
+	seq  int64
 }
 
 // preempt looks for the smallest set of running workloads whose eviction lets w
@@ -19,6 +25,9 @@ type candidate struct {
 // recently started first, then the set is pruned of any victim it does not need.
 // Nothing is evicted when w would still not fit.
 func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
+	if v := s.viewOf(w, f); v.empty || v.all.capacity < w.GPUs() {
+		return false
+	}
 	cands := s.candidates(w, f)
 	if len(cands) == 0 {
 		return false
@@ -81,11 +90,17 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 	if _, ok := s.quotaCheck(w, f); !ok {
 		return false
 	}
-	if f.all.free < w.GPUs() {
+	v := s.viewOf(w, f)
+	if v.empty || v.all.free < w.GPUs() {
 		return false
 	}
-	_, _, _, ok := s.placeOn(w, f)
-	return ok
+	// As placeOn would find: a domain of the required level, else any room
+	// (a preferred level only orders the search).
+	if l := w.spec.Require; l != "" {
+		li := v.levels[l]
+		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods) != nil
+	}
+	return v.all.fits(w.spec.GPUsPerPod, w.spec.Pods)
 }
 
 // borrowing says whether t uses more of f than its nominal quota, not counting
@@ -96,43 +111,165 @@ func borrowing(t *team, f *flavorState) bool {
 }
 
 // candidates lists the workloads the rules allow w to preempt on f, in the order
-// they are tried.
+// they are tried: lowest tier first; in a tier, a gang just admitted on nodes
+// drained for it last, then the most recently admitted first. None when
+// evicting them all would not free enough GPUs.
 func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 	t := w.team
 	r := t.q.r(f.id)
+	v := s.viewOf(w, f)
+	// helps: only a victim on a node w may use can make room for it.
+	helps := func(x *workload) bool {
+		if x.flavor != f {
+			return false
+		}
+		if v == f.view {
+			return true
+		}
+		for _, p := range x.placements {
+			if v.admitsClass(f, p.node.spec.Class) {
+				return true
+			}
+		}
+		return false
+	}
 	var reclaim, own []candidate
 	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
 		root := t.q.root()
 		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-			for _, v := range root.teams {
-				if v == t || v.reclaimable(f.id) == 0 {
+			for _, o := range root.teams {
+				if o == t || o.reclaimable(f.id) == 0 {
 					continue
 				}
-				for x := range v.running {
-					if x.flavor == f {
-						reclaim = append(reclaim, candidate{w: x, reason: PreemptReclaim})
+				// Only borrowed work is reclaimed: all of a borrowing
+				// team's, else its borrowOnly tiers'.
+				all := borrowing(o, f)
+				start := len(reclaim)
+				for x := range o.running {
+					if (all || x.tier.spec.BorrowOnly) && helps(x) {
+						reclaim = append(reclaim, s.candidate(x, PreemptReclaim))
 					}
+				}
+				if all {
+					reclaim = borrowedPrefix(reclaim, start, o.q.r(f.id))
 				}
 			}
 		}
 	}
 	for x := range t.running {
-		if x.flavor == f && x.tier.spec.Preemptible && x.tier.spec.Priority < w.tier.spec.Priority {
-			own = append(own, candidate{w: x, reason: PreemptHigherTier})
+		if x.tier.spec.Preemptible && helps(x) && x.tier.spec.Priority < w.tier.spec.Priority {
+			own = append(own, s.candidate(x, PreemptHigherTier))
 		}
 	}
-	order := func(a, b candidate) int {
-		if c := cmp.Compare(a.w.tier.spec.Priority, b.w.tier.spec.Priority); c != 0 {
-			return c
-		}
-		if c := b.w.admittedAt.Compare(a.w.admittedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.w.seq, a.w.seq)
+	// Evicting them all must at least free enough GPUs, or none is tried.
+	room := v.all.free
+	for _, c := range reclaim {
+		room += c.w.GPUs()
 	}
-	slices.SortFunc(reclaim, order)
-	slices.SortFunc(own, order)
+	for _, c := range own {
+		room += c.w.GPUs()
+	}
+	if room < w.GPUs() {
+		return nil
+	}
+	slices.SortFunc(reclaim, victimOrder)
+	slices.SortFunc(own, victimOrder)
 	return append(reclaim, own...)
+}
+
+// borrowedPrefix keeps of the team's candidates cands[start:] those the search
+// can take: its borrowOnly ones, and of the others, in victim order, only those
+// up to the one that ends its borrowing (the search skips the rest, as the team
+// then runs within its nominal quota). Only what is kept gets sorted, so a
+// search does not sort every borrowed workload of the cohort.
+func borrowedPrefix(cands []candidate, start int, r *qres) []candidate {
+	mine := cands[start:]
+	n := 0
+	for i := range mine {
+		if mine[i].w.tier.spec.BorrowOnly {
+			mine[n], mine[i] = mine[i], mine[n]
+			n++
+		}
+	}
+	// A heap of the others; each pop moves the least to the heap's end.
+	h := mine[n:]
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	popped := 0
+	for excess := r.usage - r.borrowOnly - r.nominal; excess > 0 && popped < len(h); popped++ {
+		last := len(h) - 1 - popped
+		h[0], h[last] = h[last], h[0]
+		siftDown(h[:last], 0)
+		excess -= h[last].w.GPUs()
+	}
+	copy(h, h[len(h)-popped:])
+	return cands[:start+n+popped]
+}
+
+// siftDown restores the min-heap h (in victim order) below i.
+func siftDown(h []candidate, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && victimLess(&h[r], &h[l]) {
+			m = r
+		}
+		if !victimLess(&h[m], &h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// victimLess is victimOrder(a, b) < 0.
+func victimLess(a, b *candidate) bool {
+	switch {
+	case a.prio != b.prio:
+		return a.prio < b.prio
+	case a.late != b.late:
+		return b.late
+	case a.at != b.at:
+		return a.at > b.at
+	}
+	return a.seq > b.seq
+}
+
+// victimOrder orders candidates: lowest tier first; in a tier, a gang just
+// admitted on nodes drained for it last, then the most recently admitted.
+func victimOrder(a, b candidate) int {
+	if c := cmp.Compare(a.prio, b.prio); c != 0 {
+		return c
+	}
+	if a.late != b.late {
+		if a.late {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(b.at, a.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.seq, a.seq)
+}
+
+func (s *Scheduler) candidate(x *workload, r PreemptReason) candidate {
+	return candidate{w: x, reason: r, prio: x.tier.spec.Priority, late: s.justAdmittedGang(x), at: x.admittedAt.UnixNano(), seq: x.seq}
+}
+
+// drainedGrace is how long a gang admitted on the nodes drained for it is
+// reclaimed after every other victim of its tier.
+const drainedGrace = 4 * time.Hour
+
+// justAdmittedGang says whether x is a gang of several pods admitted on the
+// nodes reserved (drained) for it less than drainedGrace ago: what it waited
+// for is not the first thing taken back.
+func (s *Scheduler) justAdmittedGang(x *workload) bool {
+	return x.spec.Pods > 1 && x.drained && s.now.Sub(x.admittedAt) < drainedGrace
 }
 
 // evictWhatIf releases x and returns the function that puts it back exactly.

@@ -75,38 +75,46 @@ func TestProperties(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			cfg, nodes := randomWorld(rng)
-			opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute}
-			f := newFx(t, cfg, nodes, opts)
-			next := 0
-			for step := range 150 {
-				sec := step * 30
-				for range rng.IntN(4) {
-					f.submit(randomWorkload(rng, cfg, next, sec))
-					next++
-				}
-				if ids := f.running(); len(ids) > 0 && rng.IntN(2) == 0 {
-					f.finish(ids[rng.IntN(len(ids))])
-				}
-				if rng.IntN(10) == 0 {
-					n := nodes[rng.IntN(len(nodes))]
-					evicted, err := f.s.SetNodeHealth(n.Name, rng.IntN(2) == 0)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, id := range evicted {
-						delete(f.admitted, id)
-					}
-				}
-				res := f.cycle(sec)
-				for _, p := range res.Preempted {
-					if _, ok := f.s.workloads[p.Victim]; !ok {
-						t.Fatalf("step %d: preempted unknown %s", step, p.Victim)
-					}
-				}
-				if err := f.s.checkInvariants(); err != nil {
-					t.Fatalf("step %d: %v", step, err)
-				}
-			}
+			runProperties(t, rng, cfg, nodes, func(*Workload) {})
 		})
+	}
+}
+
+// runProperties drives cfg and nodes through 150 random steps, each workload
+// changed by tweak, checking the invariants after every cycle.
+func runProperties(t *testing.T, rng *rand.Rand, cfg Config, nodes []Node, tweak func(*Workload)) {
+	opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute}
+	f := newFx(t, cfg, nodes, opts)
+	next := 0
+	for step := range 150 {
+		sec := step * 30
+		for range rng.IntN(4) {
+			w := randomWorkload(rng, cfg, next, sec)
+			tweak(&w)
+			f.submit(w)
+			next++
+		}
+		if ids := f.running(); len(ids) > 0 && rng.IntN(2) == 0 {
+			f.finish(ids[rng.IntN(len(ids))])
+		}
+		if rng.IntN(10) == 0 {
+			n := nodes[rng.IntN(len(nodes))]
+			evicted, err := f.s.SetNodeHealth(n.Name, rng.IntN(2) == 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range evicted {
+				delete(f.admitted, id)
+			}
+		}
+		res := f.cycle(sec)
+		for _, p := range res.Preempted {
+			if _, ok := f.s.workloads[p.Victim]; !ok {
+				t.Fatalf("step %d: preempted unknown %s", step, p.Victim)
+			}
+		}
+		if err := f.s.checkInvariants(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
 	}
 }

@@ -32,6 +32,10 @@ type workload struct {
 	domain     *Domain
 	admittedAt time.Time
 	started    bool
+	// drained: admitted on nodes reserved for it (after draining them).
+	drained bool
+	// restored: admitted by Restore, where it already ran, rules or not.
+	restored bool
 	// pending state.
 	reason    PendingReason
 	notBefore time.Time

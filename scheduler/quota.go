@@ -165,12 +165,87 @@ func (s *Scheduler) shareOf(t *team) float64 {
 	return share / t.weight
 }
 
+// takesHeadroom says whether admitting w would take quota that the gang h,
+// holding a reservation of several nodes of f, has drained toward it: w's
+// team would go above its nominal (or w's tier is borrowOnly), in h's tree,
+// and h's available quota would fall below the GPUs free on its reserved
+// nodes. A team within its nominal is never held back.
+func (s *Scheduler) takesHeadroom(w, h *workload, f *flavorState) bool {
+	q := w.team.q
+	if w.team == h.team && before(h, w) < 0 {
+		// The gang's own team's later work does not take what it needs.
+		q.addUsage(f.id, w.GPUs())
+		after := q.available(f.id)
+		q.addUsage(f.id, -w.GPUs())
+		return after < h.GPUs()
+	}
+	if len(h.reserved) < 2 {
+		return false
+	}
+	r := q.r(f.id)
+	if !w.tier.spec.BorrowOnly && r.usage-r.borrowOnly+w.GPUs() <= r.nominal {
+		return false
+	}
+	if q.root() != h.team.q.root() {
+		return false
+	}
+	held := min(h.GPUs(), drainedFree(h.reserved, h.spec.GPUsPerPod))
+	if held == 0 {
+		return false
+	}
+	q.addUsage(f.id, w.GPUs())
+	after := h.team.q.available(f.id)
+	q.addUsage(f.id, -w.GPUs())
+	return after < held
+}
+
+// noteBorrowFirst records w, which did not fit, as its cohort's borrow-first
+// gang if it qualifies (a gang of several pods that has waited
+// Options.BorrowFirstAfter for the cohort's idle quota) and waited longer
+// than the one recorded; a recorded gang that no longer qualifies is dropped.
+func (s *Scheduler) noteBorrowFirst(w *workload) {
+	if s.opts.BorrowFirstAfter <= 0 {
+		return
+	}
+	root := w.team.q.root()
+	h := s.borrowFirst[root]
+	ok := w.spec.Pods > 1 && w.reason.Code == ReasonCohortExhausted && s.now.Sub(w.since) >= s.opts.BorrowFirstAfter
+	switch {
+	case h == w && !ok:
+		delete(s.borrowFirst, root)
+	case ok && (h == nil || h.state != statePending || w.since.Before(h.since)):
+		s.borrowFirst[root] = w
+	}
+}
+
+// borrowsAhead says whether admitting w would borrow the cohort quota that
+// the borrow-first gang h of its tree waits for: w is of another team, smaller
+// than h and submitted after it, and takes its team above its nominal (or its
+// tier is borrowOnly). A team within its nominal is never held back.
+func (s *Scheduler) borrowsAhead(w *workload, f *flavorState) (*workload, bool) {
+	if s.opts.BorrowFirstAfter <= 0 {
+		return nil, false
+	}
+	h := s.borrowFirst[w.team.q.root()]
+	if h == nil || h == w || h.state != statePending || h.team == w.team || w.GPUs() >= h.GPUs() || !h.spec.Submitted.Before(w.spec.Submitted) {
+		return nil, false
+	}
+	r := w.team.q.r(f.id)
+	return h, w.tier.spec.BorrowOnly || r.usage-r.borrowOnly+w.GPUs() > r.nominal
+}
+
 // quotaCheck says whether w fits the quota of flavor f, and why not.
 func (s *Scheduler) quotaCheck(w *workload, f *flavorState) (PendingReason, bool) {
 	q := w.team.q
 	need := w.GPUs()
 	avail := q.available(f.id)
 	if avail >= need {
+		if h := f.res; h != nil && h != w && s.takesHeadroom(w, h, f) {
+			return PendingReason{Code: ReasonReserved, Flavor: f.name, Requested: need, Available: avail, Holder: h.spec.ID}, false
+		}
+		if h, ahead := s.borrowsAhead(w, f); ahead {
+			return PendingReason{Code: ReasonReserved, Flavor: f.name, Requested: need, Available: avail, Holder: h.spec.ID}, false
+		}
 		return PendingReason{}, true
 	}
 	lim := q.limit(f.id)

@@ -4,10 +4,14 @@ package scheduler
 // will use reserved: they leave the placement index, so nothing new lands there,
 // and as their work ends they drain toward it. The scheduler does not know when
 // work ends, so it reserves the nodes with the most free GPUs now. One gang per
-// flavor holds a reservation at a time: the first in cycle order.
+// flavor holds a reservation at a time: the first in cycle order, until it
+// starts. Its nodes stay the same from cycle to cycle while they can still
+// hold it (they only drain), and the quota their drained GPUs stand for is
+// held too: no workload that would borrow it may take it (takesHeadroom).
 
-// reserve reserves nodes for w on the first flavor whose quota it fits.
-func (s *Scheduler) reserve(w *workload) bool {
+// reserve reserves nodes for w on the first flavor whose quota it fits: prev,
+// the nodes it held until now, while they still can hold it.
+func (s *Scheduler) reserve(w *workload, prev []*node) bool {
 	for _, f := range w.cands {
 		if f.res != nil && f.res != w {
 			continue
@@ -15,7 +19,10 @@ func (s *Scheduler) reserve(w *workload) bool {
 		if _, ok := s.quotaCheck(w, f); !ok {
 			continue
 		}
-		nodes := s.chooseReserve(w, f)
+		nodes := prev
+		if !s.stillReservable(w, f, prev) {
+			nodes = s.chooseReserve(w, f)
+		}
 		if nodes == nil {
 			continue
 		}
@@ -31,6 +38,50 @@ func (s *Scheduler) reserve(w *workload) bool {
 		return true
 	}
 	return false
+}
+
+// stillReservable says whether nodes can still be reserved for w: all of
+// flavor f, healthy, listed (reserved for no other), enough once drained, and
+// in one domain of the level w requires.
+func (s *Scheduler) stillReservable(w *workload, f *flavorState, nodes []*node) bool {
+	if len(nodes) == 0 {
+		return false
+	}
+	var pods int64
+	for _, n := range nodes {
+		if n.flavor != f || n.spec.Unhealthy || !n.listed {
+			return false
+		}
+		pods += n.capacity() / w.spec.GPUsPerPod
+	}
+	if l := w.spec.Require; l != "" {
+		d, ok := domainAt(nodes[0], l)
+		for _, n := range nodes[1:] {
+			if e, _ := domainAt(n, l); !ok || e != d {
+				return false
+			}
+		}
+	}
+	return pods >= w.spec.Pods
+}
+
+// domainAt is n's domain of the level, if it has one.
+func domainAt(n *node, level string) (Domain, bool) {
+	for _, d := range n.spec.Domains {
+		if d.Level == level {
+			return d, true
+		}
+	}
+	return Domain{}, false
+}
+
+// drainedFree is the GPUs free now on nodes, in whole pods of gpp GPUs.
+func drainedFree(nodes []*node, gpp GPUs) GPUs {
+	var free GPUs
+	for _, n := range nodes {
+		free += n.free() / gpp * gpp
+	}
+	return free
 }
 
 // unreserve gives w's reserved nodes back to the index.
@@ -53,22 +104,26 @@ func (s *Scheduler) unreserve(w *workload) {
 // topology: the domain with the most free GPUs that can ever hold it, and in it
 // the nodes with the most free GPUs.
 func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
+	v := s.viewOf(w, f)
+	if v.empty {
+		return nil
+	}
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
 	var levels []string
 	switch {
 	case w.spec.Require != "":
 		levels = []string{w.spec.Require}
 	case w.spec.Prefer != "":
-		for i := len(f.order) - 1; i >= 0; i-- {
-			if f.order[i] == w.spec.Prefer {
+		for i := len(v.order) - 1; i >= 0; i-- {
+			if v.order[i] == w.spec.Prefer {
 				for j := i; j >= 0; j-- {
-					levels = append(levels, f.order[j])
+					levels = append(levels, v.order[j])
 				}
 			}
 		}
 	}
 	for _, lvl := range levels {
-		li := f.levels[lvl]
+		li := v.levels[lvl]
 		if li == nil {
 			continue
 		}
@@ -89,7 +144,7 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 	if w.spec.Require != "" {
 		return nil
 	}
-	return s.mostFree(f.all, gpp, pods)
+	return s.mostFree(v.all, gpp, pods)
 }
 
 // mostFree returns the nodes of g with the most free GPUs that can hold pods pods
@@ -97,8 +152,8 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
 	var out []*node
 	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
-		for _, id := range g.buckets[k] {
-			n := s.nodes[id]
+		for _, m := range g.buckets[k] {
+			n := s.nodes[m.id]
 			if c := n.capacity() / gpp; c > 0 {
 				out = append(out, n)
 				pods -= c

@@ -27,7 +27,7 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 		return err
 	}
 	s.bind(w, f, pl)
-	w.admittedAt, w.started = spec.Submitted, true
+	w.admittedAt, w.started, w.restored = spec.Submitted, true, true
 	w.reason = PendingReason{}
 	w.domain = commonDomain(pl)
 	return nil

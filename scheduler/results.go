@@ -89,8 +89,9 @@ const (
 	// ReasonBehindHigherTier: capacity there was at the start of the cycle went to
 	// workloads ordered before this one (a higher tier or a team with a smaller share).
 	ReasonBehindHigherTier ReasonCode = "WaitingBehindHigherTier"
-	// ReasonReserved: nodes are drained toward a gang that waited long enough; this
-	// workload fits only on them.
+	// ReasonReserved: nodes are drained toward a gang that waited long enough and
+	// this workload fits only on them, or it would take quota held for that gang
+	// (Holder).
 	ReasonReserved ReasonCode = "BlockedByReservation"
 	// ReasonWaitingForReservation: the nodes this gang will use are reserved for it
 	// and draining.
@@ -99,6 +100,9 @@ const (
 	ReasonNoFlavor ReasonCode = "NoFlavor"
 	// ReasonBackoff: evicted by the gang timeout, waiting before the next try.
 	ReasonBackoff ReasonCode = "Backoff"
+	// ReasonNoMatchingNodes: no node of the flavor is of a class the pods'
+	// placement rules (taints and tolerations, nodeSelector, node affinity) admit.
+	ReasonNoMatchingNodes ReasonCode = "NoMatchingNodes"
 )
 
 // PendingReason says why a workload is not running, with the numbers.
@@ -137,13 +141,15 @@ func (r PendingReason) String() string {
 	case ReasonBehindHigherTier:
 		return fmt.Sprintf("waiting behind workloads ordered first on %s: requests %d GPUs, %d left", r.Flavor, r.Requested, r.Available)
 	case ReasonReserved:
-		return fmt.Sprintf("free nodes of %s are reserved for gang %s: requests %d GPUs, %d usable", r.Flavor, r.Holder, r.Requested, r.Available)
+		return fmt.Sprintf("free nodes or quota of %s are held for gang %s: requests %d GPUs, %d usable", r.Flavor, r.Holder, r.Requested, r.Available)
 	case ReasonWaitingForReservation:
 		return fmt.Sprintf("waiting for %d reserved GPUs of %s to drain: requests %d, %d free on them", r.Limit, r.Flavor, r.Requested, r.Available)
 	case ReasonNoFlavor:
 		return fmt.Sprintf("the team has no quota in a flavor the workload accepts (requests %d GPUs)", r.Requested)
 	case ReasonBackoff:
 		return fmt.Sprintf("backing off after a gang timeout (requests %d GPUs)", r.Requested)
+	case ReasonNoMatchingNodes:
+		return fmt.Sprintf("no node of %s admits the pods: their tolerations, nodeSelector or node affinity match none (requests %d GPUs)", r.Flavor, r.Requested)
 	}
 	return string(r.Code)
 }
@@ -170,6 +176,8 @@ func (c ReasonCode) Advice() string {
 		return "Nodes are reserved for this gang and are draining: it starts when the work on them ends."
 	case ReasonNoFlavor:
 		return "The team has no quota in any flavor the workload accepts: ask for quota of that flavor, or accept another (label allot.dev/flavor)."
+	case ReasonNoMatchingNodes:
+		return "No node of the flavor takes the pods: a taint they do not tolerate, or labels their nodeSelector or required node affinity do not match. Fix the pods' placement rules, or ask for nodes that match them."
 	case ReasonBackoff:
 		return "It was admitted but not all its pods could run in time, so it was requeued and waits before the next try."
 	}

@@ -36,6 +36,9 @@ type Scheduler struct {
 	fails map[shapeKey]failure
 	// admittedNow indexes the admissions of the running cycle in its Results.
 	admittedNow map[*workload]int
+	// borrowFirst is, per cohort tree (by its root), the gang the tree's
+	// borrowable quota goes to first (Options.BorrowFirstAfter).
+	borrowFirst map[*qnode]*workload
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -48,6 +51,7 @@ type shapeKey struct {
 	flavors string
 	require string
 	prefer  string
+	rules   string
 }
 
 type failure struct {
@@ -70,6 +74,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		unstarted:   map[*workload]struct{}{},
 		fails:       map[shapeKey]failure{},
 		admittedNow: map[*workload]int{},
+		borrowFirst: map[*qnode]*workload{},
 	}
 	for _, t := range cfg.Tiers {
 		if _, dup := s.tiers[t.Name]; dup {
@@ -211,27 +216,10 @@ func (s *Scheduler) AddNode(spec Node) error {
 	fs := s.flavor(spec.Flavor)
 	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
 	n.spec.Domains = slices.Clone(spec.Domains)
-	n.groups = append(n.groups, fs.all)
-	for depth, d := range spec.Domains {
-		li := fs.levels[d.Level]
-		if li == nil {
-			li = &levelIndex{name: d.Level, depth: depth, domains: map[string]*group{}}
-			fs.levels[d.Level] = li
-			fs.order = append(fs.order, d.Level)
-			slices.SortStableFunc(fs.order, func(a, b string) int { return cmp.Compare(fs.levels[a].depth, fs.levels[b].depth) })
-		}
-		g := li.domains[d.Name]
-		if g == nil {
-			g = &group{dom: d, level: li}
-			li.domains[d.Name] = g
-		}
-		n.groups = append(n.groups, g)
-	}
-	n.slots = make([]int32, len(n.groups))
 	s.nodes = append(s.nodes, n)
 	s.nodeByName[spec.Name] = n
+	s.addToFlavor(n)
 	if !spec.Unhealthy {
-		s.addCapacity(n, 1)
 		s.list(n)
 	}
 	s.dirty = true
@@ -345,6 +333,9 @@ func (s *Scheduler) Submit(spec Workload) error {
 	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer}
 	for _, f := range spec.Flavors {
 		w.shape.flavors += string(f) + "|"
+	}
+	if spec.Rules != nil {
+		w.shape.rules = "\x00" + spec.Rules.Key()
 	}
 	for _, f := range t.flavors {
 		if len(spec.Flavors) == 0 || slices.Contains(spec.Flavors, f.name) {

@@ -36,6 +36,21 @@ type Node struct {
 	Domains []Domain
 	// Unhealthy nodes run nothing and receive nothing.
 	Unhealthy bool
+	// Class names what the node's placement rules depend on (for the runner,
+	// its taints and labels): nodes of one class are alike to every workload's
+	// Rules. Empty is a class too.
+	Class string
+}
+
+// Rules say on which node classes a workload's pods may run: Kubernetes'
+// taints and tolerations, nodeSelector and required node affinity, as the
+// runner reads them from the pods. The core asks Admits at most once per class
+// and distinct Key, and never about a node's name.
+type Rules interface {
+	// Key identifies the rules: rules of one key admit the same classes.
+	Key() string
+	// Admits says whether the pods may run on nodes of the class.
+	Admits(class string) bool
 }
 
 // Tier is a priority tier and its preemption rights.
@@ -97,6 +112,9 @@ type Workload struct {
 	Require string
 	// Prefer names a topology level to try first, then each wider level, then none.
 	Prefer string
+	// Rules restrict the node classes the pods may run on; nil admits every
+	// class.
+	Rules Rules
 	// Submitted orders workloads of one team and tier.
 	Submitted time.Time
 	// Restarts counts the times the workload lost a node to a fault and was
@@ -122,6 +140,12 @@ type Options struct {
 	// Backoff is how long a workload evicted by the gang timeout waits before it is
 	// considered again; it doubles with every further timeout.
 	Backoff time.Duration
+	// BorrowFirstAfter, when positive, is how long a gang that waits for the
+	// cohort's idle quota waits before the cohort's borrowable quota goes to it
+	// first: the longest-waiting such gang of a cohort holds back the borrowing
+	// of other teams' later, smaller work (never a team within its nominal).
+	// Zero disables it.
+	BorrowFirstAfter time.Duration
 }
 
 // DefaultOptions are what allot uses when nothing else is said.

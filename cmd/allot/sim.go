@@ -138,6 +138,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&policy, "policy", "allot", "scheduling policy: allot (the core) or reference (greedy first-fit backfill, no quotas)")
 	f.DurationVar(&opts.ReserveAfter, "reserve-after", opts.ReserveAfter, "wait after which a gang that does not fit gets its nodes reserved (negative: never)")
+	f.DurationVar(&opts.BorrowFirstAfter, "borrow-first-after", opts.BorrowFirstAfter, "wait on the cohort's idle quota after which a gang borrows before other teams' later, smaller work (0: never)")
 	return c
 }
 
@@ -195,6 +196,9 @@ func writeSimText(w io.Writer, rep *sim.Report) {
 	fmt.Fprintf(w, "GPU utilization %.1f%%, wait p50 %.0fs, p95 %.0fs, makespan %.0fs, %d preemptions\n",
 		100*s.GPUUtilization, s.WaitP50S, s.WaitP95S, s.MakespanS, s.Preemptions)
 	fmt.Fprintf(w, "violations: gang %d, quota %d, topology %d\n", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	if s.WholeDomainShare != nil {
+		fmt.Fprintf(w, "a whole top-level domain free %.1f%% of the time there were enough free GPUs for one\n", 100**s.WholeDomainShare)
+	}
 	fmt.Fprintf(w, "wall %.2fs, %.0f decisions/s\n\n", s.WallS, s.DecisionsPerS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "team\tGPU-hours\tshare\tnominal share\twait p95 (s)\tpreempted\t")

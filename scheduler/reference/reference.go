@@ -186,7 +186,8 @@ func (p *Policy) allowed(j *job, f scheduler.Flavor) bool {
 	return len(j.spec.Flavors) == 0 || slices.Contains(j.spec.Flavors, f)
 }
 
-// fit places each pod on the first node with room.
+// fit places each pod on the first node with room whose class the job's
+// placement rules admit.
 func (p *Policy) fit(j *job) ([]scheduler.PodPlacement, bool) {
 	var free int64
 	for f, n := range p.free {
@@ -205,7 +206,7 @@ func (p *Policy) fit(j *job) ([]scheduler.PodPlacement, bool) {
 		var out []scheduler.PodPlacement
 		left := j.spec.Pods
 		for _, n := range p.nodes {
-			if !n.healthy || n.spec.Flavor != f {
+			if !n.healthy || n.spec.Flavor != f || (j.spec.Rules != nil && !j.spec.Rules.Admits(n.spec.Class)) {
 				continue
 			}
 			k := min((n.spec.GPUs-n.used)/g, left)

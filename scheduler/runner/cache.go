@@ -21,6 +21,10 @@ type podInfo struct {
 	gpus     int64
 	labels   map[string]string
 	gang     string
+	// rules are the pod's placement rules, or rulesErr why allot cannot
+	// honour them.
+	rules    *podRules
+	rulesErr error
 	// controlled pods have a controller (a Job) that recreates them.
 	controlled bool
 	terminal   bool
@@ -133,6 +137,7 @@ func (r *Runner) upsertPod(obj any) {
 	if p.DeletionTimestamp != nil {
 		pi.deletedAt = p.DeletionTimestamp.Time
 	}
+	pi.rules, pi.rulesErr = rulesOf(p)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 			pi.scheduledAt = c.LastTransitionTime.Time

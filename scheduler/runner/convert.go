@@ -1,12 +1,20 @@
 package runner
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unique"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
@@ -121,7 +129,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 	if flavor == "" {
 		return nodeModel{}, false
 	}
-	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor)}}
+	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n)}}
 	if havePool {
 		// Domain names are qualified by their wider domains: rack r0 of block b1
 		// is not rack r0 of block b2.
@@ -193,4 +201,136 @@ func podGPUs(p *corev1.Pod) int64 {
 		initMax = max(initMax, get(c))
 	}
 	return max(sum, initMax)
+}
+
+// Kubernetes' placement rules. A node's class is what the rules can see of it:
+// its NoSchedule and NoExecute taints and its labels, but those that name one
+// node alone (its hostname, allot's topology domains, which allot.dev/require
+// and allot.dev/prefer place by) and the taints allot reads as health (not
+// Ready, unreachable, cordoned, GPU fault). A pod's rules are its tolerations,
+// nodeSelector and required node affinity, decided by Kubernetes' own helpers
+// (k8s.io/component-helpers/scheduling/corev1) on a node of the class.
+
+// labelHostname names a node alone; rules on it cannot be decided per class.
+const labelHostname = corev1.LabelHostname
+
+// healthTaints are read as the node's health (nodestate), not as rules.
+var healthTaints = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, corev1.TaintNodeUnschedulable, nodestate.TaintGPUFault}
+
+// classOf is what a class encodes, in JSON.
+type classOf struct {
+	Labels map[string]string `json:"l,omitempty"`
+	Taints []corev1.Taint    `json:"t,omitempty"`
+}
+
+// perNode says whether a label names a single node.
+func perNode(label string) bool {
+	return label == labelHostname || strings.HasPrefix(label, LabelTopologyPrefix)
+}
+
+// nodeClass is the node's class: its labels and scheduling taints, encoded
+// canonically (labels by key, taints by key, value and effect).
+func nodeClass(n *corev1.Node) string {
+	var c classOf
+	for k, v := range n.Labels {
+		if !perNode(k) {
+			if c.Labels == nil {
+				c.Labels = map[string]string{}
+			}
+			c.Labels[k] = v
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !slices.Contains(healthTaints, t.Key) {
+			c.Taints = append(c.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	slices.SortFunc(c.Taints, func(a, b corev1.Taint) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value), cmp.Compare(a.Effect, b.Effect))
+	})
+	b, _ := json.Marshal(c) // maps and strings always encode
+	// Interned: thousands of nodes share a handful of classes.
+	return unique.Make(string(b)).Value()
+}
+
+// podRules are a pod's placement rules, for the core (scheduler.Rules).
+type podRules struct {
+	key         string
+	tolerations []corev1.Toleration
+	affinity    nodeaffinity.RequiredNodeAffinity
+}
+
+// rulesKey is what of a pod decides where it may run.
+type rulesKey struct {
+	Tolerations  []corev1.Toleration  `json:"t,omitempty"`
+	NodeSelector map[string]string    `json:"s,omitempty"`
+	Required     *corev1.NodeSelector `json:"a,omitempty"`
+}
+
+// maxRulesKey bounds a pod's placement rules (they are kept per gang).
+const maxRulesKey = 16 << 10
+
+// rulesOf reads a pod's placement rules, or says why allot cannot honour
+// them: rules on a label of single nodes, or on node fields, would need a
+// decision per node.
+func rulesOf(p *corev1.Pod) (*podRules, error) {
+	k := rulesKey{Tolerations: p.Spec.Tolerations, NodeSelector: p.Spec.NodeSelector}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		k.Required = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	for l := range k.NodeSelector {
+		if perNode(l) {
+			return nil, fmt.Errorf("pod %s: its nodeSelector names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, l, LabelRequire, LabelPrefer)
+		}
+	}
+	if k.Required != nil {
+		for _, t := range k.Required.NodeSelectorTerms {
+			if len(t.MatchFields) > 0 {
+				return nil, fmt.Errorf("pod %s: its required node affinity matches node fields (%s), which allot does not place by", p.Name, t.MatchFields[0].Key)
+			}
+			for _, e := range t.MatchExpressions {
+				if perNode(e.Key) {
+					return nil, fmt.Errorf("pod %s: its required node affinity names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, e.Key, LabelRequire, LabelPrefer)
+				}
+			}
+		}
+	}
+	b, err := json.Marshal(k)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: reading its placement rules: %w", p.Name, err)
+	}
+	if len(b) > maxRulesKey {
+		return nil, fmt.Errorf("pod %s: its tolerations, nodeSelector and node affinity take %d bytes, more than allot reads (%d)", p.Name, len(b), maxRulesKey)
+	}
+	return &podRules{key: string(b), tolerations: p.Spec.Tolerations, affinity: nodeaffinity.GetRequiredNodeAffinity(p)}, nil
+}
+
+// Key identifies the rules.
+func (r *podRules) Key() string { return r.key }
+
+// rulesKeyOf is the key of a workload's rules, "" for none.
+func rulesKeyOf(w scheduler.Workload) string {
+	if w.Rules == nil {
+		return ""
+	}
+	return w.Rules.Key()
+}
+
+// Admits says whether a pod of these rules may run on a node of the class:
+// every NoSchedule and NoExecute taint tolerated, nodeSelector and required
+// node affinity matched. Tolerations' comparison operators stay off, as they
+// are by default in Kubernetes 1.36 (an alpha feature).
+func (r *podRules) Admits(class string) bool {
+	var c classOf
+	if json.Unmarshal([]byte(class), &c) != nil {
+		return false
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: c.Labels}, Spec: corev1.NodeSpec{Taints: c.Taints}}
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), c.Taints, r.tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false); untolerated {
+		return false
+	}
+	ok, err := r.affinity.Match(n)
+	return ok && err == nil
 }

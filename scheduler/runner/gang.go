@@ -136,6 +136,15 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 			w.Flavors = append(w.Flavors, scheduler.Flavor(f))
 		}
 	}
+	for _, p := range live {
+		if p.rulesErr != nil {
+			return w, &specError{p.rulesErr.Error()}
+		}
+		if p.rules.key != first.rules.key {
+			return w, &specError{fmt.Sprintf("pods %s and %s of the gang disagree on their placement rules (tolerations, nodeSelector, required node affinity): a gang's pods are alike", first.name, p.name)}
+		}
+	}
+	w.Rules = first.rules
 	w.GPUsPerPod = first.gpus
 	for _, p := range live[1:] {
 		if p.gpus != w.GPUsPerPod {
@@ -280,7 +289,7 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 // sameShape says whether two submissions of a gang ask for the same thing.
 func sameShape(a, b scheduler.Workload) bool {
 	return a.Team == b.Team && a.Tier == b.Tier && a.Pods == b.Pods && a.GPUsPerPod == b.GPUsPerPod &&
-		a.Require == b.Require && a.Prefer == b.Prefer && slices.Equal(a.Flavors, b.Flavors)
+		a.Require == b.Require && a.Prefer == b.Prefer && slices.Equal(a.Flavors, b.Flavors) && rulesKeyOf(a) == rulesKeyOf(b)
 }
 
 // setStuck marks a running gang the core could not take (why says why), or

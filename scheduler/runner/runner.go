@@ -343,7 +343,7 @@ func (r *Runner) nodesStructural() bool {
 		default:
 			a, b := m.spec, old.spec
 			a.Unhealthy, b.Unhealthy = false, false
-			if a.GPUs != b.GPUs || a.Flavor != b.Flavor || !slices.Equal(a.Domains, b.Domains) {
+			if a.GPUs != b.GPUs || a.Flavor != b.Flavor || a.Class != b.Class || !slices.Equal(a.Domains, b.Domains) {
 				return true
 			}
 		}

@@ -68,23 +68,7 @@ func TestReplayHelios(t *testing.T) {
 // TestReplayOpenB replays the GPU pods of openb on a hundredth of its
 // heterogeneous node list (one flavor per GPU model), QoS classes as tiers.
 func TestReplayOpenB(t *testing.T) {
-	f := shared + "/traces/openb/openb_node_list_gpu_node.csv"
-	var nodeList []workload.Node
-	for i, n := range readNodes(t, f) {
-		if i%100 == 0 { // a sample of the fleet, every model kept, so that pods queue
-			nodeList = append(nodeList, n)
-		}
-	}
-	nodes := FromNodeList(nodeList)
-	q := scheduler.Config{
-		Tiers: []scheduler.Tier{{Name: "production", Priority: 500}, {Name: "research", Priority: 100, Preemptible: true}, {Name: "opportunist", Priority: 0, Preemptible: true, BorrowOnly: true}},
-		Teams: []scheduler.Team{{Name: "openb", Quota: map[scheduler.Flavor]scheduler.Quota{}}},
-	}
-	for _, n := range nodes {
-		qq := q.Teams[0].Quota[n.Flavor]
-		qq.Nominal += n.GPUs
-		q.Teams[0].Quota[n.Flavor] = qq
-	}
+	nodes, q := openbFleet(t)
 	jobs := readJobs(t, shared+"/traces/openb/openb_pod_list_default.csv", 0)
 	core, ref := replay(t, q, nodes, jobs)
 	noViolations(t, core)

@@ -24,6 +24,12 @@ type Summary struct {
 	MakespanS          float64 `json:"makespan_s"`
 	WallS              float64 `json:"wall_s"`
 	DecisionsPerS      float64 `json:"decisions_per_s"`
+	// WholeDomainShare extends the contract: of the time there was work and
+	// at least one top-level domain's worth of free healthy GPUs, the share
+	// during which a whole top-level domain (a node's widest topology domain,
+	// or the node without one) was free; absent when never. Higher is less
+	// fragmented.
+	WholeDomainShare *float64 `json:"whole_domain_share,omitempty"`
 }
 
 // TeamReport is one team's figures.

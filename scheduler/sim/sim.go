@@ -159,6 +159,7 @@ type runner struct {
 	cohortOf map[scheduler.TeamName]string
 	done     int
 	decided  int
+	whole    *wholeDomains
 }
 
 // Run replays in through p.
@@ -178,6 +179,7 @@ func Run(p Policy, in Input, opts Options) (*Report, error) {
 			r.healthy += n.GPUs
 		}
 	}
+	r.whole = newWholeDomains(r.nodes, in.Nodes)
 	for _, t := range in.Quota.Teams {
 		r.quota[t.Name] = t
 		r.cohortOf[t.Name] = r.rootOf(t.Cohort)
@@ -293,6 +295,7 @@ func (r *runner) advance(t time.Time) {
 		dt := t.Sub(r.now).Seconds()
 		r.busySec += dt * float64(r.usedGPU)
 		r.availSec += dt * float64(r.healthy)
+		r.whole.add(dt, r.healthy-r.usedGPU)
 	}
 	r.now = t
 }
@@ -346,6 +349,7 @@ func (r *runner) apply(e event, touched map[*job]bool) {
 			j.preempted++
 		}
 		n.healthy = healthy
+		r.whole.touch(n)
 		if healthy {
 			r.healthy += n.spec.GPUs
 		} else {
@@ -365,6 +369,7 @@ func (r *runner) stop(j *job) {
 		n := r.nodes[p.Node]
 		n.used -= p.Pods * g
 		delete(n.jobs, j)
+		r.whole.touch(n)
 	}
 	gpus := j.spec.GPUs()
 	r.usedGPU -= gpus
@@ -441,6 +446,7 @@ func (r *runner) start(j *job, a scheduler.Admission) {
 		}
 		n.used += p.Pods * j.spec.GPUsPerPod
 		n.jobs[j] += p.Pods
+		r.whole.touch(n)
 	}
 	team := scheduler.TeamName(j.spec.Team)
 	if r.usage[team] == nil {
@@ -648,6 +654,7 @@ func (r *runner) report(order []*job) {
 	if r.availSec > 0 {
 		s.GPUUtilization = round(r.busySec/r.availSec, 4)
 	}
+	s.WholeDomainShare = r.whole.share()
 	s.WaitP50S = Percentile(waits, 0.50)
 	s.WaitP95S = Percentile(waits, 0.95)
 	if s.Completed > 0 {

@@ -1,0 +1,166 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// Node classes. Kubernetes' placement rules (taints and tolerations,
+// nodeSelector, required node affinity) depend on a node's taints and labels,
+// which the runner folds into the node's Class: nodes of one class are alike to
+// every rule. A workload's Rules are asked once per class, and the nodes of the
+// classes they admit form a view of the flavor, an index like the flavor's own
+// (by free GPUs, per topology domain). Rules that admit the same classes share
+// a view, so a fleet of any size with a handful of classes keeps a handful of
+// views, and a placement costs what it costs without rules. A new class (rare:
+// a node relabelled or tainted anew) drops the views; they are rebuilt on use.
+
+// maxViews bounds the views of one flavor: rules beyond that many distinct
+// admitted class sets wait with NoMatchingNodes rather than make every change
+// of a node cost more.
+const maxViews = 64
+
+// maxRules bounds the rules remembered per flavor.
+const maxRules = 4096
+
+// addToFlavor puts a new node into its flavor's view and into every view of
+// rules that admit its class; a class not seen before drops the views.
+func (s *Scheduler) addToFlavor(n *node) {
+	f := n.flavor
+	f.nodes = append(f.nodes, n)
+	if _, ok := f.classes[n.spec.Class]; !ok {
+		f.classes[n.spec.Class] = len(f.classes)
+		s.dropViews(f)
+	}
+	s.attach(f.view, n)
+	n.base = len(n.groups)
+	for _, v := range f.bySet {
+		if v.admitsClass(f, n.spec.Class) {
+			s.attach(v, n)
+		}
+	}
+}
+
+// dropViews forgets the flavor's views of rules; its nodes keep only their
+// groups of the flavor's own view.
+func (s *Scheduler) dropViews(f *flavorState) {
+	if len(f.bySet) == 0 && len(f.byRules) == 0 {
+		return
+	}
+	for _, n := range f.nodes {
+		if n.base > 0 {
+			n.groups, n.slots = n.groups[:n.base], n.slots[:n.base]
+		}
+	}
+	f.byRules, f.bySet = nil, nil
+}
+
+// attach adds n to the groups of v: the view's whole and one domain per level.
+func (s *Scheduler) attach(v *view, n *node) {
+	start := len(n.groups)
+	n.groups = append(n.groups, v.all)
+	var parent *group
+	for depth, d := range n.spec.Domains {
+		li := v.levels[d.Level]
+		if li == nil {
+			li = &levelIndex{name: d.Level, depth: depth, domains: map[string]*group{}}
+			v.levels[d.Level] = li
+			v.order = append(v.order, d.Level)
+			slices.SortStableFunc(v.order, func(a, b string) int { return cmp.Compare(v.levels[a].depth, v.levels[b].depth) })
+		}
+		g := li.domains[d.Name]
+		if g == nil {
+			g = &group{dom: d, level: li}
+			li.domains[d.Name] = g
+			if parent != nil {
+				parent.children = append(parent.children, g)
+			}
+		}
+		n.groups = append(n.groups, g)
+		parent = g
+	}
+	n.slots = append(n.slots, make([]int32, len(n.groups)-start)...)
+	v.empty = false
+	for i := start; i < len(n.groups); i++ {
+		g := n.groups[i]
+		if !n.spec.Unhealthy {
+			g.capacity += n.capacity()
+			if g.level != nil {
+				g.level.maxCap = max(g.level.maxCap, g.capacity)
+			}
+		}
+		if n.listed {
+			s.regroup(g, func() { g.add(n, i) })
+		}
+	}
+}
+
+// viewOf returns the view of f that w's pods may use.
+func (s *Scheduler) viewOf(w *workload, f *flavorState) *view {
+	r := w.spec.Rules
+	if r == nil {
+		return f.view
+	}
+	key := r.Key()
+	if v, ok := f.byRules[key]; ok {
+		return v
+	}
+	classes := make([]string, 0, len(f.classes))
+	for c := range f.classes {
+		classes = append(classes, c)
+	}
+	slices.SortFunc(classes, func(a, b string) int { return cmp.Compare(f.classes[a], f.classes[b]) })
+	var set strings.Builder
+	all := true
+	for _, c := range classes {
+		if r.Admits(c) {
+			set.WriteByte('1')
+		} else {
+			set.WriteByte('0')
+			all = false
+		}
+	}
+	if f.byRules == nil || len(f.byRules) >= maxRules {
+		// Rules of workloads long gone are forgotten; the views stay.
+		f.byRules = map[string]*view{}
+	}
+	if f.bySet == nil {
+		f.bySet = map[string]*view{}
+	}
+	var v *view
+	switch {
+	case all:
+		v = f.view
+	case f.bySet[set.String()] != nil:
+		v = f.bySet[set.String()]
+	case len(f.bySet) >= maxViews:
+		v = &view{all: &group{}, levels: map[string]*levelIndex{}, empty: true}
+	default:
+		v = newView()
+		v.empty = true
+		v.set = set.String()
+		f.bySet[v.set] = v
+		for _, n := range f.nodes {
+			if v.admitsClass(f, n.spec.Class) {
+				s.attach(v, n)
+			}
+		}
+	}
+	f.byRules[key] = v
+	return v
+}
+
+// admitsClass says whether the class is among those v admits.
+func (v *view) admitsClass(f *flavorState, class string) bool {
+	i, ok := f.classes[class]
+	return ok && i < len(v.set) && v.set[i] == '1'
+}
+
+// eachView calls fn on the flavor's own view and on each view of rules.
+func (f *flavorState) eachView(fn func(*view)) {
+	fn(f.view)
+	for _, v := range f.bySet {
+		fn(v)
+	}
+}
