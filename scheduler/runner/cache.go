@@ -25,6 +25,9 @@ type podInfo struct {
 	controlled bool
 	terminal   bool
 	deleting   bool
+	// running: its containers run or ran to success (pod status), as the gang
+	// timeout wants of every pod of a gang.
+	running bool
 	// What the runner is doing to the pod, until the API says it is done.
 	binding  bool
 	evicting bool
@@ -81,6 +84,9 @@ type store struct {
 	// restarts are the restarts of gangs evicted from a failed node, kept for
 	// their pods' return.
 	restarts map[string]int
+	// retries are when gangs whose bind was refused, out of the core, may be
+	// submitted again.
+	retries map[string]time.Time
 }
 
 func newStore() store {
@@ -89,7 +95,7 @@ func newStore() store {
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
 		foreignOn: map[string]int64{}, stuck: map[string]bool{}, heldDirty: map[string]bool{},
-		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{},
+		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{}, retries: map[string]time.Time{},
 		jobGangs: map[types.NamespacedName]string{},
 	}
 }
@@ -128,6 +134,7 @@ func (r *Runner) upsertPod(obj any) {
 		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time,
 		gpus: podGPUs(p), labels: allotLabels(p.Labels),
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		running:  p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
 		deleting: p.DeletionTimestamp != nil,
 	}
 	if p.DeletionTimestamp != nil {
@@ -211,6 +218,7 @@ func (r *Runner) leaveGang(pi *podInfo) {
 			// Nothing to tell the core: forget it (a standby replica, which
 			// runs no cycles, would otherwise keep every gang it ever saw).
 			delete(r.st.gangs, pi.gang)
+			delete(r.st.retries, pi.gang)
 			delete(r.st.dirty, pi.gang)
 			delete(r.st.stuck, pi.gang)
 		}

@@ -43,9 +43,29 @@ type gang struct {
 	// waitFor holds the victims' pods that must be gone before the gang binds.
 	waitFor map[types.UID]bool
 	binding int
+	// started: every pod of the admitted gang runs (pod status), and the core
+	// was told so; until then the gang timeout counts.
+	started bool
+	// bindFailures counts the binds of this gang refused in a row; retryAt is
+	// when a gang whose refused bind cost it its place in the core (its pods
+	// were made again) may be submitted again.
+	bindFailures int
+	retryAt      time.Time
 	// stuck says why a running gang could not be accounted for (see setStuck);
 	// cleared by a rebuild, which tries again.
 	stuck string
+}
+
+// reset puts the gang in phase p with no admission: no slots, no victims to
+// wait for, not fresh, not started.
+func (g *gang) reset(p phase) {
+	g.phase, g.slots, g.waitFor, g.fresh, g.started = p, nil, nil, false, false
+}
+
+// admit records the core's admission of the gang to slots (pods per node).
+func (g *gang) admit(slots map[string]int64) {
+	g.reset(admitted)
+	g.fresh, g.slots = true, slots
 }
 
 // gangID names a workload: the gang label's when the pod also gives the
@@ -199,10 +219,11 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 		if g.phase != idle {
 			_ = r.core.Finish(id)
 		}
-		g.phase, g.slots, g.waitFor = idle, nil, nil
+		g.reset(idle)
 		r.setStuck(g, "")
 		if len(g.pods) == 0 {
 			delete(r.st.gangs, g.id)
+			delete(r.st.retries, g.id)
 		}
 		return
 	}
@@ -222,6 +243,29 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 		}
 	case admitted:
 		r.dispatch(g, acts)
+		r.checkStarted(g)
+	}
+}
+
+// checkStarted tells the core a gang started once every one of its pods is
+// bound and running, as the pods' status says: until then the gang timeout
+// counts.
+func (r *Runner) checkStarted(g *gang) {
+	if g.started || g.binding > 0 || g.fresh {
+		return
+	}
+	var running int64
+	for _, p := range g.pods {
+		if p.live() && p.node != "" && p.running {
+			running++
+		}
+	}
+	if running < g.spec.Pods {
+		return
+	}
+	g.started, g.bindFailures = true, 0
+	if err := r.core.Started(scheduler.WorkloadID(g.id)); err != nil {
+		r.log.V(1).Info("started", "workload", g.id, "error", err.Error())
 	}
 }
 
@@ -243,11 +287,12 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 	if len(bound) > 0 {
 		if err == nil && int64(len(bound)) == w.Pods {
 			if err = r.core.Restore(w, placementOf(bound)); err == nil {
-				g.spec, g.phase, g.fresh = w, admitted, false
-				g.slots = map[string]int64{}
+				slots := map[string]int64{}
 				for _, p := range bound {
-					g.slots[p.node]++
+					slots[p.node]++
 				}
+				g.admit(slots)
+				g.spec, g.fresh, g.started = w, false, true // Restore counts it as running
 				return
 			}
 		}
@@ -269,6 +314,14 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 		r.setPending(g, live, "WaitingForGang", fmt.Sprintf("waiting for the gang's pods: %d of %d exist", n, w.Pods), acts)
 		return
 	}
+	if now := r.opts.Now(); now.Before(g.retryAt) {
+		// Its bind was refused and its pods made again: it waits its backoff
+		// here, as it would have in the core's queue.
+		r.st.retries[g.id] = g.retryAt
+		r.setPending(g, live, "BindFailed", fmt.Sprintf("the gang's bind was refused %d times in a row; retrying at %s", g.bindFailures, g.retryAt.UTC().Format(time.RFC3339)), acts)
+		return
+	}
+	delete(r.st.retries, g.id)
 	if err := r.core.Submit(w); err != nil {
 		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)
 		return
@@ -393,10 +446,20 @@ func (r *Runner) dispatch(g *gang, acts *actions) {
 	}
 }
 
-// requeue takes an admission back into the core's queue.
+// requeue takes an admission back into the core's queue, where it waits the
+// core's backoff.
 func (r *Runner) requeue(g *gang) {
 	if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
 		r.log.Error(err, "requeueing", "workload", g.id)
 	}
-	g.phase, g.slots, g.fresh, g.waitFor = queued, nil, false, nil
+	g.reset(queued)
+}
+
+// bindRefused requeues a gang whose bind was refused with a backoff that
+// doubles with every refusal in a row: in the core's queue, and, should its
+// pods be made again meanwhile (which takes it out of the core), here.
+func (r *Runner) bindRefused(g *gang, now time.Time) {
+	r.requeue(g)
+	g.bindFailures++
+	g.retryAt = now.Add(r.opts.Core.Backoff << min(g.bindFailures-1, 16))
 }
