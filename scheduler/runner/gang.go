@@ -125,8 +125,16 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 	if err != nil {
 		return w, err
 	}
-	if team == "" {
-		return w, &specError{fmt.Sprintf("pod %s has no label %s: every allot pod names its team", first.name, LabelTeam)}
+	owner, owned := r.namespaceTeam(g.ns)
+	switch {
+	case owned && team != "" && team != owner:
+		return w, &specError{fmt.Sprintf("pod %s names team %s (label %s) but namespace %s belongs to team %s: a pod's team is its namespace's", first.name, team, LabelTeam, g.ns, owner)}
+	case owned:
+		team = owner
+	case r.opts.StrictTenancy:
+		return w, &specError{fmt.Sprintf("namespace %s belongs to no team: run pods in a team's namespace, or map this one to a team in the capacity repository (teams.<team>.namespaces)", g.ns)}
+	case team == "":
+		return w, &specError{fmt.Sprintf("pod %s has no label %s and namespace %s belongs to no team", first.name, LabelTeam, g.ns)}
 	}
 	w.Team = scheduler.TeamName(team)
 	tier, err := agree(LabelTier)
@@ -137,6 +145,9 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 		if tier = r.defaultTier(team); tier == "" {
 			return w, &specError{fmt.Sprintf("pod %s has no label %s and team %s has no default tier", first.name, LabelTier, team)}
 		}
+	}
+	if t := r.st.teams[team]; t != nil && len(t.Spec.Tiers) > 0 && !slices.Contains(t.Spec.Tiers, tier) {
+		return w, &specError{fmt.Sprintf("pod %s asks for tier %s, which team %s may not use (its tiers: %s)", first.name, tier, team, strings.Join(t.Spec.Tiers, ", "))}
 	}
 	w.Tier = scheduler.TierName(tier)
 	for _, l := range []struct {
@@ -192,6 +203,17 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 		w.Pods = 1
 	}
 	return w, nil
+}
+
+// namespaceTeam is the team a namespace belongs to: the team it is named after
+// (allot renders one namespace per team, labelled with it), else the team whose
+// Team object maps it (allotv1.AnnotationNamespaces).
+func (r *Runner) namespaceTeam(ns string) (string, bool) {
+	if _, ok := r.st.teams[ns]; ok {
+		return ns, true
+	}
+	t, ok := r.st.nsTeams[ns]
+	return t, ok
 }
 
 // defaultTier is the tier of a pod that names none: the lowest tier the team

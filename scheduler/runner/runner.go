@@ -48,6 +48,10 @@ type Options struct {
 	// running on it are evicted; meanwhile it takes no new work. A GPU fault
 	// evicts at once. Default 5m; negative: evict at once.
 	NotReadyGrace time.Duration
+	// StrictTenancy refuses the pods of namespaces that belong to no team (a
+	// team's own, or one the capacity repository maps to it); without it their
+	// allot.dev/team label names their team. A team's namespace always decides.
+	StrictTenancy bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
