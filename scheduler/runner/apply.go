@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/scheduler"
 )
 
 type podRef struct {
@@ -259,21 +261,26 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error, dry bool) 
 			}
 		}
 	}
-	switch {
-	case g == nil || g.phase != admitted:
-	case failed != nil && g.fresh:
-		r.log.Error(failed, "gang bind refused, rolling back", "workload", g.id, "bound", len(ok), "pods", len(t.pods))
-		acts.unbind(g, ok, fmt.Sprintf("gang %s rolled back: %v", g.id, failed))
-		r.bindRefused(g, r.opts.Now())
-		for _, p := range g.sortedPods(isLive) {
-			acts.event(p, corev1.EventTypeWarning, "BindFailed", fmt.Sprintf("gang %s could not be bound whole; requeued, retried in %s at the earliest: %v", g.id, g.retryAt.Sub(r.opts.Now()).Round(time.Second), failed))
-		}
-	case failed != nil:
-		r.log.Error(failed, "binding a pod of a running gang", "workload", g.id)
-	case g.binding == 0:
-		g.fresh = false
-		for _, p := range ok {
-			acts.event(p, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("bound to %s with gang %s", p.node, g.id))
+	if g != nil {
+		now := r.opts.Now()
+		switch g.on(fact{kind: factBound, refused: failed != nil, binding: g.binding, now: now, backoff: r.opts.Core.Backoff}) {
+		case rollBack:
+			r.log.Error(failed, "gang bind refused, rolling back", "workload", g.id, "bound", len(ok), "pods", len(t.pods))
+			acts.unbind(g, ok, fmt.Sprintf("gang %s rolled back: %v", g.id, failed))
+			if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
+				r.log.Error(err, "requeueing", "workload", g.id)
+			}
+			for _, p := range g.sortedPods(isLive) {
+				acts.event(p, corev1.EventTypeWarning, "BindFailed", fmt.Sprintf("gang %s could not be bound whole; requeued, retried in %s at the earliest: %v", g.id, g.retryAt.Sub(now).Round(time.Second), failed))
+			}
+		case boundWhole:
+			for _, p := range ok {
+				acts.event(p, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("bound to %s with gang %s", p.node, g.id))
+			}
+		default:
+			if failed != nil && g.phase == admitted {
+				r.log.Error(failed, "binding a pod of a running gang", "workload", g.id)
+			}
 		}
 	}
 	if g != nil {

@@ -13,19 +13,6 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 )
 
-// phase is where a gang stands with the core.
-type phase uint8
-
-const (
-	// idle: not in the core (waiting for its pods, or invalid).
-	idle phase = iota
-	// queued: submitted, pending in the core.
-	queued
-	// admitted: placed by the core; its pods are bound, being bound, or waiting
-	// for their preempted victims to leave.
-	admitted
-)
-
 // gang is a workload: the pods of one Job, of one allot.dev/gang label, or a
 // single pod.
 type gang struct {
@@ -34,38 +21,14 @@ type gang struct {
 	job  types.NamespacedName
 	pods map[types.UID]*podInfo
 	// spec as last submitted.
-	spec  scheduler.Workload
-	phase phase
-	// slots are the pods per node the core admitted the gang to.
-	slots map[string]int64
-	// fresh: admitted and not yet bound whole; a failed bind rolls it back.
-	fresh bool
-	// waitFor holds the victims' pods that must be gone before the gang binds.
-	waitFor map[types.UID]bool
+	spec scheduler.Workload
+	// lifecycle is where it stands with the core.
+	lifecycle
+	// binding counts its binds in flight.
 	binding int
-	// started: every pod of the admitted gang runs (pod status), and the core
-	// was told so; until then the gang timeout counts.
-	started bool
-	// bindFailures counts the binds of this gang refused in a row; retryAt is
-	// when a gang whose refused bind cost it its place in the core (its pods
-	// were made again) may be submitted again.
-	bindFailures int
-	retryAt      time.Time
 	// stuck says why a running gang could not be accounted for (see setStuck);
 	// cleared by a rebuild, which tries again.
 	stuck string
-}
-
-// reset puts the gang in phase p with no admission: no slots, no victims to
-// wait for, not fresh, not started.
-func (g *gang) reset(p phase) {
-	g.phase, g.slots, g.waitFor, g.fresh, g.started = p, nil, nil, false, false
-}
-
-// admit records the core's admission of the gang to slots (pods per node).
-func (g *gang) admit(slots map[string]int64) {
-	g.reset(admitted)
-	g.fresh, g.slots = true, slots
 }
 
 // gangID names a workload: the gang label's when the pod also gives the
@@ -241,7 +204,7 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 		if g.phase != idle {
 			_ = r.core.Finish(id)
 		}
-		g.reset(idle)
+		g.on(fact{kind: factLeft})
 		r.setStuck(g, "")
 		if len(g.pods) == 0 {
 			delete(r.st.gangs, g.id)
@@ -260,7 +223,7 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 				r.st.restarts[g.id] = n // kept for the next submission
 			}
 			_ = r.core.Finish(id)
-			g.phase = idle
+			g.on(fact{kind: factLeft})
 			r.syncIdle(g, live, acts)
 		}
 	case admitted:
@@ -273,19 +236,15 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 // bound and running, as the pods' status says: until then the gang timeout
 // counts.
 func (r *Runner) checkStarted(g *gang) {
-	if g.started || g.binding > 0 || g.fresh {
-		return
-	}
 	var running int64
 	for _, p := range g.pods {
 		if p.live() && p.node != "" && p.running {
 			running++
 		}
 	}
-	if running < g.spec.Pods {
+	if g.on(fact{kind: factObserved, running: running, pods: g.spec.Pods, binding: g.binding}) != tellStarted {
 		return
 	}
-	g.started, g.bindFailures = true, 0
 	if err := r.core.Started(scheduler.WorkloadID(g.id)); err != nil {
 		r.log.V(1).Info("started", "workload", g.id, "error", err.Error())
 	}
@@ -313,8 +272,8 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 				for _, p := range bound {
 					slots[p.node]++
 				}
-				g.admit(slots)
-				g.spec, g.fresh, g.started = w, false, true // Restore counts it as running
+				g.spec = w
+				g.on(fact{kind: factRestored, slots: slots})
 				return
 			}
 		}
@@ -340,7 +299,7 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 		// Its bind was refused and its pods made again: it waits its backoff
 		// here, as it would have in the core's queue.
 		r.st.retries[g.id] = g.retryAt
-		r.setPending(g, live, "BindFailed", fmt.Sprintf("the gang's bind was refused %d times in a row; retrying at %s", g.bindFailures, g.retryAt.UTC().Format(time.RFC3339)), acts)
+		r.setPending(g, live, "BindFailed", fmt.Sprintf("the gang's bind was refused %d times in a row; retrying at %s", g.refusals, g.retryAt.UTC().Format(time.RFC3339)), acts)
 		return
 	}
 	delete(r.st.retries, g.id)
@@ -349,7 +308,8 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 		return
 	}
 	delete(r.st.restarts, g.id) // the core counts them from here
-	g.spec, g.phase = w, queued
+	g.spec = w
+	g.on(fact{kind: factSubmitted})
 }
 
 // sameShape says whether two submissions of a gang ask for the same thing.
@@ -474,14 +434,5 @@ func (r *Runner) requeue(g *gang) {
 	if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
 		r.log.Error(err, "requeueing", "workload", g.id)
 	}
-	g.reset(queued)
-}
-
-// bindRefused requeues a gang whose bind was refused with a backoff that
-// doubles with every refusal in a row: in the core's queue, and, should its
-// pods be made again meanwhile (which takes it out of the core), here.
-func (r *Runner) bindRefused(g *gang, now time.Time) {
-	r.requeue(g)
-	g.bindFailures++
-	g.retryAt = now.Add(r.opts.Core.Backoff << min(g.bindFailures-1, 16))
+	g.on(fact{kind: factRequeued})
 }

@@ -500,7 +500,7 @@ func (r *Runner) evictGangs(ids []scheduler.WorkloadID, reason, why string, acts
 			continue
 		}
 		acts.evict(g, reason, fmt.Sprintf("gang %s evicted: %s", g.id, note))
-		g.reset(idle)
+		g.on(fact{kind: factLeft})
 		r.st.dirty[g.id] = true
 	}
 }
@@ -568,7 +568,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 		if g.phase != admitted || (g.fresh && len(g.sortedPods(isBound)) == 0) {
 			// Not placed yet (an admission still waiting for its victims to
 			// go, or for its binds): it is decided again, with its timeouts.
-			g.reset(idle)
+			g.on(fact{kind: factLeft})
 			continue
 		}
 		if err := core.Restore(g.spec, slotPlacement(g.slots)); err != nil {
@@ -590,7 +590,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 					acts.event(live[0], corev1.EventTypeWarning, "NotAccounted", g.stuck)
 				}
 			}
-			g.reset(idle)
+			g.on(fact{kind: factLeft})
 		}
 	}
 	for _, id := range ids {
@@ -645,7 +645,7 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 		}
 		// The core requeued it (a gang timeout): take back what was bound.
 		acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s did not have every pod running within the gang timeout; requeued", g.id))
-		g.reset(queued)
+		g.on(fact{kind: factRequeued})
 	}
 	victimPods := map[scheduler.WorkloadID][]types.UID{}
 	for _, p := range res.Preempted {
@@ -657,7 +657,7 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 		}
 		victimPods[p.By] = append(victimPods[p.By], acts.evict(g, "Preempted",
 			fmt.Sprintf("preempted by %s (%s): %s", p.By, p.Reason, preemptWhy(p.Reason)))...)
-		g.reset(idle)
+		g.on(fact{kind: factLeft})
 		r.st.dirty[g.id] = true
 	}
 	for _, a := range res.Admitted {
@@ -670,11 +670,7 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 		for _, p := range a.Pods {
 			slots[string(p.Node)] += p.Pods
 		}
-		g.admit(slots)
-		g.waitFor = map[types.UID]bool{}
-		for _, uid := range victimPods[a.Workload] {
-			g.waitFor[uid] = true
-		}
+		g.on(fact{kind: factAdmitted, slots: slots, victims: victimPods[a.Workload]})
 		if len(g.waitFor) > 0 {
 			r.st.waiting[g.id] = true
 		}
