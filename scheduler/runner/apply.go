@@ -329,8 +329,9 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		if p.controlled {
 			continue
 		}
-		// Wait until the old pod is gone, then make it again without its node.
-		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// Wait until the old pod is gone (its finalizers, if any, may take a
+		// while: it is never given up on), then make it again without its node.
+		err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var cur corev1.Pod
 			err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cur)
 			return apierrors.IsNotFound(err) || (err == nil && cur.UID != p.uid), nil
