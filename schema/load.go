@@ -377,6 +377,7 @@ type raw struct {
 		Owners     []string `json:"owners"`
 		Cohort     string   `json:"cohort"`
 		Tiers      []string `json:"tiers"`
+		Namespaces []string `json:"namespaces"`
 		Quota      map[string]struct {
 			Nominal        int64  `json:"nominal"`
 			BorrowingLimit *int64 `json:"borrowingLimit"`
@@ -464,7 +465,7 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 		cfg.Cohorts[CohortName(name)] = &Cohort{Name: CohortName(name), Parent: CohortName(c.Parent), Pos: ix.Lookup("cohorts", name)}
 	}
 	for name, t := range r.Teams {
-		team := &Team{Name: TeamName(name), CostCenter: t.CostCenter, Owners: t.Owners, Cohort: CohortName(t.Cohort),
+		team := &Team{Name: TeamName(name), CostCenter: t.CostCenter, Owners: t.Owners, Cohort: CohortName(t.Cohort), Namespaces: t.Namespaces,
 			Quota: map[Flavor]Quota{}, Weight: num(t.Weight, "teams", name, "weight"), Pos: ix.Lookup("teams", name)}
 		for _, tier := range t.Tiers {
 			team.Tiers = append(team.Tiers, TierName(tier))

@@ -112,6 +112,8 @@ type Team struct {
 	Owners     []string
 	Cohort     CohortName // empty: borrows and lends nothing
 	Tiers      []TierName // empty: all tiers
+	// Namespaces other than its own (named after the team) that belong to it.
+	Namespaces []string
 	Quota      map[Flavor]Quota
 	// BudgetMonthlyUSD is nil when the team has no budget.
 	BudgetMonthlyUSD *quantity.Decimal

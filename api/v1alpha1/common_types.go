@@ -21,6 +21,9 @@ const (
 	AnnotationCostCenter = "allot.dev/cost-center"
 	// AnnotationOwners carries the team's owners, comma-separated.
 	AnnotationOwners = "allot.dev/owners"
+	// AnnotationNamespaces lists, on a Team, the namespaces other than its own
+	// that belong to it (comma-separated): their pods run on its quota.
+	AnnotationNamespaces = "allot.dev/namespaces"
 )
 
 // Condition types the allot controllers set. Ready summarizes the others;

@@ -41,9 +41,11 @@ func startManager(bin, kubeconfig, dir string) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No kubelet runs the demo's pods: the gang timeout, which counts until
+	// every pod of a gang runs, is off.
 	m.cmd = exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
-		"--git-cache-dir", filepath.Join(dir, "git-cache"), "--status-interval", "1s",
+		"--git-cache-dir", filepath.Join(dir, "git-cache"), "--status-interval", "1s", "--gang-timeout", "0",
 		"--terraform-dir", filepath.Join(dir, "terraform"), "--terraform-clusters", labCluster)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = childProcAttr()

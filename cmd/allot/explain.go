@@ -72,7 +72,8 @@ Exit status: 0 explained, 2 not found or bad usage.`,
 // runnerAdvice explains the reasons the in-cluster scheduler adds to the core's.
 var runnerAdvice = map[string]string{
 	"WaitingForGang":  "A gang is placed only whole, and not all its pods exist yet (see allot.dev/gang-size, or the Job's parallelism).",
-	"InvalidWorkload": "The pods do not make a workload the scheduler can take (see the message): fix the pod template's labels or GPU requests.",
+	"InvalidWorkload": "The pods do not make a workload the scheduler can take (see the message): fix the pod template's labels or GPU requests, or run it in its team's namespace.",
+	"BindFailed":      "The API refused a binding of the gang (an admission policy on pods/binding?): it is retried with a doubling backoff once the cause is gone.",
 }
 
 func advice(code string) string {

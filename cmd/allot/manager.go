@@ -30,6 +30,7 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/pool"
+	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/schema"
 )
@@ -52,6 +53,8 @@ type managerOptions struct {
 	noGitOps       bool
 	statusInterval time.Duration
 	notReadyGrace  time.Duration
+	gangTimeout    time.Duration
+	strictTenancy  bool
 	development    bool
 	terraformDir   string
 	terraformHook  string
@@ -105,6 +108,8 @@ in-cluster service account.`,
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
+	f.DurationVar(&o.gangTimeout, "gang-timeout", scheduler.DefaultOptions().GangTimeout, "how long an admitted gang may take to have every pod running (pod status) before it is taken back whole and requeued with a doubling backoff (0: never)")
+	f.BoolVar(&o.strictTenancy, "strict-tenancy", false, "refuse the pods of namespaces that belong to no team (a team's own, or one mapped by teams.<team>.namespaces); without it their allot.dev/team label names their team")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)
@@ -240,7 +245,9 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		return fmt.Errorf("setting up the Pool health reconciler: %w", err)
 	}
 	if !o.noScheduler {
-		s := runner.New(runner.Options{SchedulerName: o.schedulerName, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
+		core := scheduler.DefaultOptions()
+		core.GangTimeout = o.gangTimeout
+		s := runner.New(runner.Options{SchedulerName: o.schedulerName, Core: &core, StrictTenancy: o.strictTenancy, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
 		if err := s.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the scheduler: %w", err)
 		}

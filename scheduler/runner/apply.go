@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,8 +194,20 @@ func (r *Runner) pendingLoop(ctx context.Context) {
 }
 
 // bindGang binds a gang's pods in parallel through the Binding subresource and
-// reports back: all bound, or the bound ones are taken back and the gang requeued.
+// reports back. The binds are tried first as a dry run, so that one the API
+// refuses (an admission policy, a pod changed meanwhile) leaves the whole gang
+// unbound and no pod has to be taken back.
 func (r *Runner) bindGang(ctx context.Context, t bindTask) {
+	errs := r.bindPods(ctx, t, client.DryRunAll)
+	dry := slices.ContainsFunc(errs, func(err error) bool { return err != nil })
+	if !dry {
+		errs = r.bindPods(ctx, t)
+	}
+	r.bound(ctx, t, errs, dry)
+}
+
+// bindPods sends the gang's bindings, pods[i] to nodes[i], and returns their errors.
+func (r *Runner) bindPods(ctx context.Context, t bindTask, opts ...client.SubResourceCreateOption) []error {
 	errs := make([]error, len(t.pods))
 	var wg sync.WaitGroup
 	for i, p := range t.pods {
@@ -206,15 +219,17 @@ func (r *Runner) bindGang(ctx context.Context, t bindTask) {
 				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: t.nodes[i]},
 			}
-			errs[i] = r.client.SubResource("binding").Create(ctx, p.object(), b)
+			errs[i] = r.client.SubResource("binding").Create(ctx, p.object(), b, opts...)
 		}()
 	}
 	wg.Wait()
-	r.bound(ctx, t, errs)
+	return errs
 }
 
-// bound takes the results of a gang's binds.
-func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
+// bound takes the results of a gang's binds (dry: of their dry run, when one
+// was refused, and nothing was bound). A gang not bound whole is rolled back:
+// what was bound is taken back, and it is requeued with a backoff.
+func (r *Runner) bound(ctx context.Context, t bindTask, errs []error, dry bool) {
 	var acts actions
 	r.mu.Lock()
 	g := r.st.gangs[t.gang]
@@ -227,7 +242,7 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
 			if failed == nil {
 				failed = fmt.Errorf("binding pod %s to node %s: %w", ref.name, t.nodes[i], errs[i])
 			}
-		} else {
+		} else if !dry {
 			metricBinds.WithLabelValues("ok").Inc()
 		}
 		if g != nil {
@@ -237,7 +252,7 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
 			continue
 		}
 		p.binding = false
-		if errs[i] != nil {
+		if errs[i] != nil || dry {
 			p.node = ""
 		} else {
 			ok = append(ok, p)
@@ -246,24 +261,26 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error) {
 			}
 		}
 	}
-	switch {
-	case g == nil || g.phase != admitted:
-	case failed != nil && g.fresh:
-		r.log.Error(failed, "gang bind failed, rolling back", "workload", g.id, "bound", len(ok), "pods", len(t.pods))
-		acts.unbind(g, ok, fmt.Sprintf("gang %s rolled back: %v", g.id, failed))
-		for _, p := range g.sortedPods(isLive) {
-			acts.event(p, corev1.EventTypeWarning, "BindFailed", fmt.Sprintf("gang %s could not be bound whole and is requeued: %v", g.id, failed))
-		}
-		r.requeue(g)
-	case failed != nil:
-		r.log.Error(failed, "binding a pod of a running gang", "workload", g.id)
-	case g.binding == 0:
-		g.fresh = false
-		if err := r.core.Started(scheduler.WorkloadID(g.id)); err != nil {
-			r.log.V(1).Info("started", "workload", g.id, "error", err.Error())
-		}
-		for _, p := range ok {
-			acts.event(p, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("bound to %s with gang %s", p.node, g.id))
+	if g != nil {
+		now := r.opts.Now()
+		switch g.on(fact{kind: factBound, refused: failed != nil, binding: g.binding, now: now, backoff: r.opts.Core.Backoff}) {
+		case rollBack:
+			r.log.Error(failed, "gang bind refused, rolling back", "workload", g.id, "bound", len(ok), "pods", len(t.pods))
+			acts.unbind(g, ok, fmt.Sprintf("gang %s rolled back: %v", g.id, failed))
+			if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
+				r.log.Error(err, "requeueing", "workload", g.id)
+			}
+			for _, p := range g.sortedPods(isLive) {
+				acts.event(p, corev1.EventTypeWarning, "BindFailed", fmt.Sprintf("gang %s could not be bound whole; requeued, retried in %s at the earliest: %v", g.id, g.retryAt.Sub(now).Round(time.Second), failed))
+			}
+		case boundWhole:
+			for _, p := range ok {
+				acts.event(p, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("bound to %s with gang %s", p.node, g.id))
+			}
+		default:
+			if failed != nil && g.phase == admitted {
+				r.log.Error(failed, "binding a pod of a running gang", "workload", g.id)
+			}
 		}
 	}
 	if g != nil {
@@ -312,8 +329,9 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		if p.controlled {
 			continue
 		}
-		// Wait until the old pod is gone, then make it again without its node.
-		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// Wait until the old pod is gone (its finalizers, if any, may take a
+		// while: it is never given up on), then make it again without its node.
+		err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var cur corev1.Pod
 			err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cur)
 			return apierrors.IsNotFound(err) || (err == nil && cur.UID != p.uid), nil
@@ -324,6 +342,7 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		}
 		again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 			Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
+			OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
 		}, Spec: full.Spec}
 		again.Spec.NodeName = ""
 		if err := r.client.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {

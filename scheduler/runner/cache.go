@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -29,6 +31,9 @@ type podInfo struct {
 	controlled bool
 	terminal   bool
 	deleting   bool
+	// running: its containers run or ran to success (pod status), as the gang
+	// timeout wants of every pod of a gang.
+	running bool
 	// What the runner is doing to the pod, until the API says it is done.
 	binding  bool
 	evicting bool
@@ -85,6 +90,12 @@ type store struct {
 	// restarts are the restarts of gangs evicted from a failed node, kept for
 	// their pods' return.
 	restarts map[string]int
+	// nsTeams maps the namespaces Team objects claim (allotv1.AnnotationNamespaces)
+	// to their team.
+	nsTeams map[string]string
+	// retries are when gangs whose bind was refused, out of the core, may be
+	// submitted again.
+	retries map[string]time.Time
 }
 
 func newStore() store {
@@ -93,7 +104,7 @@ func newStore() store {
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
 		foreignOn: map[string]int64{}, stuck: map[string]bool{}, heldDirty: map[string]bool{},
-		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{},
+		nodesDirty: map[string]bool{}, dirty: map[string]bool{}, waiting: map[string]bool{}, restarts: map[string]int{}, retries: map[string]time.Time{}, nsTeams: map[string]string{},
 		jobGangs: map[types.NamespacedName]string{},
 	}
 }
@@ -132,6 +143,7 @@ func (r *Runner) upsertPod(obj any) {
 		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time,
 		gpus: podGPUs(p), labels: allotLabels(p.Labels),
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		running:  p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
 		deleting: p.DeletionTimestamp != nil,
 	}
 	if p.DeletionTimestamp != nil {
@@ -216,6 +228,7 @@ func (r *Runner) leaveGang(pi *podInfo) {
 			// Nothing to tell the core: forget it (a standby replica, which
 			// runs no cycles, would otherwise keep every gang it ever saw).
 			delete(r.st.gangs, pi.gang)
+			delete(r.st.retries, pi.gang)
 			delete(r.st.dirty, pi.gang)
 			delete(r.st.stuck, pi.gang)
 		}
@@ -318,8 +331,9 @@ func (r *Runner) upsertConfig(obj any) {
 	case *allotv1.Team:
 		r.meter.seed(o)
 		old := r.st.teams[o.Name]
-		changed = old == nil || old.Generation != o.Generation
+		changed = old == nil || old.Generation != o.Generation || old.Annotations[allotv1.AnnotationNamespaces] != o.Annotations[allotv1.AnnotationNamespaces]
 		r.st.teams[o.Name] = o
+		r.mapNamespaces()
 	case *allotv1.Cohort:
 		old := r.st.cohorts[o.Name]
 		changed = old == nil || old.Generation != o.Generation
@@ -343,6 +357,7 @@ func (r *Runner) deleteConfig(obj any) {
 	switch o := obj.(type) {
 	case *allotv1.Team:
 		delete(r.st.teams, o.Name)
+		r.mapNamespaces()
 	case *allotv1.Cohort:
 		delete(r.st.cohorts, o.Name)
 	case *allotv1.Tier:
@@ -386,4 +401,18 @@ func allotLabels(l map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// mapNamespaces rebuilds the namespaces the Team objects claim. A namespace
+// two teams claim (the capacity repository's checks refuse it) goes to the
+// first by name.
+func (r *Runner) mapNamespaces() {
+	clear(r.st.nsTeams)
+	for _, name := range slices.Backward(slices.Sorted(maps.Keys(r.st.teams))) {
+		for ns := range strings.SplitSeq(r.st.teams[name].Annotations[allotv1.AnnotationNamespaces], ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				r.st.nsTeams[ns] = name
+			}
+		}
+	}
 }

@@ -13,19 +13,6 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 )
 
-// phase is where a gang stands with the core.
-type phase uint8
-
-const (
-	// idle: not in the core (waiting for its pods, or invalid).
-	idle phase = iota
-	// queued: submitted, pending in the core.
-	queued
-	// admitted: placed by the core; its pods are bound, being bound, or waiting
-	// for their preempted victims to leave.
-	admitted
-)
-
 // gang is a workload: the pods of one Job, of one allot.dev/gang label, or a
 // single pod.
 type gang struct {
@@ -34,14 +21,10 @@ type gang struct {
 	job  types.NamespacedName
 	pods map[types.UID]*podInfo
 	// spec as last submitted.
-	spec  scheduler.Workload
-	phase phase
-	// slots are the pods per node the core admitted the gang to.
-	slots map[string]int64
-	// fresh: admitted and not yet bound whole; a failed bind rolls it back.
-	fresh bool
-	// waitFor holds the victims' pods that must be gone before the gang binds.
-	waitFor map[types.UID]bool
+	spec scheduler.Workload
+	// lifecycle is where it stands with the core.
+	lifecycle
+	// binding counts its binds in flight.
 	binding int
 	// stuck says why a running gang could not be accounted for (see setStuck);
 	// cleared by a rebuild, which tries again.
@@ -105,8 +88,16 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 	if err != nil {
 		return w, err
 	}
-	if team == "" {
-		return w, &specError{fmt.Sprintf("pod %s has no label %s: every allot pod names its team", first.name, LabelTeam)}
+	owner, owned := r.namespaceTeam(g.ns)
+	switch {
+	case owned && team != "" && team != owner:
+		return w, &specError{fmt.Sprintf("pod %s names team %s (label %s) but namespace %s belongs to team %s: a pod's team is its namespace's", first.name, team, LabelTeam, g.ns, owner)}
+	case owned:
+		team = owner
+	case r.opts.StrictTenancy:
+		return w, &specError{fmt.Sprintf("namespace %s belongs to no team: run pods in a team's namespace, or map this one to a team in the capacity repository (teams.<team>.namespaces)", g.ns)}
+	case team == "":
+		return w, &specError{fmt.Sprintf("pod %s has no label %s and namespace %s belongs to no team", first.name, LabelTeam, g.ns)}
 	}
 	w.Team = scheduler.TeamName(team)
 	tier, err := agree(LabelTier)
@@ -117,6 +108,9 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 		if tier = r.defaultTier(team); tier == "" {
 			return w, &specError{fmt.Sprintf("pod %s has no label %s and team %s has no default tier", first.name, LabelTier, team)}
 		}
+	}
+	if t := r.st.teams[team]; t != nil && len(t.Spec.Tiers) > 0 && !slices.Contains(t.Spec.Tiers, tier) {
+		return w, &specError{fmt.Sprintf("pod %s asks for tier %s, which team %s may not use (its tiers: %s)", first.name, tier, team, strings.Join(t.Spec.Tiers, ", "))}
 	}
 	w.Tier = scheduler.TierName(tier)
 	for _, l := range []struct {
@@ -183,6 +177,17 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 	return w, nil
 }
 
+// namespaceTeam is the team a namespace belongs to: the team it is named after
+// (allot renders one namespace per team, labelled with it), else the team whose
+// Team object maps it (allotv1.AnnotationNamespaces).
+func (r *Runner) namespaceTeam(ns string) (string, bool) {
+	if _, ok := r.st.teams[ns]; ok {
+		return ns, true
+	}
+	t, ok := r.st.nsTeams[ns]
+	return t, ok
+}
+
 // defaultTier is the tier of a pod that names none: the lowest tier the team
 // may use that is not borrowOnly.
 func (r *Runner) defaultTier(team string) string {
@@ -208,10 +213,11 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 		if g.phase != idle {
 			_ = r.core.Finish(id)
 		}
-		g.phase, g.slots, g.waitFor = idle, nil, nil
+		g.on(fact{kind: factLeft})
 		r.setStuck(g, "")
 		if len(g.pods) == 0 {
 			delete(r.st.gangs, g.id)
+			delete(r.st.retries, g.id)
 		}
 		return
 	}
@@ -226,11 +232,30 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 				r.st.restarts[g.id] = n // kept for the next submission
 			}
 			_ = r.core.Finish(id)
-			g.phase = idle
+			g.on(fact{kind: factLeft})
 			r.syncIdle(g, live, acts)
 		}
 	case admitted:
 		r.dispatch(g, acts)
+		r.checkStarted(g)
+	}
+}
+
+// checkStarted tells the core a gang started once every one of its pods is
+// bound and running, as the pods' status says: until then the gang timeout
+// counts.
+func (r *Runner) checkStarted(g *gang) {
+	var running int64
+	for _, p := range g.pods {
+		if p.live() && p.node != "" && p.running {
+			running++
+		}
+	}
+	if g.on(fact{kind: factObserved, running: running, pods: g.spec.Pods, binding: g.binding}) != tellStarted {
+		return
+	}
+	if err := r.core.Started(scheduler.WorkloadID(g.id)); err != nil {
+		r.log.V(1).Info("started", "workload", g.id, "error", err.Error())
 	}
 }
 
@@ -252,11 +277,12 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 	if len(bound) > 0 {
 		if err == nil && int64(len(bound)) == w.Pods {
 			if err = r.core.Restore(w, placementOf(bound)); err == nil {
-				g.spec, g.phase, g.fresh = w, admitted, false
-				g.slots = map[string]int64{}
+				slots := map[string]int64{}
 				for _, p := range bound {
-					g.slots[p.node]++
+					slots[p.node]++
 				}
+				g.spec = w
+				g.on(fact{kind: factRestored, slots: slots})
 				return
 			}
 		}
@@ -278,12 +304,21 @@ func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
 		r.setPending(g, live, "WaitingForGang", fmt.Sprintf("waiting for the gang's pods: %d of %d exist", n, w.Pods), acts)
 		return
 	}
+	if now := r.opts.Now(); now.Before(g.retryAt) {
+		// Its bind was refused and its pods made again: it waits its backoff
+		// here, as it would have in the core's queue.
+		r.st.retries[g.id] = g.retryAt
+		r.setPending(g, live, "BindFailed", fmt.Sprintf("the gang's bind was refused %d times in a row; retrying at %s", g.refusals, g.retryAt.UTC().Format(time.RFC3339)), acts)
+		return
+	}
+	delete(r.st.retries, g.id)
 	if err := r.core.Submit(w); err != nil {
 		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)
 		return
 	}
 	delete(r.st.restarts, g.id) // the core counts them from here
-	g.spec, g.phase = w, queued
+	g.spec = w
+	g.on(fact{kind: factSubmitted})
 }
 
 // sameShape says whether two submissions of a gang ask for the same thing.
@@ -402,10 +437,11 @@ func (r *Runner) dispatch(g *gang, acts *actions) {
 	}
 }
 
-// requeue takes an admission back into the core's queue.
+// requeue takes an admission back into the core's queue, where it waits the
+// core's backoff.
 func (r *Runner) requeue(g *gang) {
 	if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
 		r.log.Error(err, "requeueing", "workload", g.id)
 	}
-	g.phase, g.slots, g.fresh, g.waitFor = queued, nil, false, nil
+	g.on(fact{kind: factRequeued})
 }

@@ -12,6 +12,10 @@ var (
 		Name: "allot_scheduler_binds_total",
 		Help: "Pod bindings the scheduler made, by result (ok, error).",
 	}, []string{"result"})
+	metricSynced = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "allot_scheduler_cache_synced",
+		Help: "1 once the scheduler's cache shows every pod the API has bound and it schedules; 0 while it waits (it schedules nothing meanwhile).",
+	})
 	metricCycle = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "allot_scheduler_cycle_duration_seconds",
 		Help:    "Time the scheduling core takes for one cycle.",
@@ -65,7 +69,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricCycle, metricEvictions, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

@@ -40,13 +40,18 @@ type Options struct {
 	StatusInterval time.Duration
 	// BindWorkers bounds the binding requests in flight. Default 64.
 	BindWorkers int
-	// SyncTimeout bounds the wait, before the first cycle, for the cache to show
-	// every pod the API has bound. Default 30s.
+	// SyncTimeout is how often, while the cache does not yet show every pod the
+	// API has bound (before the first cycle), the runner says so and asks the
+	// API again; it schedules nothing until then. Default 30s.
 	SyncTimeout time.Duration
 	// NotReadyGrace is how long a node may stay not Ready before the gangs
 	// running on it are evicted; meanwhile it takes no new work. A GPU fault
 	// evicts at once. Default 5m; negative: evict at once.
 	NotReadyGrace time.Duration
+	// StrictTenancy refuses the pods of namespaces that belong to no team (a
+	// team's own, or one the capacity repository maps to it); without it their
+	// allot.dev/team label names their team. A team's namespace always decides.
+	StrictTenancy bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -233,37 +238,59 @@ func (r *Runner) Start(ctx context.Context) error {
 // barrier waits until the cache shows every pod of ours the API has bound, so
 // that the first cycle sees all the capacity in use (Karpenter's "cluster
 // synced"): a leader taking over never places on GPUs its predecessor gave away.
+// It never gives up: every SyncTimeout it says what it still misses and asks
+// the API again (a pod deleted meanwhile is no longer waited for), and until
+// then nothing is scheduled (allot_scheduler_cache_synced is 0).
 func (r *Runner) barrier(ctx context.Context) error {
+	metricSynced.Set(0)
+	for {
+		missing, err := r.missingBound(ctx)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			metricSynced.Set(1)
+			return nil
+		}
+		r.log.Info("the cache misses pods the API has bound; scheduling nothing until it shows them",
+			"missing", len(missing), "example", missing[0], "waited", r.opts.SyncTimeout)
+	}
+}
+
+// missingBound lists the pods of ours the API has bound and waits, up to
+// SyncTimeout, for the cache to show them all on their nodes; it returns the
+// ones it still misses (namespace/name).
+func (r *Runner) missingBound(ctx context.Context) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.reader.List(ctx, &pods, client.MatchingFields{"spec.schedulerName": r.opts.SchedulerName}); err != nil {
-		return fmt.Errorf("scheduler: listing pods before the first cycle: %w", err)
+		return nil, fmt.Errorf("scheduler: listing pods before the first cycle: %w", err)
 	}
-	want := map[types.UID]string{}
-	for _, p := range pods.Items {
+	want := map[types.UID]*corev1.Pod{}
+	for i, p := range pods.Items {
 		if p.Spec.NodeName != "" {
-			want[p.UID] = p.Spec.NodeName
+			want[p.UID] = &pods.Items[i]
 		}
 	}
 	deadline := time.Now().Add(r.opts.SyncTimeout)
 	for {
 		r.mu.Lock()
-		for uid, node := range want {
-			if p := r.st.pods[uid]; p != nil && p.node == node {
+		for uid, p := range want {
+			if c := r.st.pods[uid]; c != nil && c.node == p.Spec.NodeName {
 				delete(want, uid)
 			}
 		}
-		n := len(want)
 		r.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			r.log.Info("cache still misses bound pods; going on (they may have been deleted)", "missing", n)
-			return nil
+		if len(want) == 0 || time.Now().After(deadline) {
+			missing := make([]string, 0, len(want))
+			for _, p := range want {
+				missing = append(missing, p.Namespace+"/"+p.Name)
+			}
+			slices.Sort(missing)
+			return missing, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -293,6 +320,15 @@ func (r *Runner) step(ctx context.Context) time.Time {
 		r.run(ctx, acts)
 		return time.Time{}
 	}
+	// Gangs whose bind was refused try again once their backoff is over.
+	wake := time.Time{}
+	for id, at := range r.st.retries {
+		if !now.Before(at) {
+			r.st.dirty[id] = true
+		} else if wake.IsZero() || at.Before(wake) {
+			wake = at
+		}
+	}
 	// Preemptors waiting for their victims' pods to go look again.
 	for id := range r.st.waiting {
 		if g := r.st.gangs[id]; g != nil && len(g.waitFor) > 0 && g.phase == admitted {
@@ -316,6 +352,9 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	r.applyResults(res, now, &acts)
 	r.mu.Unlock()
 	r.run(ctx, acts)
+	if !wake.IsZero() && (res.Wake.IsZero() || wake.Before(res.Wake)) {
+		return wake
+	}
 	return res.Wake
 }
 
@@ -460,7 +499,7 @@ func (r *Runner) evictGangs(ids []scheduler.WorkloadID, reason, why string, acts
 			continue
 		}
 		acts.evict(g, reason, fmt.Sprintf("gang %s evicted: %s", g.id, note))
-		g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+		g.on(fact{kind: factLeft})
 		r.st.dirty[g.id] = true
 	}
 }
@@ -528,7 +567,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 		if g.phase != admitted || (g.fresh && len(g.sortedPods(isBound)) == 0) {
 			// Not placed yet (an admission still waiting for its victims to
 			// go, or for its binds): it is decided again, with its timeouts.
-			g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+			g.on(fact{kind: factLeft})
 			continue
 		}
 		if err := core.Restore(g.spec, slotPlacement(g.slots)); err != nil {
@@ -550,7 +589,7 @@ func (r *Runner) rebuild(now time.Time, acts *actions) {
 					acts.event(live[0], corev1.EventTypeWarning, "NotAccounted", g.stuck)
 				}
 			}
-			g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+			g.on(fact{kind: factLeft})
 		}
 	}
 	for _, id := range ids {
@@ -604,8 +643,8 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 			continue
 		}
 		// The core requeued it (a gang timeout): take back what was bound.
-		acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s was not bound whole within the gang timeout; requeued", g.id))
-		g.phase, g.slots, g.waitFor, g.fresh = queued, nil, nil, false
+		acts.unbind(g, g.sortedPods(isBound), fmt.Sprintf("gang %s did not have every pod running within the gang timeout; requeued", g.id))
+		g.on(fact{kind: factRequeued})
 	}
 	victimPods := map[scheduler.WorkloadID][]types.UID{}
 	for _, p := range res.Preempted {
@@ -617,7 +656,7 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 		}
 		victimPods[p.By] = append(victimPods[p.By], acts.evict(g, "Preempted",
 			fmt.Sprintf("preempted by %s (%s): %s", p.By, p.Reason, preemptWhy(p.Reason)))...)
-		g.phase, g.slots, g.waitFor, g.fresh = idle, nil, nil, false
+		g.on(fact{kind: factLeft})
 		r.st.dirty[g.id] = true
 	}
 	for _, a := range res.Admitted {
@@ -626,15 +665,11 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 			_ = r.core.Finish(a.Workload)
 			continue
 		}
-		g.phase, g.fresh = admitted, true
-		g.slots = map[string]int64{}
+		slots := map[string]int64{}
 		for _, p := range a.Pods {
-			g.slots[string(p.Node)] += p.Pods
+			slots[string(p.Node)] += p.Pods
 		}
-		g.waitFor = map[types.UID]bool{}
-		for _, uid := range victimPods[a.Workload] {
-			g.waitFor[uid] = true
-		}
+		g.on(fact{kind: factAdmitted, slots: slots, victims: victimPods[a.Workload]})
 		if len(g.waitFor) > 0 {
 			r.st.waiting[g.id] = true
 		}

@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -367,23 +366,27 @@ func (cl *cluster) waitEvent(pod, reason, want string) {
 	})
 }
 
-// expect scrapes /metrics and compares the given samples ('name{labels}': value).
-func (s *sched) expect(want map[string]float64) error {
+// scrape reads /metrics as 'name{labels}': value.
+func (s *sched) scrape() (map[string]float64, error) {
 	resp, err := http.Get(s.metrics)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing /metrics: %w", err)
+	}
+	return samples(families), nil
+}
+
+// expect scrapes /metrics and compares the given samples ('name{labels}': value).
+func (s *sched) expect(want map[string]float64) error {
+	got, err := s.scrape()
 	if err != nil {
 		return err
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		return fmt.Errorf("parsing /metrics: %w", err)
-	}
-	got := samples(families)
 	for k, v := range want {
 		g, ok := got[k]
 		g -= s.base[k] // counters count from the test's start: the registry is the process's
@@ -397,20 +400,20 @@ func (s *sched) expect(want map[string]float64) error {
 	return nil
 }
 
+// counter is one counter sample, counted from the test's start.
+func (s *sched) counter(key string) (float64, error) {
+	got, err := s.scrape()
+	return got[key] - s.base[key], err
+}
+
 // expectAtLeast scrapes /metrics and checks one sample is at least min (no
 // baseline: the metric continues from persisted totals).
 func (s *sched) expectAtLeast(key string, min float64) error {
-	resp, err := http.Get(s.metrics)
+	got, err := s.scrape()
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return err
-	}
-	if g, ok := samples(families)[key]; !ok || g < min {
+	if g, ok := got[key]; !ok || g < min {
 		return fmt.Errorf("%s = %v (present %v), want at least %v", key, g, ok, min)
 	}
 	return nil

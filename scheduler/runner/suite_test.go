@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -88,6 +89,9 @@ type schedOptions struct {
 	identity       string
 	core           *scheduler.Options
 	notReadyGrace  time.Duration
+	// cacheNamespaces, when set, are the only namespaces whose objects the
+	// manager's cache shows.
+	cacheNamespaces []string
 }
 
 // start runs a manager with the scheduler until the test ends or stop is called.
@@ -98,6 +102,12 @@ func (cl *cluster) start(o schedOptions) *sched {
 		Scheme:                 cl.env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: addr},
 		HealthProbeBindAddress: "0",
+	}
+	if len(o.cacheNamespaces) > 0 {
+		mo.Cache.DefaultNamespaces = map[string]ctrlcache.Config{}
+		for _, ns := range o.cacheNamespaces {
+			mo.Cache.DefaultNamespaces[ns] = ctrlcache.Config{}
+		}
 	}
 	if o.leaderElection {
 		mo.LeaderElection = true

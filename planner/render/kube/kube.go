@@ -44,10 +44,21 @@ const (
 // Build returns the objects of cfg, with pools sized by plan.
 func Build(cfg *schema.Config, plan *planner.Plan) (*Objects, error) {
 	o := &Objects{}
+	owner := map[string]schema.TeamName{}
+	for _, name := range cfg.TeamNames() {
+		owner[string(name)] = name
+	}
 	for _, name := range cfg.TeamNames() {
 		t := cfg.Teams[name]
 		if errs := validation.IsDNS1123Label(string(name)); len(errs) > 0 {
 			return nil, fmt.Errorf("team %s: not a namespace name: %s", name, strings.Join(errs, "; "))
+		}
+		// A namespace belongs to one team: its pods run on that team's quota.
+		for _, ns := range t.Namespaces {
+			if other, ok := owner[ns]; ok && other != name {
+				return nil, fmt.Errorf("team %s: namespaces: %s already belongs to team %s", name, ns, other)
+			}
+			owner[ns] = name
 		}
 		o.Namespaces = append(o.Namespaces, namespace(t))
 		o.Teams = append(o.Teams, team(t))

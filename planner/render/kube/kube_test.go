@@ -372,3 +372,30 @@ func checkSchema(t *testing.T, path string, s map[string]any, v any) {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// The namespaces a team claims are annotated on its Team (sorted), for the
+// scheduler; a namespace claimed by two teams, or that is another team's own,
+// is refused.
+func TestTeamNamespaces(t *testing.T) {
+	cfg, plan := load(t, configs["fleet"])
+	cfg.Teams["robotics"].Namespaces = []string{"sim", "robot-jobs"}
+	o, err := Build(cfg, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range o.Teams {
+		want := map[string]string{"robotics": "robot-jobs,sim"}[tm.Name]
+		if got := tm.Annotations[v1alpha1.AnnotationNamespaces]; got != want {
+			t.Errorf("team %s: annotation %s = %q, want %q", tm.Name, v1alpha1.AnnotationNamespaces, got, want)
+		}
+	}
+	for ns, want := range map[string]string{
+		"sim":      "team robotics: namespaces: sim already belongs to team nlp",
+		"platform": "team nlp: namespaces: platform already belongs to team platform",
+	} {
+		cfg.Teams["nlp"].Namespaces = []string{ns}
+		if _, err := Build(cfg, plan); err == nil || err.Error() != want {
+			t.Errorf("nlp claims %s: got %v, want %q", ns, err, want)
+		}
+	}
+}

@@ -129,7 +129,9 @@ func team(t *schema.Team) v1alpha1.Team {
 			v1alpha1.LabelTeam:       string(t.Name),
 			v1alpha1.LabelCostCenter: t.CostCenter,
 			v1alpha1.LabelCohort:     string(t.Cohort),
-		}, nil),
+		}, map[string]string{
+			v1alpha1.AnnotationNamespaces: strings.Join(slices.Sorted(slices.Values(t.Namespaces)), ","),
+		}),
 		Spec: spec,
 	}
 }

@@ -1,0 +1,266 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/scheduler"
+)
+
+// refuseBinds installs a ValidatingAdmissionPolicy that refuses the bindings
+// of the named pod (only the real ones, not their dry runs, when realOnly),
+// waits until the API server enforces it, and returns a function that lifts it.
+func (cl *cluster) refuseBinds(pod string, realOnly bool) (lift func()) {
+	cl.t.Helper()
+	// "probe" is refused too: a binding of that (absent) pod tells when the
+	// policy is in force, before the scheduler starts.
+	expr := fmt.Sprintf("object.metadata.name != %q && object.metadata.name != 'probe'", pod)
+	if realOnly {
+		expr = fmt.Sprintf("(request.dryRun == true && object.metadata.name != 'probe') || (%s)", expr)
+	}
+	fail := admissionv1.Fail
+	cl.create(&admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-binds"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: expr, Message: "binding refused by the test"}},
+		},
+	})
+	cl.create(&admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-binds"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: "refuse-binds", ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	})
+	probe := func() error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}}
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}, Target: corev1.ObjectReference{Kind: "Node", Name: "none"}}
+		return cl.c.SubResource("binding").Create(context.Background(), p, b)
+	}
+	eventually(cl.t, 20*time.Second, "the binding policy in force", func() error {
+		if err := probe(); apierrors.IsNotFound(err) || err == nil {
+			return fmt.Errorf("probe binding not refused: %v", err)
+		}
+		return nil
+	})
+	return func() {
+		cl.t.Helper()
+		ctx := context.Background()
+		if err := cl.c.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "refuse-binds"}}); err != nil {
+			cl.t.Fatal(err)
+		}
+		eventually(cl.t, 20*time.Second, "the binding policy lifted", func() error {
+			if err := probe(); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("probe binding still refused: %v", err)
+			}
+			return nil
+		})
+	}
+}
+
+// uids returns the UIDs of the named pods; absent ones are missing.
+func (cl *cluster) uids(names []string) map[string]types.UID {
+	pods := cl.pods()
+	out := map[string]types.UID{}
+	for _, n := range names {
+		if p, ok := pods[n]; ok {
+			out[n] = p.UID
+		}
+	}
+	return out
+}
+
+// fastBackoff is the core with a backoff short enough for a test.
+func fastBackoff(timeout time.Duration) *scheduler.Options {
+	o := scheduler.DefaultOptions()
+	o.Backoff, o.GangTimeout = 500*time.Millisecond, timeout
+	return &o
+}
+
+// checkBackoff checks that a gang whose bind is refused is retried with a
+// backoff: 0.5, 1, 2 and 4 s make at most 5 tries in 6 s, where a tight loop
+// makes dozens.
+func (s *sched) checkBackoff(t *testing.T) {
+	t.Helper()
+	time.Sleep(6 * time.Second)
+	tries, err := s.counter(`allot_scheduler_binds_total{result="error"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tries < 2 || tries > 5 {
+		t.Errorf("%v refused bindings in 6s, want 2 to 5 (a doubling backoff from 0.5s)", tries)
+	}
+}
+
+// A gang one of whose bindings the API refuses is not bound in part: no pod
+// is deleted, it is tried again with a backoff that doubles (not in a tight
+// loop), and it binds whole, with its own pods, once the refusal is lifted.
+func TestRefusedBindLosesNoPod(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 4, 8, 4)
+	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	before := cl.uids(names)
+	lift := cl.refuseBinds(names[1], false)
+	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitEvent(names[0], "BindFailed", "binding refused by the test")
+
+	s.checkBackoff(t)
+	pods := cl.pods()
+	for _, n := range names {
+		p, ok := pods[n]
+		switch {
+		case !ok:
+			t.Errorf("pod %s lost", n)
+		case p.UID != before[n]:
+			t.Errorf("pod %s deleted and made again (uid %s, was %s)", n, p.UID, before[n])
+		case p.Spec.NodeName != "":
+			t.Errorf("pod %s bound to %s while its gang's pod %s is refused", n, p.Spec.NodeName, names[1])
+		}
+	}
+
+	lift()
+	cl.waitBound(names)
+	if after := cl.uids(names); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("pods made again: %v, were %v", after, before)
+	}
+	cl.checkNoOvercommit(8)
+}
+
+// A binding refused after its dry run passed leaves the gang bound in part:
+// the bound pods are taken back, the bare ones made again unbound with their
+// labels and owner references, and the gang is retried with a backoff until
+// it binds whole.
+func TestRefusedRealBindRemakesPods(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 4, 8, 4)
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "owner"}}
+	cl.create(owner)
+	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	ctx := context.Background()
+	for _, n := range names {
+		var p corev1.Pod
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: n}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Labels["app"] = "trainer"
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID}}
+		if err := cl.c.Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := cl.uids(names)
+	lift := cl.refuseBinds(names[1], true)
+	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitEvent(names[0], "Unbound", "binding refused by the test")
+
+	s.checkBackoff(t)
+	lift()
+	cl.waitBound(names)
+	pods := cl.pods()
+	for _, n := range names {
+		p := pods[n]
+		if p.Labels["app"] != "trainer" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != owner.UID {
+			t.Errorf("pod %s made again without its labels or owner: %v %v", n, p.Labels, p.OwnerReferences)
+		}
+	}
+	if after := cl.uids(names); after[names[0]] == before[names[0]] {
+		t.Errorf("pod %s, bound while %s was refused, was not taken back", names[0], names[1])
+	}
+	cl.checkNoOvercommit(8)
+}
+
+// The gang timeout counts until every pod runs, as the pods' status says: a
+// gang bound whole whose pods never run is taken back and requeued; one whose
+// pods run stays.
+func TestGangTimeoutCountsUntilRunning(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 4, 8, 4)
+	s := cl.start(schedOptions{core: fastBackoff(2 * time.Second)})
+	runs := cl.submit("runs", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 8})
+	cl.waitBound(runs)
+	ctx := context.Background()
+	for _, n := range runs {
+		var p corev1.Pod
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: n}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodRunning
+		if err := cl.c.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := cl.uids(runs)
+	stalls := cl.submit("stalls", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 8})
+	cl.waitBound(stalls)
+	cl.waitEvent(stalls[0], "Unbound", "gang timeout")
+	eventually(t, 10*time.Second, "the stalled gang counted as evicted", func() error {
+		n, err := s.counter(`allot_scheduler_evictions_total{reason="GangTimeout"}`)
+		if err != nil || n < 1 {
+			return fmt.Errorf("GangTimeout evictions %v (%v)", n, err)
+		}
+		return nil
+	})
+	pods := cl.pods()
+	for _, n := range runs {
+		if p := pods[n]; p.UID != running[n] || p.Spec.NodeName == "" {
+			t.Errorf("running pod %s taken back by the gang timeout", n)
+		}
+	}
+}
+
+// The scheduler schedules nothing while its cache misses a pod the API has
+// bound (here: in a namespace the cache does not watch), however long that
+// lasts, and says so on /metrics; once the API no longer has such a pod, it
+// schedules.
+func TestNothingScheduledUntilCacheSynced(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 1, 8, 1)
+	ctx := context.Background()
+	cl.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hidden"}})
+	main := cl.ns
+	cl.ns = "hidden"
+	hidden := cl.submit("hidden", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+	bindTo(t, cl, hidden[0], "a-0")
+	cl.ns = main
+	waiting := cl.submit("waiting", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+
+	s := cl.start(schedOptions{cacheNamespaces: []string{main}})
+	// Longer than the test's SyncTimeout (5s), after which the old runner went on.
+	time.Sleep(7 * time.Second)
+	if p := cl.pods()[waiting[0]]; p.Spec.NodeName != "" {
+		t.Fatalf("pod %s bound to %s while the cache missed a pod bound there", p.Name, p.Spec.NodeName)
+	}
+	if err := s.expect(map[string]float64{"allot_scheduler_cache_synced{}": 0}); err != nil {
+		t.Error(err)
+	}
+	if err := cl.c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "hidden", Name: hidden[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitBound(waiting)
+	if err := s.expect(map[string]float64{"allot_scheduler_cache_synced{}": 1}); err != nil {
+		t.Error(err)
+	}
+}
