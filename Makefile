@@ -61,6 +61,14 @@ $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	rm -f $(BIN)/.controlplane-* && touch $@
 
+# The image reference make image tags and make release writes into the manifests.
+IMAGE ?= ghcr.io/allot-dev/allot
+
+.PHONY: release
+release: ## bin/release/install.yaml: config/default with the image IMAGE:VERSION.
+	$(GO) run ./hack/manifests -image $(IMAGE):$(VERSION) -o $(BIN)/release/install.yaml config/default
+	@echo "wrote $(BIN)/release/install.yaml for $(IMAGE):$(VERSION)"
+
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
