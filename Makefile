@@ -64,10 +64,14 @@ $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 # The image reference make image tags and make release writes into the manifests.
 IMAGE ?= ghcr.io/allot-dev/allot
 
+.PHONY: image
+image: build terraform ## bin/allot-image.tar: allot, terraform and git on an empty base, non-root, no Docker needed (hack/image).
+	$(GO) run ./hack/image -allot $(ALLOT) -tag $(IMAGE):$(VERSION) -o $(BIN)/allot-image.tar
+
 .PHONY: release
-release: ## bin/release/install.yaml: config/default with the image IMAGE:VERSION.
+release: image ## bin/release/install.yaml (config/default with the image IMAGE:VERSION) and the image.
 	$(GO) run ./hack/manifests -image $(IMAGE):$(VERSION) -o $(BIN)/release/install.yaml config/default
-	@echo "wrote $(BIN)/release/install.yaml for $(IMAGE):$(VERSION)"
+	@echo "wrote $(BIN)/release/install.yaml for $(IMAGE):$(VERSION): push $(BIN)/allot-image.tar there (crane push, skopeo copy docker-archive:...)"
 
 .PHONY: fmt
 fmt: ## Format the Go code.
