@@ -10,13 +10,28 @@ PKGS      := ./...
 SHARED    ?= ../shared
 CONTROLLER_GEN_VERSION ?= v0.21.0
 
+# The tests read the full traces from $(SHARED) when it is there, else the slices
+# in testdata/ (ALLOT_SHARED=none: as on a bare clone).
+export ALLOT_SHARED ?= $(abspath $(SHARED))
+
+# go-nvml's cgo bindings call NVML functions NVIDIA deprecated: keep the compiler's
+# other warnings, not those (about a hundred lines on every fresh build).
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+
+# What allot version prints (cmd/allot/version.go).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+DATE      := $(shell git log -1 --format=%cI 2>/dev/null)
+TF_TESTED := $(shell terraform version 2>/dev/null | sed -n '1s/^Terraform v//p')
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)$(if $(TF_TESTED), -X main.terraformTested=$(TF_TESTED))
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/allot.
-	$(GO) build -o $(ALLOT) ./cmd/allot
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(ALLOT) ./cmd/allot
 
 .PHONY: demo
 demo: build controlplane terraform ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
@@ -46,6 +61,18 @@ $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	rm -f $(BIN)/.controlplane-* && touch $@
 
+# The image reference make image tags and make release writes into the manifests.
+IMAGE ?= ghcr.io/allot-dev/allot
+
+.PHONY: image
+image: build terraform ## bin/allot-image.tar: allot, terraform and git on an empty base, non-root, no Docker needed (hack/image).
+	$(GO) run ./hack/image -allot $(ALLOT) -tag $(IMAGE):$(VERSION) -o $(BIN)/allot-image.tar
+
+.PHONY: release
+release: image ## bin/release/install.yaml (config/default with the image IMAGE:VERSION) and the image.
+	$(GO) run ./hack/manifests -image $(IMAGE):$(VERSION) -o $(BIN)/release/install.yaml config/default
+	@echo "wrote $(BIN)/release/install.yaml for $(IMAGE):$(VERSION): push $(BIN)/allot-image.tar there (crane push, skopeo copy docker-archive:...)"
+
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
@@ -65,8 +92,13 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
 
 .PHONY: test
-test: build controlplane terraform ## Build the control plane if needed, run every test, then the contract check.
+test: build controlplane terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 $(PKGS)
+	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
+	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi
+
+.PHONY: contract
+contract: build ## The contract check alone (needs ../shared/contract).
 	python3 $(SHARED)/contract/check.py $(ALLOT)
 
 .PHONY: test-update

@@ -38,7 +38,9 @@ validate, plan, render and sim need no cluster and no network: CI and laptops ru
 manager and agent run in the cluster.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readVersion().Version, // --version prints versionTemplate
 	}
+	root.SetVersionTemplate(versionTemplate())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
 	})

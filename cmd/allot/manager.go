@@ -188,6 +188,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		}
 		r := &capacity.Reconciler{
 			Client:   mgr.GetClient(),
+			Reader:   mgr.GetAPIReader(),
 			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),

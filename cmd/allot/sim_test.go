@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/allot-dev/allot/internal/testfiles"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
 
-const contractRepo = "../../../shared/contract/repo"
+// contractRepo is the contract check's tiny repository (a copy in testdata/).
+var contractRepo = testfiles.Local("contract/repo")
 
 func TestSimJSONWithFlagsAfterTheDirectory(t *testing.T) {
 	code, stdout, stderr := allot(t, nil, "sim", contractRepo, "-o", "json", "--workload", filepath.Join(contractRepo, "workload.csv"))
@@ -80,7 +82,7 @@ func TestSimUsageErrors(t *testing.T) {
 		"no workload":                 {args: []string{"sim", contractRepo}, wantCode: 2, wantErr: "--workload"},
 		"bad output":                  {args: []string{"sim", contractRepo, "--workload", bad, "-o", "yaml"}, wantCode: 2, wantErr: "want text or json"},
 		"missing file":                {args: []string{"sim", contractRepo, "--workload", filepath.Join(dir, "nope.csv")}, wantCode: 2, wantErr: "nope.csv"},
-		"unloadable repository":       {args: []string{"sim", "../../../shared/contract/broken", "--workload", bad}, wantCode: 1, wantErr: "capacity.cue:8:"},
+		"unloadable repository":       {args: []string{"sim", testfiles.Local("contract/broken"), "--workload", bad}, wantCode: 1, wantErr: "capacity.cue:8:"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := allot(t, nil, tc.args...)
@@ -95,14 +97,18 @@ func TestSimUsageErrors(t *testing.T) {
 }
 
 func TestImportThenSimMatchesDirectSim(t *testing.T) {
-	trace := "../../../shared/traces/helios/helios_jobs_15k_dirlab.csv"
+	trace, full := testfiles.Path("traces/helios/helios_jobs_15k_dirlab.csv")
+	want := 1000 // the GPU jobs of its slice in testdata/
+	if full {
+		want = 10796
+	}
 	code, csv, stderr := allot(t, nil, "import", trace, "--repo", contractRepo)
 	if code != 0 {
 		t.Fatalf("import: exit %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(csv), "\n")
-	if len(lines) != 10797 || !strings.HasPrefix(lines[0], "id,submit,duration,team,tier,pods,gpus_per_pod") {
-		t.Fatalf("import wrote %d lines, header %q; want 10,796 jobs", len(lines), lines[0])
+	if len(lines) != want+1 || !strings.HasPrefix(lines[0], "id,submit,duration,team,tier,pods,gpus_per_pod") {
+		t.Fatalf("import wrote %d lines, header %q; want %d jobs", len(lines), lines[0], want)
 	}
 	// Keep the replay small: the first 300 jobs.
 	w := filepath.Join(t.TempDir(), "h.csv")

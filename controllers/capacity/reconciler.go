@@ -93,7 +93,10 @@ type DriftChecker interface {
 
 // Reconciler reconciles CapacitySources.
 type Reconciler struct {
-	Client  client.Client
+	Client client.Client
+	// Reader reads uncached where a cache would watch too much (what a
+	// Namespace holds before it is pruned); Client when nil.
+	Reader  client.Reader
 	Fetcher Fetcher
 	// Capacity is optional: without it, pool sizes live in the Pool objects only.
 	Capacity Capacity
@@ -203,6 +206,14 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		r.fail(src, ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	// Existing Namespaces and PriorityClasses allot did not create are left
+	// alone unless annotated for adoption (adopt.go).
+	left, err := r.adopt(ctx, cur, objs)
+	if err != nil {
+		r.fail(src, ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	src.Status.Findings = append(src.Status.Findings, left...)
 	// A pool short of healthy GPUs (its status, from the Pool health reconciler)
 	// is reported with the revision's findings; the plan itself is not changed,
 	// so that a fault never resizes a pool by itself.
@@ -216,7 +227,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			rev.Gone = append(rev.Gone, p)
 		}
 	}
-	var kept []string
+	var kept []allotv1.Finding
 	for _, step := range Steps(cur, objs, src.PruneEnabled()) {
 		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
 		k, reason, err := r.run(ctx, src, rev, step)
@@ -225,10 +236,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			return r.failStep(src, reason, fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err), err)
 		}
 	}
-	for _, ns := range kept {
-		src.Status.Findings = append(src.Status.Findings, allotv1.Finding{Severity: string(schema.SeverityWarning), Rule: "namespace-kept",
-			Message: fmt.Sprintf("namespace %s is no longer declared but still has pods: it is kept until they are gone", ns)})
-	}
+	src.Status.Findings = append(src.Status.Findings, kept...)
 
 	changed := src.Status.LastAppliedRevision != art.Revision
 	src.Status.LastAppliedRevision = art.Revision
@@ -447,9 +455,9 @@ func index[T any, P interface {
 
 // run applies one step: objects, then the capacity changes, then the Pools
 // whose size changed, then deletions.
-// It returns the namespaces kept because they still hold pods, and the reason
-// of a failure.
-func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev Revision, s Step) ([]string, string, error) {
+// It returns a finding per object it kept instead of deleting (keepOnPrune),
+// and the reason of a failure.
+func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev Revision, s Step) ([]allotv1.Finding, string, error) {
 	// A Pool's node target is recorded once its capacity is real: a resize that
 	// fails leaves the old target in force, and the retry resizes again.
 	var pools []client.Object
@@ -472,17 +480,15 @@ func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev R
 			return nil, ReasonApplyFailed, err
 		}
 	}
-	var kept []string
+	var kept []allotv1.Finding
 	for _, obj := range s.Delete {
-		if ns, ok := obj.(*corev1.Namespace); ok {
-			var pods corev1.PodList
-			if err := r.Client.List(ctx, &pods, client.InNamespace(ns.Name), client.Limit(1)); err != nil {
-				return kept, ReasonApplyFailed, err
-			}
-			if len(pods.Items) > 0 {
-				kept = append(kept, ns.Name)
-				continue
-			}
+		why, err := r.keepOnPrune(ctx, src, obj)
+		if err != nil {
+			return kept, ReasonApplyFailed, err
+		}
+		if why != nil {
+			kept = append(kept, *why)
+			continue
 		}
 		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 			return kept, ReasonApplyFailed, fmt.Errorf("deleting %s/%s: %w", kindOf(obj), obj.GetName(), err)

@@ -61,9 +61,13 @@ func benchSim(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []w
 }
 
 // BenchmarkSimHelios replays the full Helios trace (10,796 GPU jobs of the 15,000)
-// on 128 nodes shared by 8 teams.
+// on 128 nodes shared by 8 teams; it needs ../shared.
 func BenchmarkSimHelios(b *testing.B) {
-	jobs := readJobs(b, shared+"/traces/helios/helios_15k_users.csv", 0)
+	f, full := trace("helios/helios_15k_users.csv")
+	if !full {
+		b.Skip("the full Helios trace is in ../shared/traces, not beside this clone")
+	}
+	jobs := readJobs(b, f, 0)
 	q := sharedCohort(8, "h", 128)
 	AssignToConfig(jobs, q)
 	benchSim(b, q, pods("h", 128), jobs)

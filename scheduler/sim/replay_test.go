@@ -48,10 +48,12 @@ func sharedCohort(teams int, flavor string, nominal int64) scheduler.Config {
 	return q
 }
 
-// TestReplayHelios replays the first 3,000 GPU jobs of Helios (users dealt onto 4
+// TestReplayHelios replays the first 3,000 GPU jobs of Helios (the 1,000 of its
+// slice in testdata/ without ../shared) (users dealt onto 4
 // teams sharing one cohort) on 64 nodes of 8 GPUs (racks of 4, blocks of 8 racks).
 func TestReplayHelios(t *testing.T) {
-	jobs := readJobs(t, shared+"/traces/helios/helios_15k_users.csv", 3000)
+	f, _ := trace("helios/helios_15k_users.csv")
+	jobs := readJobs(t, f, 3000)
 	core, ref := replay(t, sharedCohort(4, "h", 128), pods("h", 64), jobs)
 	noViolations(t, core)
 	noViolations(t, ref)
@@ -66,10 +68,12 @@ func TestReplayHelios(t *testing.T) {
 }
 
 // TestReplayOpenB replays the GPU pods of openb on a hundredth of its
-// heterogeneous node list (one flavor per GPU model), QoS classes as tiers.
+// heterogeneous node list (one flavor per GPU model), QoS classes as tiers. Without
+// ../shared it replays the first 1,000 pods on the same sample (testdata/).
 func TestReplayOpenB(t *testing.T) {
 	nodes, q := openbFleet(t)
-	jobs := readJobs(t, shared+"/traces/openb/openb_pod_list_default.csv", 0)
+	f, _ := trace("openb/openb_pod_list_default.csv")
+	jobs := readJobs(t, f, 0)
 	core, ref := replay(t, q, nodes, jobs)
 	noViolations(t, core)
 	noViolations(t, ref)

@@ -9,12 +9,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/allot-dev/allot/internal/testfiles"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 )
 
-const shared = "../../../shared"
+// contractRepo is the contract check's tiny repository (a copy in testdata/).
+var contractRepo = testfiles.Local("contract/repo")
+
+// trace is a trace of ../shared/traces, or its slice in testdata/.
+func trace(name string) (string, bool) { return testfiles.Path("traces/" + name) }
 
 func loadRepo(t *testing.T, dir string) *schema.Config {
 	t.Helper()
@@ -63,8 +68,8 @@ func noViolations(t *testing.T, rep *Report) {
 }
 
 func TestContractRepository(t *testing.T) {
-	cfg := loadRepo(t, shared+"/contract/repo")
-	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg), Jobs: readJobs(t, shared+"/contract/repo/workload.csv", 0)}
+	cfg := loadRepo(t, contractRepo)
+	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg), Jobs: readJobs(t, contractRepo+"/workload.csv", 0)}
 	rep := runCore(t, in, scheduler.DefaultOptions())
 	noViolations(t, rep)
 	got := map[string]JobReport{}
@@ -164,7 +169,7 @@ func TestReadEvents(t *testing.T) {
 }
 
 func TestFleetFromSchemaNamesNodesByPoolAndIndex(t *testing.T) {
-	cfg := loadRepo(t, shared+"/contract/repo")
+	cfg := loadRepo(t, contractRepo)
 	nodes := FleetFromSchema(cfg)
 	if len(nodes) == 0 {
 		t.Fatal("no nodes")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/allot-dev/allot/internal/testfiles"
 )
 
 func TestReadFormats(t *testing.T) {
@@ -145,24 +147,32 @@ func TestAssignKeepsUsersTogether(t *testing.T) {
 	}
 }
 
+// TestReadTheSharedTraces reads the full traces of ../shared when it is there,
+// else their slices in testdata/ (the header and first 1,000 rows of each).
 func TestReadTheSharedTraces(t *testing.T) {
-	for file, want := range map[string]struct {
-		format Format
-		jobs   int
-		gangs  int
-	}{
+	type counts struct {
+		format      Format
+		jobs, gangs int // in the full trace
+		sliceJobs   int // in its slice
+		sliceGangs  int
+	}
+	for file, want := range map[string]counts{
 		// 10,796 GPU jobs; 1,247 span several nodes (README of the traces).
-		"../../../shared/traces/helios/helios_15k_users.csv":            {FormatNormalized, 10796, 1247},
-		"../../../shared/traces/helios/helios_jobs_15k_dirlab.csv":      {FormatHelios, 10796, 1247},
-		"../../../shared/traces/openb/alibaba_openb_v2023_gpu_pods.csv": {FormatNormalized, 7064, 0},
+		"traces/helios/helios_15k_users.csv":            {FormatNormalized, 10796, 1247, 1000, 63},
+		"traces/helios/helios_jobs_15k_dirlab.csv":      {FormatHelios, 10796, 1247, 1000, 63},
+		"traces/openb/alibaba_openb_v2023_gpu_pods.csv": {FormatNormalized, 7064, 0, 1000, 0},
 	} {
 		t.Run(file, func(t *testing.T) {
-			f, err := os.Open(file)
+			path, full := testfiles.Path(file)
+			if !full {
+				want.jobs, want.gangs = want.sliceJobs, want.sliceGangs
+			}
+			f, err := os.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			jobs, format, err := Read(f, file)
+			jobs, format, err := Read(f, path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +183,7 @@ func TestReadTheSharedTraces(t *testing.T) {
 				}
 			}
 			if format != want.format || len(jobs) != want.jobs || gangs != want.gangs {
-				t.Errorf("format %s, %d jobs, %d gangs; want %s, %d, %d", format, len(jobs), gangs, want.format, want.jobs, want.gangs)
+				t.Errorf("%s: format %s, %d jobs, %d gangs; want %s, %d, %d", path, format, len(jobs), gangs, want.format, want.jobs, want.gangs)
 			}
 		})
 	}
