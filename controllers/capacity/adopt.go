@@ -32,7 +32,10 @@ const (
 	AnnotationPrune = "allot.dev/prune"
 )
 
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;secrets;configmaps;services;serviceaccounts,verbs=list
+// Secrets are left out on purpose: the manager reads no Secret but its own
+// (docs/security.md), so a Namespace no longer declared is kept unless the
+// platform team grants it list on Secrets there (see keepOnPrune).
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;configmaps;services;serviceaccounts,verbs=list
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=list
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=list
