@@ -308,6 +308,15 @@ func (s *Scheduler) SetNodeHealth(name NodeName, healthy bool) ([]WorkloadID, er
 // ErrUnknown is returned for a workload or node the scheduler does not know.
 var ErrUnknown = errors.New("unknown")
 
+// The largest workload the core takes: a pod's GPUs are on one node (the
+// schema bounds gpusPerNode at 128), and a million pods is beyond any fleet.
+// With them a workload's GPUs, and every sum of them, stay far inside 63 bits,
+// whatever a pod's request or a Job's size says.
+const (
+	MaxPods       = 1 << 20
+	MaxGPUsPerPod = 1 << 10
+)
+
 // Submit queues a workload.
 func (s *Scheduler) Submit(spec Workload) error {
 	if _, dup := s.workloads[spec.ID]; dup {
@@ -326,6 +335,9 @@ func (s *Scheduler) Submit(spec Workload) error {
 	}
 	if spec.Pods <= 0 || spec.GPUsPerPod <= 0 {
 		return fmt.Errorf("workload %s: needs at least one pod of at least one GPU, got %d x %d", spec.ID, spec.Pods, spec.GPUsPerPod)
+	}
+	if spec.Pods > MaxPods || spec.GPUsPerPod > MaxGPUsPerPod {
+		return fmt.Errorf("workload %s: %d pods of %d GPUs is more than any fleet holds (at most %d pods of at most %d GPUs)", spec.ID, spec.Pods, spec.GPUsPerPod, MaxPods, MaxGPUsPerPod)
 	}
 	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
