@@ -109,7 +109,7 @@ in-cluster service account.`,
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
 	f.DurationVar(&o.gangTimeout, "gang-timeout", scheduler.DefaultOptions().GangTimeout, "how long an admitted gang may take to have every pod running (pod status) before it is taken back whole and requeued with a doubling backoff (0: never)")
-	f.BoolVar(&o.strictTenancy, "strict-tenancy", false, "refuse the pods of namespaces that belong to no team (a team's own, or one mapped by teams.<team>.namespaces); without it their allot.dev/team label names their team")
+	f.BoolVar(&o.strictTenancy, "strict-tenancy", true, "refuse the pods of namespaces that belong to no team (a team's own, or one mapped by teams.<team>.namespaces); with --strict-tenancy=false their allot.dev/team label names their team")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)

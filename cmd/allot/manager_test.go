@@ -70,6 +70,7 @@ func TestManager(t *testing.T) {
 	for _, o := range []client.Object{
 		&allotv1.Tier{ObjectMeta: metav1.ObjectMeta{Name: "production"}, Spec: allotv1.TierSpec{Priority: 500}},
 		&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "alpha"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 8}}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "alpha"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
 	} {
 		if err := c.Create(ctx, o); err != nil {
@@ -100,12 +101,30 @@ func TestManager(t *testing.T) {
 	waitFor(t, "healthz", func() error { return httpOK("http://" + probes + "/healthz") })
 	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "jobs", Name: "train", Labels: map[string]string{runner.LabelTeam: "alpha"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "alpha", Name: "train"}, // the team's namespace names its team (--strict-tenancy)
 		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{
 			Name: "train", Image: "trainer:1",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus}},
 		}}},
 	}
+	// A pod of a namespace no team owns, naming alpha, is refused by default
+	// (--strict-tenancy): it would have taken n0 first.
+	stray := pod.DeepCopy()
+	stray.Namespace, stray.Name, stray.Labels = "jobs", "stray", map[string]string{runner.LabelTeam: "alpha"}
+	if err := c.Create(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stray pod refused", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(stray), stray); err != nil {
+			return err
+		}
+		for _, cond := range stray.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && strings.Contains(cond.Message, "namespace jobs belongs to no team") {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %q, conditions %+v", stray.Spec.NodeName, stray.Status.Conditions)
+	})
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
