@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,6 +16,16 @@ func TestPlanMarkdownAtScale(t *testing.T) {
 	const teams, limit = 500, 30000
 	base := t.TempDir()
 	writeFleet(t, base, 10, teams, 0)
+	// One job per team, on its second flavor, for the what-if.
+	var w strings.Builder
+	w.WriteString("id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer\n")
+	for i := range teams {
+		fmt.Fprintf(&w, "job-%03d,%d,3600,team-%03d,production,1,8,gpu%d,,\n", i, i, i, (i+1)%5)
+	}
+	jobs := filepath.Join(t.TempDir(), "jobs.csv")
+	if err := os.WriteFile(jobs, []byte(w.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(t *testing.T, head string)
@@ -37,12 +49,21 @@ func TestPlanMarkdownAtScale(t *testing.T) {
 				edit(t, head, fmt.Sprintf("teams/team-%03d.cue", i), "monthlyUSD: 10000000", "monthlyUSD: 1")
 			}
 		}, 1, []string{"### allot plan: ✗ 500 errors: team-budget — **Monthly cost", "more findings"}},
+		{"every team simulated", func(t *testing.T, head string) {
+			for i := range teams {
+				edit(t, head, fmt.Sprintf("teams/team-%03d.cue", i), "{nominal: 8}", "{nominal: 16}")
+			}
+		}, 0, []string{"#### What-if: 500 jobs of `", "460 more teams' figures are in `allot plan -o json`"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			head := t.TempDir()
 			writeFleet(t, head, 10, teams, 0)
 			tc.change(t, head)
-			code, out, errOut := allot(t, nil, "plan", head, "--base", base, "-o", "markdown")
+			args := []string{"plan", head, "--base", base, "-o", "markdown"}
+			if strings.HasSuffix(tc.name, "simulated") {
+				args = append(args, "--simulate", jobs)
+			}
+			code, out, errOut := allot(t, nil, args...)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d\n%s", code, tc.code, errOut)
 			}

@@ -89,8 +89,12 @@ func Markdown(w io.Writer, in Input) error {
 	}
 
 	if in.WhatIf != nil {
-		if err := whatif.Markdown(ew, in.WhatIf); err != nil {
+		r, more := boundWhatIf(in.WhatIf)
+		if err := whatif.Markdown(ew, r); err != nil {
 			return err
+		}
+		if more > 0 {
+			fmt.Fprintf(ew, "<sub>%d more teams' figures are in `allot plan -o json`.</sub>\n\n", more)
 		}
 	}
 	fmt.Fprintf(ew, "<details><summary>Full plan: %d pools, %d teams, %s a month</summary>\n\n", len(p.Pools), len(p.Teams), quantity.USD(p.TotalMonthlyUSD))
@@ -213,6 +217,27 @@ func changedByPR(p *planner.Plan, d *planner.Diff) (teams, costCenters map[strin
 // comments are limited to 65,536 characters) for any change in any organisation;
 // the JSON and the HTML report have every row.
 const MaxRows = 40
+
+// boundWhatIf keeps, of the what-if's per-team rows, those whose quota changed
+// or that would wait longer, at most MaxRows of each; more is how many are left out.
+func boundWhatIf(r *whatif.Result) (out *whatif.Result, more int) {
+	if len(r.Teams) <= MaxRows && len(r.Longer) <= MaxRows {
+		return r, 0
+	}
+	longer := map[string]bool{}
+	for _, l := range r.Longer {
+		longer[l.Team] = true
+	}
+	c := *r
+	c.Teams = nil
+	for _, t := range r.Teams {
+		if (t.QuotaChanged || longer[t.Team]) && len(c.Teams) < MaxRows {
+			c.Teams = append(c.Teams, t)
+		}
+	}
+	c.Longer = capped(r.Longer)
+	return &c, len(r.Teams) - len(c.Teams)
+}
 
 // approvers groups the approvals by who, in their order.
 func approvers(as []planner.Approval) (who []string, why map[string][]string) {
