@@ -31,6 +31,8 @@ const (
 	marker = "<!-- allot-plan -->"
 	// simulateWorkload is the examples' workload, in the capacity repository.
 	simulateWorkload = "capacity/workloads/mixed.csv"
+	// codeowners is the committed CODEOWNERS the templates keep in sync.
+	codeowners = ".github/CODEOWNERS"
 	token            = "test-token"
 	repoSlug         = "acme/capacity"
 	projectID        = "42"
@@ -56,7 +58,7 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 				api.seed(7, fmt.Sprintf("looks good %d", i))
 			}
 			api.seed(7, "why does "+marker+" appear in the plan?")
-			origin := capacityRemote(t)
+			origin := capacityRemote(t, allot)
 			run := func(branch string, pr int) (int, string, string) {
 				ws := cloneBranch(t, origin, branch)
 				switch forge {
@@ -170,6 +172,14 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 			if got := api.labelsOf(8); len(got) != 0 {
 				t.Errorf("typo: labels %v, want none", got)
 			}
+			// 5. A team's owners change, the committed CODEOWNERS does not: the check
+			// fails and says how to bring it up to date.
+			code, out, _ = run("owners", 9)
+			if code != 1 || !strings.Contains(out, codeowners+" is not what allot renders: run 'allot render capacity --codeowners "+codeowners+"'") ||
+				!strings.Contains(out, "+/capacity/teams/robotics.cue @acme/robotics") {
+				t.Errorf("owners: exit %d, want 1 with the CODEOWNERS to commit:\n%s", code, out)
+			}
+
 			if api.unknown != 0 {
 				t.Errorf("%d requests to unknown endpoints (see the log)", api.unknown)
 			}
@@ -289,7 +299,7 @@ func buildAllot(t *testing.T) string {
 
 // capacityRemote makes the bare repository a forge would hold: main with the
 // examples under capacity/, and three branches of pull requests.
-func capacityRemote(t *testing.T) string {
+func capacityRemote(t *testing.T, allot string) string {
 	t.Helper()
 	origin := filepath.Join(t.TempDir(), "capacity.git")
 	work := t.TempDir()
@@ -297,6 +307,10 @@ func capacityRemote(t *testing.T) string {
 	git(t, work, "init", "-q", "-b", "main")
 	if err := os.CopyFS(filepath.Join(work, "capacity"), os.DirFS(filepath.Join(root, "examples"))); err != nil {
 		t.Fatal(err)
+	}
+	// The CODEOWNERS the templates check, as the repository commits it.
+	if out, err := exec.Command(allot, "render", filepath.Join(work, "capacity"), "--codeowners", filepath.Join(work, codeowners)).CombinedOutput(); err != nil {
+		t.Fatalf("allot render --codeowners: %v\n%s", err, out)
 	}
 	git(t, work, "add", "-A")
 	git(t, work, "commit", "-qm", "capacity")
@@ -314,7 +328,11 @@ func capacityRemote(t *testing.T) string {
 	git(t, work, "checkout", "-q", "-b", "typo", "main")
 	replace(t, filepath.Join(work, "capacity", "pools.cue"), "gpusPerNode: 8", "gpusPerNod: 8")
 	git(t, work, "commit", "-qam", "typo")
-	git(t, work, "push", "-q", "origin", "main", "raise", "smaller", "typo")
+
+	git(t, work, "checkout", "-q", "-b", "owners", "main")
+	replace(t, filepath.Join(work, "capacity", "teams", "robotics.cue"), `"@acme/robotics-leads"`, `"@acme/robotics"`)
+	git(t, work, "commit", "-qam", "robotics: new owners, CODEOWNERS forgotten")
+	git(t, work, "push", "-q", "origin", "main", "raise", "smaller", "typo", "owners")
 	return origin
 }
 
@@ -438,6 +456,7 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 	ctx["inputs.directory"], ctx["inputs.allot"] = "capacity", allot
 	// Last month's jobs, replayed on the base and the change (the what-if).
 	ctx["inputs.simulate"] = simulateWorkload
+	ctx["inputs.codeowners"] = codeowners
 
 	env := baseEnv(map[string]string{
 		"GITHUB_ACTIONS":      "true",
@@ -559,7 +578,7 @@ func runGitLabJob(t *testing.T, ws, allot, apiURL string, pr int) (int, string) 
 		"CI_MERGE_REQUEST_IID":                strconv.Itoa(pr),
 		"CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
 	}
-	project := map[string]string{"ALLOT_TOKEN": token, "ALLOT_HOME": root, "ALLOT": allot, "ALLOT_SIMULATE": simulateWorkload}
+	project := map[string]string{"ALLOT_TOKEN": token, "ALLOT_HOME": root, "ALLOT": allot, "ALLOT_SIMULATE": simulateWorkload, "ALLOT_CODEOWNERS": codeowners, "ALLOT_DIR": "capacity"}
 	for _, scope := range []map[string]string{g.globals, g.job.Variables} {
 		for k, v := range scope {
 			vars[k] = os.Expand(v, func(name string) string {

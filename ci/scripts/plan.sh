@@ -11,6 +11,8 @@
 #                      fetched when the clone lacks it
 #   ALLOT_BASE_BRANCH  the target branch of the change
 #   ALLOT_SIMULATE     optional workload file: adds the what-if to the comment
+#   ALLOT_CODEOWNERS   optional path of the committed CODEOWNERS (e.g. .github/CODEOWNERS):
+#                      when allot render --codeowners renders another, verdict.sh fails
 set -eu
 . "$(dirname -- "$0")/lib.sh"
 need git jq
@@ -47,6 +49,18 @@ code=0
 if [ "$code" -gt 1 ]; then
 	cat "$ALLOT_OUT/report.log" >&2
 	exit "$code"
+fi
+
+# The committed CODEOWNERS must be what allot renders from the teams' owners and
+# the policy's approvers (not checked when the configuration has errors).
+rm -f "$ALLOT_OUT/codeowners-stale"
+if [ -n "${ALLOT_CODEOWNERS:-}" ] && [ "$status" -eq 0 ]; then
+	"$ALLOT" render "$dir" --codeowners "$ALLOT_OUT/CODEOWNERS"
+	if ! cmp -s "$ALLOT_OUT/CODEOWNERS" "$ALLOT_CODEOWNERS"; then
+		say "$ALLOT_CODEOWNERS is not what allot renders: run 'allot render $dir --codeowners $ALLOT_CODEOWNERS' and commit it"
+		diff -u "$ALLOT_CODEOWNERS" "$ALLOT_OUT/CODEOWNERS" >&2 || true
+		echo "$ALLOT_CODEOWNERS" >"$ALLOT_OUT/codeowners-stale"
+	fi
 fi
 
 # GitLab's code-quality report: one entry per finding, paths from the work tree.

@@ -24,6 +24,9 @@ func allot(t *testing.T, env map[string]string, args ...string) (int, string, st
 	if _, ok := env["GITHUB_ACTIONS"]; !ok {
 		t.Setenv("GITHUB_ACTIONS", "")
 	}
+	if _, ok := env["SOURCE_DATE_EPOCH"]; !ok { // reports' provenance: goldens have none
+		t.Setenv("SOURCE_DATE_EPOCH", "")
+	}
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb)
 	return code, out.String(), errb.String()

@@ -53,6 +53,9 @@ cluster's terraform plan failed).`,
 			if err != nil {
 				return err
 			}
+			if err := pl.describe(dir, base, &simulate); err != nil {
+				return err
+			}
 			in, c := pl.in, pl.head
 			if !c.findings.HasErrors() {
 				if write, err = tf.run(cmd, c, write, output); err != nil {

@@ -20,7 +20,7 @@ import (
 func init() { commands = append(commands, newRenderCommand) }
 
 func newRenderCommand() *cobra.Command {
-	var out string
+	var out, owners string
 	var backend backendFlags
 	c := &cobra.Command{
 		Use:   "render DIR -o OUT",
@@ -38,14 +38,20 @@ The repository is validated first; nothing is written when it has errors. Each
 file is replaced atomically and only when its content changes; Terraform state
 and other files under OUT are left alone. The same input gives the same bytes.
 
+With --codeowners FILE, also (or, without -o, only) a GitHub CODEOWNERS file:
+each team's file owned by its owners, the pools' and policy's files (they can
+move cost) by the policy's platform and finance approvers, everything else by
+the platform approvers; the CI templates check that the committed one is current.
+
 Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write failure.`,
 		Example: `  allot render examples -o out
   allot render . -o rendered --backend gcs --backend-config bucket=acme-tf --backend-config prefix=allot/{cluster}
+  allot render . --codeowners .github/CODEOWNERS
   allot render . -o rendered && terraform -chdir=rendered/terraform/dgx-onprem plan`,
 		Args: exactArgs(1, "DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			if out == "" {
+			if out == "" && owners == "" {
 				return usageError{fmt.Errorf("render needs -o OUT, the directory to write to\nRun '%s --help' for usage.", cmd.CommandPath())}
 			}
 			c, err := checkDir(dir, nil)
@@ -58,6 +64,18 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s): nothing rendered\n",
 					dir, c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning))
 				return exitError{exitFindings}
+			}
+			if owners != "" {
+				b, err := codeowners(c.cfg, codeownersPrefix(dir))
+				if err != nil {
+					return err
+				}
+				if err := writeOut(cmd, owners, b); err != nil {
+					return err
+				}
+				if out == "" {
+					return nil
+				}
 			}
 			tf, err := backend.options()
 			if err != nil {
@@ -85,8 +103,21 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "directory to write to (required)")
+	c.Flags().StringVar(&owners, "codeowners", "", "also write a GitHub CODEOWNERS file (- for stdout) from the teams' owners and the policy's approvers")
 	backend.register(c)
 	return c
+}
+
+// writeOut writes data to file atomically, or to stdout for "-".
+func writeOut(cmd *cobra.Command, file string, data []byte) error {
+	if file == "-" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if err := writeAtomic(file, data); err != nil {
+		return usageError{fmt.Errorf("writing %s: %w", file, err)}
+	}
+	return nil
 }
 
 // writeRendered writes files under out, each through a temporary file and a

@@ -47,6 +47,9 @@ them), 2 bad usage.`,
 			if err != nil {
 				return err
 			}
+			if err := pl.describe(dir, base, &simulate); err != nil {
+				return err
+			}
 			in := pl.in
 			var metered []finance.Metered
 			if usage != "" {

@@ -29,8 +29,11 @@ type Input struct {
 type Report struct {
 	Name     string
 	BaseName string // empty without a base
-	Loaded   bool   // false: the configuration does not load, only Findings
-	Verdict  string // the diff in one line; empty without a base
+	// Provenance is the commits and date the report was made from, e.g.
+	// "commit 1a2b3c4d5e6f (base 0f9e8d7c6b5a), 2026-11-23T22:00:00Z"; empty when unknown.
+	Provenance string
+	Loaded     bool   // false: the configuration does not load, only Findings
+	Verdict    string // the diff in one line; empty without a base
 
 	Total, TotalBefore, Delta quantity.Decimal
 	Spend, SpendBefore        Spend
@@ -141,7 +144,7 @@ const Unallocated = "(unallocated)"
 
 // Build computes the report of in.
 func Build(in Input) *Report {
-	r := &Report{Name: in.Name, Findings: in.Findings, Loaded: in.Plan != nil}
+	r := &Report{Name: in.Name, Provenance: in.Provenance.String(), Findings: in.Findings, Loaded: in.Plan != nil}
 	if in.Diff != nil && in.Base != nil {
 		r.BaseName = cmp.Or(in.BaseName, "base")
 		r.Verdict = report.Verdict(in.Diff)

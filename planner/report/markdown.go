@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
@@ -22,23 +23,36 @@ func Markdown(w io.Writer, in Input) error {
 	case p == nil:
 		fmt.Fprintf(ew, "### allot plan: ❌ `%s` does not load\n\n", in.Name)
 	case d != nil:
-		fmt.Fprintf(ew, "### allot plan: %s\n\n", boldVerdict(Verdict(d)))
+		fmt.Fprintf(ew, "### allot plan: %s%s\n\n", errorLead(in.Findings), boldVerdict(Verdict(d)))
 		fmt.Fprintln(ew, "| | before | after | delta |")
 		fmt.Fprintln(ew, "|---|---:|---:|---:|")
 		fmt.Fprintf(ew, "| **Monthly cost** | %s | %s | **%s**%s |\n\n", quantity.USD(d.Before), quantity.USD(d.After), quantity.SignedUSD(d.Delta), percentOf(d.Delta, d.Before))
 	default:
-		fmt.Fprintf(ew, "### allot plan: monthly cost %s\n\n", quantity.USD(p.TotalMonthlyUSD))
+		fmt.Fprintf(ew, "### allot plan: %smonthly cost %s\n\n", errorLead(in.Findings), quantity.USD(p.TotalMonthlyUSD))
 	}
 	if d != nil && len(d.Approvals) > 0 {
 		fmt.Fprintln(ew, "**Approvals needed**")
 		fmt.Fprintln(ew)
-		for _, a := range d.Approvals {
-			fmt.Fprintf(ew, "- [ ] **%s** — %s\n", md(a.Who), md(a.Why))
+		who, why := approvers(d.Approvals)
+		for _, a := range capped(who) {
+			reasons := why[a]
+			line := strings.Join(capped3(reasons), "; ")
+			if len(reasons) > 3 {
+				line += fmt.Sprintf("; and %d more", len(reasons)-3)
+			}
+			fmt.Fprintf(ew, "- [ ] **%s** — %s\n", md(a), md(line))
+		}
+		if len(who) > MaxRows {
+			fmt.Fprintf(ew, "- [ ] … %d more approvers: see `allot plan -o json`\n", len(who)-MaxRows)
 		}
 		fmt.Fprintln(ew)
 	}
 	writeFindingsMarkdown(ew, in.Findings)
+	if in.NotSimulated != "" {
+		fmt.Fprintf(ew, "**What-if not simulated**: %s\n\n", md(in.NotSimulated))
+	}
 	if p == nil {
+		writeProvenance(ew, in.Provenance)
 		return ew.err
 	}
 	if d != nil {
@@ -47,22 +61,25 @@ func Markdown(w io.Writer, in Input) error {
 			fmt.Fprintln(ew)
 			fmt.Fprintln(ew, "| team | flavor | before | after | delta |")
 			fmt.Fprintln(ew, "|---|---|---:|---:|---:|")
-			for _, q := range d.Quotas {
+			for _, q := range capped(d.Quotas) {
 				fmt.Fprintf(ew, "| %s | %s | %d | %d | %+d |\n", md(string(q.Team)), md(string(q.Flavor)), q.NominalBefore, q.NominalAfter, q.NominalAfter-q.NominalBefore)
 			}
+			moreRows(ew, len(d.Quotas), "quota changes")
 			fmt.Fprintln(ew)
 		}
-		costTable(ew, "Monthly cost per team", "team", d.Teams)
-		costTable(ew, "Monthly cost per cost centre", "cost centre", d.CostCenters)
+		changed, ccChanged := changedByPR(p, d)
+		costTable(ew, "Monthly cost per team", "team", "teams", d.Teams, changed)
+		costTable(ew, "Monthly cost per cost centre", "cost centre", "cost centres", d.CostCenters, ccChanged)
 		if len(d.Pools) > 0 {
 			fmt.Fprintln(ew, "#### Pools")
 			fmt.Fprintln(ew)
 			fmt.Fprintln(ew, "| pool | flavor | nodes before | nodes after | monthly before | monthly after | delta |")
 			fmt.Fprintln(ew, "|---|---|---:|---:|---:|---:|---:|")
-			for _, c := range d.Pools {
+			for _, c := range capped(d.Pools) {
 				fmt.Fprintf(ew, "| %s | %s | %d | %d | %s | %s | %s |\n", md(string(c.Pool)), md(string(c.Flavor)), c.NodesBefore, c.NodesAfter,
 					quantity.USD(c.MonthlyUSDBefore), quantity.USD(c.MonthlyUSDAfter), quantity.SignedUSD(c.MonthlyUSDAfter.Sub(c.MonthlyUSDBefore)))
 			}
+			moreRows(ew, len(d.Pools), "pool changes")
 			fmt.Fprintln(ew)
 		}
 		if d.Empty() {
@@ -72,37 +89,51 @@ func Markdown(w io.Writer, in Input) error {
 	}
 
 	if in.WhatIf != nil {
-		if err := whatif.Markdown(ew, in.WhatIf); err != nil {
+		r, more := boundWhatIf(in.WhatIf)
+		if err := whatif.Markdown(ew, r); err != nil {
 			return err
+		}
+		if more > 0 {
+			fmt.Fprintf(ew, "<sub>%d more teams' figures are in `allot plan -o json`.</sub>\n\n", more)
 		}
 	}
 	fmt.Fprintf(ew, "<details><summary>Full plan: %d pools, %d teams, %s a month</summary>\n\n", len(p.Pools), len(p.Teams), quantity.USD(p.TotalMonthlyUSD))
 	fmt.Fprintln(ew, "| pool | cluster | flavor | nodes | GPUs | committed | monthly |")
 	fmt.Fprintln(ew, "|---|---|---|---:|---:|---:|---:|")
-	for _, pp := range p.Pools {
+	for _, pp := range capped(p.Pools) {
 		nodes := fmt.Sprint(pp.NodesTarget)
 		if pp.AtMax {
 			nodes += " (at max)"
 		}
 		fmt.Fprintf(ew, "| %s | %s | %s | %s | %d | %d | %s |\n", md(string(pp.Pool)), md(string(pp.Cluster)), md(string(pp.Flavor)), nodes, pp.GPUsTarget, pp.CommittedNodes, quantity.USD(pp.MonthlyUSD))
 	}
+	moreRows(ew, len(p.Pools), "pools")
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "| team | cost centre | quota | monthly |")
 	fmt.Fprintln(ew, "|---|---|---|---:|")
-	for _, t := range p.Teams {
+	for _, t := range capped(p.Teams) {
 		fmt.Fprintf(ew, "| %s | %s | %s | %s |\n", md(string(t.Team)), md(orDash(t.CostCenter)), md(quotaString(t.Quota)), quantity.USD(t.MonthlyUSD))
 	}
+	moreRows(ew, len(p.Teams), "teams")
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "| cost centre | teams | monthly |")
 	fmt.Fprintln(ew, "|---|---:|---:|")
-	for _, c := range p.CostCenters {
+	for _, c := range capped(p.CostCenters) {
 		fmt.Fprintf(ew, "| %s | %d | %s |\n", md(c.CostCenter), len(c.Teams), quantity.USD(c.MonthlyUSD))
 	}
+	moreRows(ew, len(p.CostCenters), "cost centres")
 	if !p.UnallocatedMonthlyUSD.Round(2).IsZero() {
 		fmt.Fprintf(ew, "| (unallocated) | | %s |\n", quantity.USD(p.UnallocatedMonthlyUSD))
 	}
 	fmt.Fprintf(ew, "| **total** | | **%s** |\n\n</details>\n", quantity.USD(p.TotalMonthlyUSD))
+	writeProvenance(ew, in.Provenance)
 	return ew.err
+}
+
+func writeProvenance(w io.Writer, p Provenance) {
+	if !p.Empty() {
+		fmt.Fprintf(w, "\n<sub>allot plan of %s</sub>\n", md(p.String()))
+	}
 }
 
 func boldVerdict(v string) string {
@@ -113,17 +144,144 @@ func boldVerdict(v string) string {
 	return "**" + head + "** — " + md(tail)
 }
 
-func costTable(w io.Writer, title, what string, rows []planner.CostChange) {
+// costTable lists the rows the change made (listed) and the rows that moved by
+// more than the threshold; the others, whose cost moved only because pooled prices
+// were shared differently, are summed up in one line and folded.
+func costTable(w io.Writer, title, what, plural string, rows []planner.CostChange, listed map[string]bool) {
 	if len(rows) == 0 {
 		return
 	}
+	var shown, moved []planner.CostChange
+	var sum quantity.Decimal
+	for _, c := range rows {
+		if listed[c.Name] || significant(c) {
+			shown = append(shown, c)
+		} else {
+			moved = append(moved, c)
+			sum = sum.Add(c.Delta)
+		}
+	}
 	fmt.Fprintf(w, "#### %s\n\n", title)
+	if len(shown) > 0 {
+		costRows(w, what, shown)
+		moreRows(w, len(shown), plural)
+		fmt.Fprintln(w)
+	}
+	if len(moved) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "<details><summary>cost moved to %d other %s by pooled prices: %s in all</summary>\n\n", len(moved), plural, quantity.SignedUSD(sum))
+	costRows(w, what, moved)
+	moreRows(w, len(moved), plural)
+	fmt.Fprint(w, "\n</details>\n\n")
+}
+
+func costRows(w io.Writer, what string, rows []planner.CostChange) {
 	fmt.Fprintf(w, "| %s | before | after | delta |\n", what)
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
-	for _, c := range rows {
+	for _, c := range capped(rows) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s%s |\n", md(c.Name), quantity.USD(c.Before), quantity.USD(c.After), quantity.SignedUSD(c.Delta), percentOf(c.Delta, c.Before))
 	}
-	fmt.Fprintln(w)
+}
+
+// SignificantPercent is the threshold above which a team's or cost centre's
+// cost change is listed in the comment although its quota did not change.
+const SignificantPercent = 10
+
+func significant(c planner.CostChange) bool {
+	if c.Before.IsZero() {
+		return !c.Delta.Round(2).IsZero()
+	}
+	return c.Delta.Abs().MulInt(100).Cmp(c.Before.Abs().MulInt(SignificantPercent)) > 0
+}
+
+// changedByPR returns the teams whose quota the change sets and their cost centres.
+func changedByPR(p *planner.Plan, d *planner.Diff) (teams, costCenters map[string]bool) {
+	teams, costCenters = map[string]bool{}, map[string]bool{}
+	for _, q := range d.Quotas {
+		teams[string(q.Team)] = true
+	}
+	for _, t := range p.Teams {
+		if teams[string(t.Team)] {
+			cc := t.CostCenter
+			if cc == "" {
+				cc = planner.NoCostCenter
+			}
+			costCenters[cc] = true
+		}
+	}
+	return teams, costCenters
+}
+
+// MaxRows bounds every table of the comment, so that it stays short (GitHub
+// comments are limited to 65,536 characters) for any change in any organisation;
+// the JSON and the HTML report have every row.
+const MaxRows = 40
+
+// boundWhatIf keeps, of the what-if's per-team rows, those whose quota changed
+// or that would wait longer, at most MaxRows of each; more is how many are left out.
+func boundWhatIf(r *whatif.Result) (out *whatif.Result, more int) {
+	if len(r.Teams) <= MaxRows && len(r.Longer) <= MaxRows {
+		return r, 0
+	}
+	longer := map[string]bool{}
+	for _, l := range r.Longer {
+		longer[l.Team] = true
+	}
+	c := *r
+	c.Teams = nil
+	for _, t := range r.Teams {
+		if (t.QuotaChanged || longer[t.Team]) && len(c.Teams) < MaxRows {
+			c.Teams = append(c.Teams, t)
+		}
+	}
+	c.Longer = capped(r.Longer)
+	return &c, len(r.Teams) - len(c.Teams)
+}
+
+// approvers groups the approvals by who, in their order.
+func approvers(as []planner.Approval) (who []string, why map[string][]string) {
+	why = map[string][]string{}
+	for _, a := range as {
+		if _, ok := why[a.Who]; !ok {
+			who = append(who, a.Who)
+		}
+		why[a.Who] = append(why[a.Who], a.Why)
+	}
+	return who, why
+}
+
+func capped3(s []string) []string { return s[:min(len(s), 3)] }
+
+func capped[T any](rows []T) []T { return rows[:min(len(rows), MaxRows)] }
+
+func moreRows(w io.Writer, n int, what string) {
+	if n > MaxRows {
+		fmt.Fprintf(w, "| … %d more %s: see `allot plan -o json` or `allot report` | | | |\n", n-MaxRows, what)
+	}
+}
+
+// errorLead is what the first line says before the cost when the configuration
+// has errors: "✗ 1 error: team-budget — ", or "✗ 3 errors: team-budget, schema — ".
+func errorLead(fs schema.Findings) string {
+	n := fs.Count(schema.SeverityError)
+	if n == 0 {
+		return ""
+	}
+	var rules []string
+	for _, f := range fs {
+		if f.Severity == schema.SeverityError && !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
+		}
+	}
+	s := "errors"
+	if n == 1 {
+		s = "error"
+	}
+	if len(rules) > 3 {
+		rules = append(rules[:3], "…")
+	}
+	return fmt.Sprintf("✗ %d %s: %s — ", n, s, md(strings.Join(rules, ", ")))
 }
 
 func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
@@ -133,13 +291,14 @@ func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
 	fmt.Fprintf(w, "**Findings**: %d error(s), %d warning(s)\n\n", fs.Count(schema.SeverityError), fs.Count(schema.SeverityWarning))
 	fmt.Fprintln(w, "| | where | rule | message |")
 	fmt.Fprintln(w, "|---|---|---|---|")
-	for _, f := range fs {
+	for _, f := range capped(fs) {
 		icon := "⚠️ warning"
 		if f.Severity == schema.SeverityError {
 			icon = "❌ error"
 		}
 		fmt.Fprintf(w, "| %s | `%s` | %s | %s |\n", icon, f.Pos, md(f.Rule), md(f.Message))
 	}
+	moreRows(w, len(fs), "findings")
 	fmt.Fprintln(w)
 }
 

@@ -115,8 +115,14 @@ func Verdict(d *planner.Diff) string {
 	if len(who) == 0 {
 		return s + " — no approval needed"
 	}
+	if len(who) > maxVerdictApprovers {
+		who = append(who[:maxVerdictApprovers], fmt.Sprintf("%d more", len(who)-maxVerdictApprovers))
+	}
 	return s + " — needs approval from " + strings.Join(who, "; ")
 }
+
+// maxVerdictApprovers bounds the verdict line; the approvals list has them all.
+const maxVerdictApprovers = 5
 
 func percentOf(delta, before quantity.Decimal) string {
 	if before.IsZero() {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/allot-dev/allot/planner/report"
+)
+
+// provenance says what a report plans: the commit of dir's repository, the
+// base's commit (a Git ref, or a directory's repository) and the date, which is
+// SOURCE_DATE_EPOCH when set and the commit's date otherwise, never the clock, so
+// that the same inputs give the same report. Outside Git only the date given by
+// SOURCE_DATE_EPOCH is known.
+func provenance(dir, base string) (report.Provenance, error) {
+	var p report.Provenance
+	p.Commit = gitOutput(dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if base != "" {
+		if st, err := os.Stat(base); err == nil && st.IsDir() {
+			p.BaseCommit = gitOutput(base, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+		} else {
+			p.BaseCommit = gitOutput(dir, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}")
+		}
+	}
+	if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && s != "" {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || sec < 0 || sec > 253402300799 {
+			return p, usageError{fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970 (e.g. git log -1 --format=%%ct)", s)}
+		}
+		p.Date = time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	} else if p.Commit != "" {
+		if sec, err := strconv.ParseInt(gitOutput(dir, "log", "-1", "--format=%ct", p.Commit), 10, 64); err == nil {
+			p.Date = time.Unix(sec, 0).UTC().Format(time.RFC3339)
+		}
+	}
+	return p, nil
+}
+
+// gitOutput runs git in dir and returns its trimmed output, or "" when dir is
+// not in a repository or git fails: provenance is best effort.
+func gitOutput(dir string, args ...string) string {
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// displayName is how a report names a directory: relative to its Git
+// repository's top when it is in one ("." for the top), else as given when
+// relative, else its base name, so that no report shows an absolute path.
+func displayName(dir string) string {
+	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
+		if abs, err := filepath.Abs(dir); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real
+			}
+			if rel, err := filepath.Rel(top, abs); err == nil && !strings.HasPrefix(rel, "..") {
+				return filepath.ToSlash(rel)
+			}
+		}
+	}
+	if !filepath.IsAbs(dir) {
+		return filepath.ToSlash(filepath.Clean(dir))
+	}
+	return filepath.Base(dir)
+}
+
+// describe completes a loaded plan's report input for plan and report: names
+// without absolute paths, the provenance, and why a requested what-if was not
+// replayed.
+func (pl *planned) describe(dir, base string, simulate *simulateFlags) error {
+	in := &pl.in
+	in.Name = displayName(dir)
+	if in.BaseName != "" {
+		if st, err := os.Stat(base); err == nil && st.IsDir() {
+			in.BaseName = displayName(base)
+		}
+	}
+	if simulate.workload != "" && in.WhatIf == nil {
+		if pl.head.cfg == nil {
+			in.NotSimulated = "the configuration does not load"
+		} else {
+			in.NotSimulated = "the configuration has errors; the what-if replays only a configuration without errors"
+		}
+	}
+	var err error
+	in.Provenance, err = provenance(dir, base)
+	return err
+}
