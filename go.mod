@@ -10,6 +10,7 @@ require (
 	github.com/fluxcd/pkg/git/gogit v0.43.0
 	github.com/fluxcd/pkg/gittestserver v0.22.0
 	github.com/fluxcd/pkg/runtime v0.110.3
+	github.com/fluxcd/pkg/ssh v0.23.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/go-version v1.9.0
@@ -49,7 +50,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fluxcd/gitkit v0.6.0 // indirect
-	github.com/fluxcd/pkg/ssh v0.23.0 // indirect
 	github.com/fluxcd/pkg/version v0.11.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect

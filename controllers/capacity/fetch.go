@@ -262,10 +262,9 @@ func redactError(err error, raw string, extra ...string) error {
 	secrets := slices.Clone(extra)
 	if u, perr := url.Parse(raw); perr == nil {
 		if u.User != nil {
-			secrets = append(secrets, u.User.String())
 			pw, ok := u.User.Password()
 			if ok {
-				secrets = append(secrets, pw, url.QueryEscape(pw))
+				secrets = append(secrets, u.User.String(), pw, url.QueryEscape(pw))
 			}
 			// A user name alone may be a token (https://<token>@host/...);
 			// a short one (git, oauth2) is a name, and too common a word to
