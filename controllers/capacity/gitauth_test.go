@@ -46,24 +46,8 @@ func TestPrivateRepositoryOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newNamespace(t, "gitauth")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitauth", Name: "git-creds"},
-		Data: map[string][]byte{"username": []byte(user), "password": []byte(password)}}
-	if err := env.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	key := types.NamespacedName{Namespace: "gitauth", Name: "private"}
-	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	src.Spec.URL = srv.HTTPAddress() + "/acme/capacity.git"
-	src.Spec.SecretRef = &allotv1.LocalObjectReference{Name: secret.Name}
-	src.Spec.Interval = metav1.Duration{Duration: time.Second}
-	if err := env.Client.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	good := waitRevision(t, key, "", true).Status.LastAppliedRevision
-	if !strings.HasPrefix(good, "main@sha1:") {
-		t.Fatalf("lastAppliedRevision = %q, want main@sha1:<commit>", good)
-	}
+	key, secret, good := applyPrivate(t, "gitauth", srv.HTTPAddress()+"/acme/capacity.git",
+		map[string][]byte{"username": []byte(user), "password": []byte(password)})
 	if got := getTeam(t, "authers"); got.Spec.Quota[0].Nominal != 24 {
 		t.Fatalf("Team authers nominal = %d, want 24", got.Spec.Quota[0].Nominal)
 	}
@@ -72,6 +56,51 @@ func TestPrivateRepositoryOverHTTP(t *testing.T) {
 	if err := env.Client.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
+	msg := waitFetchFailed(t, key, good)
+	for _, s := range []string{password, "wrong-pa55word-x"} {
+		if strings.Contains(msg, s) {
+			t.Errorf("the Ready condition carries a password: %s", msg)
+		}
+	}
+	if !strings.Contains(msg, "authentication required") || !strings.Contains(msg, "revision "+good+" stays in force") {
+		t.Errorf("Ready message %q does not say the authentication failed and the last good revision stays", msg)
+	}
+}
+
+// applyPrivate creates in a new namespace ns a Secret with data and a
+// CapacitySource of url naming it, and waits until a revision is applied.
+func applyPrivate(t *testing.T, ns, url string, data map[string][]byte) (types.NamespacedName, *corev1.Secret, string) {
+	t.Helper()
+	ctx := context.Background()
+	newNamespace(t, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git-creds"}, Data: data}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "private"}
+	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	src.Spec.URL = url
+	src.Spec.SecretRef = &allotv1.LocalObjectReference{Name: secret.Name}
+	src.Spec.Interval = metav1.Duration{Duration: time.Second}
+	if err := env.Client.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	var good string
+	eventually(t, 60*time.Second, "a revision applied", func() error {
+		s := getSource(t, key)
+		good = s.Status.LastAppliedRevision
+		if !conditions.IsReady(s) || !strings.HasPrefix(good, "main@sha1:") {
+			return fmt.Errorf("ready=%v lastAppliedRevision=%q: %s", conditions.IsReady(s), good, conditions.GetMessage(s, allotv1.ReadyCondition))
+		}
+		return nil
+	})
+	return key, secret, good
+}
+
+// waitFetchFailed waits for Ready=False FetchFailed with the last good
+// revision kept, and returns the Ready message.
+func waitFetchFailed(t *testing.T, key types.NamespacedName, good string) string {
+	t.Helper()
 	var msg string
 	eventually(t, 30*time.Second, "Ready=False FetchFailed", func() error {
 		s := getSource(t, key)
@@ -84,12 +113,5 @@ func TestPrivateRepositoryOverHTTP(t *testing.T) {
 		}
 		return nil
 	})
-	for _, s := range []string{password, "wrong-pa55word-x"} {
-		if strings.Contains(msg, s) {
-			t.Errorf("the Ready condition carries a password: %s", msg)
-		}
-	}
-	if !strings.Contains(msg, "authentication required") || !strings.Contains(msg, "revision "+good+" stays in force") {
-		t.Errorf("Ready message %q does not say the authentication failed and the last good revision stays", msg)
-	}
+	return msg
 }

@@ -12,14 +12,7 @@ import (
 
 	fluxgit "github.com/fluxcd/pkg/git"
 	"github.com/fluxcd/pkg/gittestserver"
-	"github.com/fluxcd/pkg/runtime/conditions"
 	fluxssh "github.com/fluxcd/pkg/ssh"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/controllers/capacity"
 )
 
 // A private repository on a real Git server over SSH, with a private key and
@@ -64,24 +57,8 @@ func TestPrivateRepositoryOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newNamespace(t, "gitssh")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitssh", Name: "git-ssh"},
-		Data: map[string][]byte{"identity": identity.PrivateKey, "known_hosts": knownHosts}}
-	if err := env.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	key := types.NamespacedName{Namespace: "gitssh", Name: "private"}
-	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	src.Spec.URL = srv.SSHAddress() + "/acme/capacity.git"
-	src.Spec.SecretRef = &allotv1.LocalObjectReference{Name: secret.Name}
-	src.Spec.Interval = metav1.Duration{Duration: time.Second}
-	if err := env.Client.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	good := waitRevision(t, key, "", true).Status.LastAppliedRevision
-	if !strings.HasPrefix(good, "main@sha1:") {
-		t.Fatalf("lastAppliedRevision = %q, want main@sha1:<commit>", good)
-	}
+	key, secret, good := applyPrivate(t, "gitssh", srv.SSHAddress()+"/acme/capacity.git",
+		map[string][]byte{"identity": identity.PrivateKey, "known_hosts": knownHosts})
 	if got := getTeam(t, "sshxers"); got.Spec.Quota[0].Nominal != 40 {
 		t.Fatalf("Team sshxers nominal = %d, want 40", got.Spec.Quota[0].Nominal)
 	}
@@ -92,18 +69,7 @@ func TestPrivateRepositoryOverSSH(t *testing.T) {
 	if err := env.Client.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	var msg string
-	eventually(t, 30*time.Second, "Ready=False FetchFailed", func() error {
-		s := getSource(t, key)
-		msg = conditions.GetMessage(s, allotv1.ReadyCondition)
-		if conditions.IsReady(s) || conditions.GetReason(s, allotv1.ReadyCondition) != capacity.ReasonFetchFailed {
-			return fmt.Errorf("ready=%v %s: %s", conditions.IsReady(s), conditions.GetReason(s, allotv1.ReadyCondition), msg)
-		}
-		if s.Status.LastAppliedRevision != good {
-			t.Errorf("lastAppliedRevision = %q, want the last good %q", s.Status.LastAppliedRevision, good)
-		}
-		return nil
-	})
+	msg := waitFetchFailed(t, key, good)
 	// The user name git is no secret: the message stays readable.
 	if !strings.Contains(msg, "git clone of ssh://***@") || !strings.Contains(msg, "key mismatch") || !strings.Contains(msg, "revision "+good+" stays in force") {
 		t.Errorf("Ready message %q does not say the host key mismatches and the last good revision stays", msg)
