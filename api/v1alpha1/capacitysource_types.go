@@ -18,6 +18,13 @@ type CapacitySourceSpec struct {
 	// +optional
 	Ref *GitReference `json:"ref,omitempty"`
 
+	// SecretRef names a Secret in the CapacitySource's namespace with the
+	// credentials for spec.url, under the same keys as Flux's GitRepository:
+	// username and password, or bearerToken (HTTPS); identity and
+	// known_hosts (SSH).
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
 	// SourceRef names a Flux GitRepository (source.toolkit.fluxcd.io/v1) whose
 	// artifact holds the capacity repository.
 	// +optional
@@ -45,16 +52,27 @@ type CapacitySourceSpec struct {
 }
 
 // GitReference selects a revision; the most specific one set wins: commit,
-// then tag, then branch.
+// then semver, then tag, then branch.
 type GitReference struct {
 	// +optional
 	Branch string `json:"branch,omitempty"`
 	// +optional
 	Tag string `json:"tag,omitempty"`
+	// SemVer is a range of tags to follow, e.g. ">=1.2.0 <2.0.0": the
+	// highest tag in it wins.
+	// +optional
+	SemVer string `json:"semver,omitempty"`
 	// Commit is a full SHA-1 or SHA-256 commit ID.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^([0-9a-f]{40}|[0-9a-f]{64})?$`
 	Commit string `json:"commit,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // SourceReference names a Flux source object.

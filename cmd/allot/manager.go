@@ -189,7 +189,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		r := &capacity.Reconciler{
 			Client:   mgr.GetClient(),
 			Reader:   mgr.GetAPIReader(),
-			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
+			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 			Cluster:  schema.ClusterName(o.cluster),

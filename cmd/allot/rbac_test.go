@@ -50,6 +50,7 @@ func TestServiceAccountRights(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db"}, StringData: map[string]string{"password": "x"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: "other"}, StringData: map[string]string{"token": "x"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: "allot-terraform-env"}, StringData: map[string]string{"TF_VAR_project": "acme"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: "capacity-git"}, StringData: map[string]string{"password": "x"}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: "someone-else"}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"}},
 	} {
@@ -78,6 +79,7 @@ func TestServiceAccountRights(t *testing.T) {
 		"manager: its leader Lease, 1 taken":   func() error { return manager.Create(ctx, lease("allot-system", "allot-manager")) },
 		"manager: its leader Lease, 2 renewed": func() error { return manager.Patch(ctx, lease("allot-system", "allot-manager"), mergePatch) },
 		"manager: reads its Terraform Secret":  func() error { return get(manager, "allot-system", "allot-terraform-env", &corev1.Secret{}) },
+		"manager: reads its Git Secret":        func() error { return get(manager, "allot-system", "capacity-git", &corev1.Secret{}) },
 		"manager: lists nodes":                 func() error { return manager.List(ctx, &corev1.NodeList{}) },
 		"manager: lists pods":                  func() error { return manager.List(ctx, &corev1.PodList{}) },
 		"manager: makes a team's pod again":    func() error { return manager.Create(ctx, pod("robotics", "")) },

@@ -12,11 +12,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing/fstest"
 
+	fluxgit "github.com/fluxcd/pkg/git"
+	"github.com/fluxcd/pkg/git/gogit"
+	"github.com/fluxcd/pkg/git/repository"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,85 +78,155 @@ func checkPath(p string) error {
 	return nil
 }
 
-// GitFetcher mirrors Git repositories into bare repositories under Dir and
-// reads revisions from Git's objects: no work tree is checked out.
+// GitFetcher clones Git repositories with go-git (fluxcd/pkg/git/gogit):
+// HTTPS with basic auth or a bearer token, SSH with a private key and
+// known_hosts, from the Secret named by spec.secretRef (the keys of Flux's
+// GitRepository). Each fetch is a shallow clone into a fresh directory under
+// Dir; no git binary is needed.
 type GitFetcher struct {
-	// Dir holds one bare mirror per CapacitySource.
+	// Dir holds the clones while they are read.
 	Dir string
+	// Secrets reads the Secret named by spec.secretRef; nil: no secretRef
+	// may be used.
+	Secrets client.Reader
 }
 
 // Fetch implements Fetcher. Its errors never carry the credentials of the
-// URL (userinfo, query): see RedactURL.
+// URL (userinfo, query) nor of the Secret: see RedactURL.
 func (g *GitFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, error) {
-	art, err := g.fetch(ctx, src)
+	art, secrets, err := g.fetch(ctx, src)
 	if err != nil {
-		return Artifact{}, redactError(err, src.Spec.URL)
+		return Artifact{}, redactError(err, src.Spec.URL, secrets...)
 	}
 	return art, nil
 }
 
-func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, error) {
-	repo := filepath.Join(g.Dir, src.Namespace, src.Name+".git")
-	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
-		if err := os.MkdirAll(repo, 0o755); err != nil {
-			return Artifact{}, err
+func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, []string, error) {
+	u, err := url.Parse(src.Spec.URL)
+	if err != nil || u.Scheme == "" {
+		return Artifact{}, nil, &SpecError{fmt.Sprintf("spec.url %q: not an https://, http://, ssh:// or file:// URL", RedactURL(src.Spec.URL))}
+	}
+	var data map[string][]byte
+	var secrets []string
+	if ref := src.Spec.SecretRef; ref != nil {
+		if g.Secrets == nil {
+			return Artifact{}, nil, &SpecError{"spec.secretRef: this manager reads no Secrets"}
 		}
-		if _, err := git(ctx, repo, "init", "--quiet", "--bare"); err != nil {
-			return Artifact{}, err
+		var sec corev1.Secret
+		if err := g.Secrets.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: ref.Name}, &sec); err != nil {
+			return Artifact{}, nil, fmt.Errorf("spec.secretRef: Secret %s/%s: %w", src.Namespace, ref.Name, err)
+		}
+		data = sec.Data
+		for _, k := range []string{"password", "bearerToken", "identity"} {
+			if v := strings.TrimSpace(string(data[k])); v != "" {
+				secrets = append(secrets, v)
+			}
 		}
 	}
+	// A file:// repository (a volume, tests) needs no credentials; the
+	// client still wants options of a transport it knows, and go-git
+	// ignores those of HTTP for a local path.
+	auth := &fluxgit.AuthOptions{Transport: fluxgit.HTTP}
+	if u.Scheme != "file" {
+		if auth, err = fluxgit.NewAuthOptions(*u, data); err != nil {
+			return Artifact{}, secrets, &SpecError{fmt.Sprintf("credentials for %s: %v", RedactURL(src.Spec.URL), err)}
+		}
+	}
+	if err := os.MkdirAll(g.Dir, 0o700); err != nil {
+		return Artifact{}, secrets, err
+	}
+	dir, err := os.MkdirTemp(g.Dir, "clone-")
+	if err != nil {
+		return Artifact{}, secrets, err
+	}
+	defer os.RemoveAll(dir)
+	opts := []gogit.ClientOption{gogit.WithDiskStorage(), gogit.WithSingleBranch(true)}
+	if u.Scheme == "http" {
+		// The Secret says so: an http:// URL with credentials is the
+		// user's choice (a Git host inside the cluster).
+		opts = append(opts, gogit.WithInsecureCredentialsOverHTTP())
+	}
+	c, err := gogit.NewClient(dir, auth, opts...)
+	if err != nil {
+		return Artifact{}, secrets, err
+	}
+	defer c.Close()
 	ref := src.Spec.Ref
 	if ref == nil {
 		ref = &allotv1.GitReference{}
 	}
-	var refspec, local, name string
+	cfg := repository.CloneConfig{ShallowClone: true}
 	switch {
 	case ref.Commit != "":
-		refspec, local = "+refs/heads/*:refs/heads/*", ref.Commit
+		cfg.Commit, cfg.Branch = ref.Commit, ref.Branch
+		cfg.ShallowClone = false
+	case ref.SemVer != "":
+		cfg.SemVer = ref.SemVer
 	case ref.Tag != "":
-		refspec, local, name = "+refs/tags/"+ref.Tag+":refs/tags/"+ref.Tag, "refs/tags/"+ref.Tag, ref.Tag
+		cfg.Tag = ref.Tag
 	default:
-		branch := ref.Branch
-		if branch == "" {
-			branch = "main"
+		cfg.Branch = ref.Branch
+		if cfg.Branch == "" {
+			cfg.Branch = "main"
 		}
-		refspec, local, name = "+refs/heads/"+branch+":refs/heads/"+branch, "refs/heads/"+branch, branch
 	}
-	if _, err := git(ctx, repo, "fetch", "--quiet", "--force", "--no-tags", "--prune", "--", src.Spec.URL, refspec); err != nil {
-		return Artifact{}, err
-	}
-	out, err := git(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", local+"^{commit}")
+	commit, err := c.Clone(ctx, src.Spec.URL, cfg)
 	if err != nil {
-		return Artifact{}, fmt.Errorf("git: %q not found in %s", local, RedactURL(src.Spec.URL))
+		return Artifact{}, secrets, fmt.Errorf("git clone of %s: %w", RedactURL(src.Spec.URL), err)
 	}
-	commit := strings.TrimSpace(string(out))
-	files, err := source.GitTree(repo, commit, src.Spec.Path)
+	files, err := readCUE(filepath.Join(dir, filepath.FromSlash(src.Spec.Path)))
 	if err != nil {
-		return Artifact{}, err
+		return Artifact{}, secrets, err
 	}
-	rev := "sha1:" + commit
-	if len(commit) == 64 {
-		rev = "sha256:" + commit
-	}
-	if name != "" {
-		rev = name + "@" + rev
-	}
-	return Artifact{Revision: rev, Files: files}, nil
+	return Artifact{Revision: commit.String(), Files: files}, secrets, nil
 }
 
-func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, fmt.Errorf("git is not installed: %w", err)
+// readCUE reads the .cue files under dir into memory: regular files only
+// (a symbolic link in an untrusted repository could point anywhere on the
+// manager's disk), at most source.MaxArchiveBytes in all.
+func readCUE(dir string) (fs.FS, error) {
+	files := fstest.MapFS{}
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".cue") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total += info.Size(); total > source.MaxArchiveBytes {
+			return fmt.Errorf("the repository's .cue files exceed %d bytes", source.MaxArchiveBytes)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = &fstest.MapFile{Data: data, Mode: 0o444}
+		return nil
+	})
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			rel, _ := filepath.Rel(dir, pe.Path)
+			return nil, fmt.Errorf("reading %s: %w", filepath.ToSlash(rel), pe.Err)
+		}
+		return nil, err
 	}
-	return out, nil
+	return files, nil
 }
 
 // RedactURL returns a Git URL without what may be a credential: its userinfo
@@ -183,15 +257,14 @@ func RedactURL(raw string) string {
 // may be secret (git prints a URL without its password, but with its query).
 // The redacted error keeps no link to err: its text is all a condition, an
 // event or a log line gets.
-func redactError(err error, raw string) error {
+func redactError(err error, raw string, extra ...string) error {
 	msg := err.Error()
-	var secrets []string
+	secrets := slices.Clone(extra)
 	if u, perr := url.Parse(raw); perr == nil {
 		if u.User != nil {
-			secrets = append(secrets, u.User.String())
 			pw, ok := u.User.Password()
 			if ok {
-				secrets = append(secrets, pw, url.QueryEscape(pw))
+				secrets = append(secrets, u.User.String(), pw, url.QueryEscape(pw))
 			}
 			// A user name alone may be a token (https://<token>@host/...);
 			// a short one (git, oauth2) is a name, and too common a word to
