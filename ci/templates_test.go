@@ -33,9 +33,9 @@ const (
 	simulateWorkload = "capacity/workloads/mixed.csv"
 	// codeowners is the committed CODEOWNERS the templates keep in sync.
 	codeowners = ".github/CODEOWNERS"
-	token            = "test-token"
-	repoSlug         = "acme/capacity"
-	projectID        = "42"
+	token      = "test-token"
+	repoSlug   = "acme/capacity"
+	projectID  = "42"
 )
 
 // root is this repository's root: the action's scripts and examples are there.
