@@ -181,9 +181,10 @@ func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 	return Artifact{Revision: commit.String(), Files: files}, secrets, nil
 }
 
-// readCUE reads the .cue files under dir into memory: regular files only
-// (a symbolic link in an untrusted repository could point anywhere on the
-// manager's disk), at most source.MaxArchiveBytes in all.
+// readCUE reads the .cue files under dir into memory: regular files only (a
+// symbolic link in an untrusted repository could point anywhere on the
+// manager's disk: a .cue one is an error naming it), at most
+// source.MaxArchiveBytes in all.
 func readCUE(dir string) (fs.FS, error) {
 	files := fstest.MapFS{}
 	var total int64
@@ -197,8 +198,13 @@ func readCUE(dir string) (fs.FS, error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".cue") {
+		if !strings.HasSuffix(d.Name(), ".cue") {
 			return nil
+		}
+		if !d.Type().IsRegular() {
+			// As schema/source does for Git trees and tarballs: an error
+			// naming the file, never a file silently left out.
+			return &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s)", d.Type())}
 		}
 		info, err := d.Info()
 		if err != nil {
