@@ -176,8 +176,10 @@ func TestTerraformOrderedApply(t *testing.T) {
 	if err := c.Get(ctx, key, s); err != nil {
 		t.Fatal(err)
 	}
+	// A merge patch, not an update: the reconciler writes the status meanwhile.
+	approve := client.MergeFrom(s.DeepCopy())
 	s.Annotations = map[string]string{capacity.AnnotationApproveDisruption: id[1]}
-	if err := c.Update(ctx, s); err != nil {
+	if err := c.Patch(ctx, s, approve); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, c, key, head)
