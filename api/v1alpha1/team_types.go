@@ -25,10 +25,10 @@ type TeamSpec struct {
 	// +listType=set
 	Tiers []string `json:"tiers,omitempty"`
 
-	// Quota holds the team's GPUs per flavor, fleet-wide, sorted by flavor.
+	// Quota holds the team's GPUs per flavor, fleet-wide, sorted by flavor
+	// (empty for a team declared without quota: it can run nothing yet).
 	// +listType=map
 	// +listMapKey=flavor
-	// +kubebuilder:validation:MinItems=1
 	Quota []FlavorQuota `json:"quota"`
 
 	// Budget caps the team's monthly cost.

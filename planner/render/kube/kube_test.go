@@ -24,6 +24,7 @@ import (
 	v1alpha1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -272,11 +273,10 @@ func names(o *Objects) [][]string {
 	return [][]string{ns, pcs, cs, ps}
 }
 
-// TestCRDSchema checks every field of the rendered allot objects against the
-// generated CRDs in config/crd: a field the CRD does not know would be pruned
-// by the API server (or the CRDs are stale: run make generate).
-func TestCRDSchema(t *testing.T) {
-	crds := map[string]map[string]any{} // kind -> openAPIV3Schema
+// crdSchemas reads the openAPIV3Schema of each allot CRD in config/crd, by kind.
+func crdSchemas(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	crds := map[string]map[string]any{}
 	files, _ := filepath.Glob("../../../config/crd/*.yaml")
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -303,6 +303,14 @@ func TestCRDSchema(t *testing.T) {
 			}
 		}
 	}
+	return crds
+}
+
+// TestCRDSchema checks every field of the rendered allot objects against the
+// generated CRDs in config/crd: a field the CRD does not know would be pruned
+// by the API server (or the CRDs are stale: run make generate).
+func TestCRDSchema(t *testing.T) {
+	crds := crdSchemas(t)
 	// Every kind render writes has a CRD (config/crd also holds kinds that
 	// only the manager uses, such as CapacitySource).
 	for _, kind := range []string{"Cohort", "Pool", "Team", "Tier"} {
@@ -340,6 +348,10 @@ func TestCRDSchema(t *testing.T) {
 func checkSchema(t *testing.T, path string, s map[string]any, v any) {
 	t.Helper()
 	switch v := v.(type) {
+	case nil:
+		if nullable, _ := s["nullable"].(bool); !nullable {
+			t.Errorf("%s: null, which the API server refuses (the CRD does not say nullable)", path)
+		}
 	case map[string]any:
 		props, _ := s["properties"].(map[string]any)
 		if props == nil {
@@ -364,11 +376,29 @@ func checkSchema(t *testing.T, path string, s map[string]any, v any) {
 			}
 		}
 	case []any:
+		if min, ok := s["minItems"].(float64); ok && float64(len(v)) < min {
+			t.Errorf("%s: %d items, the CRD wants at least %v", path, len(v), min)
+		}
 		items, _ := s["items"].(map[string]any)
 		for i, x := range v {
 			checkSchema(t, fmt.Sprintf("%s[%d]", path, i), items, x)
 		}
 	}
+}
+
+// A team declared with `quota: {}` is valid (a warning), so its Team must be
+// too: an empty list the API server accepts, not null.
+func TestTeamWithoutQuota(t *testing.T) {
+	b, err := yaml.Marshal(team(&schema.Team{Name: "onboarding", CostCenter: "CC-1", Weight: quantity.Int(1)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(b, &obj); err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "metadata")
+	checkSchema(t, "Team", crdSchemas(t)["Team"], obj)
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

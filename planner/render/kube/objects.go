@@ -106,6 +106,7 @@ func team(t *schema.Team) v1alpha1.Team {
 		Owners:     slices.Clone(t.Owners),
 		Cohort:     string(t.Cohort),
 		Weight:     v1alpha1.Decimal(t.Weight.String()),
+		Quota:      []v1alpha1.FlavorQuota{}, // `quota: {}` is valid: an empty list, never null
 	}
 	for _, tier := range t.Tiers {
 		spec.Tiers = append(spec.Tiers, string(tier))
