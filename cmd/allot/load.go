@@ -48,15 +48,27 @@ func checkDir(dir string, base *schema.Config) (checked, error) {
 
 // loadBase reads the base of a change: a directory if base names one, otherwise a
 // Git ref of the repository that contains dir.
-func loadBase(dir, base string) (checked, error) {
+// A base that does not load is bad usage (exit 2), its findings written to stderr:
+// without it, the rules that compare a change with its base could not run.
+func loadBase(stderr io.Writer, dir, base string) (checked, error) {
+	var b checked
 	if st, err := os.Stat(base); err == nil && st.IsDir() {
-		return checkDir(base, nil)
+		if b, err = checkDir(base, nil); err != nil {
+			return b, err
+		}
+	} else {
+		fsys, err := source.GitRef(dir, base)
+		if err != nil {
+			return checked{}, usageError{fmt.Errorf("--base %s is neither a directory nor a Git ref: %w", base, err)}
+		}
+		b = check(base, fsys, nil)
 	}
-	fsys, err := source.GitRef(dir, base)
-	if err != nil {
-		return checked{}, usageError{fmt.Errorf("--base %s is neither a directory nor a Git ref: %w", base, err)}
+	if b.cfg == nil {
+		fmt.Fprintf(stderr, "allot: the base %s does not load:\n", base)
+		printFindings(stderr, base, b.findings)
+		return b, exitError{exitUsage}
 	}
-	return check(base, fsys, nil), nil
+	return b, nil
 }
 
 // printFindings writes one line per finding, path:line:col: severity: rule:
@@ -125,13 +137,8 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 	pl := planned{in: report.Input{Name: dir}}
 	if base != "" {
 		var err error
-		if pl.base, err = loadBase(dir, base); err != nil {
+		if pl.base, err = loadBase(stderr, dir, base); err != nil {
 			return pl, err
-		}
-		if pl.base.cfg == nil {
-			fmt.Fprintf(stderr, "allot: the base %s does not load:\n", base)
-			printFindings(stderr, base, pl.base.findings)
-			return pl, exitError{exitUsage}
 		}
 	}
 	c, err := checkDir(dir, pl.base.cfg)

@@ -30,7 +30,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 			dir := args[0]
 			var baseCfg *schema.Config
 			if base != "" {
-				b, err := loadBase(dir, base)
+				b, err := loadBase(cmd.ErrOrStderr(), dir, base)
 				if err != nil {
 					return err
 				}

@@ -213,3 +213,14 @@ func TestValidateGolden(t *testing.T) {
 		golden(t, name+".txt", fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, out, errOut))
 	}
 }
+
+// A base that does not load is bad usage, as for plan: validating against
+// nothing would skip the rules that compare a change with its base, silently.
+func TestValidateBaseThatDoesNotLoad(t *testing.T) {
+	prChange(t)
+	edit(t, "base", "pools.cue", "gpusPerNode: 8", "gpusPerNod: 8")
+	code, _, errOut := allot(t, nil, "validate", "head", "--base", "base")
+	if code != exitUsage || !strings.Contains(errOut, "the base base does not load") || !strings.Contains(errOut, "unknown-field") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
