@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +38,8 @@ var agentWorld = struct {
 // agentFlags are the agent verb's flags.
 type agentFlags struct {
 	node, cluster, output, xidOverrides, bootIDFile, library, metricsAddr string
+	metricsSecure                                                         bool
+	metricsCerts                                                          string
 	throttleFaults, kubeconfig                                            string
 	interval, debounce, recoverAfter, heartbeat                           time.Duration
 	expectedGPUs, nvlinksPerGPU                                           int
@@ -94,6 +93,8 @@ Exit status: 0 ran (with --dry-run --once: every check passed), 1 with --dry-run
 	fl.DurationVar(&f.heartbeat, "heartbeat", 5*time.Minute, "refresh the condition at least this often when nothing changes")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else in-cluster)")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0: none)")
+	fl.BoolVar(&f.metricsSecure, "metrics-secure", true, metricsSecureHelp)
+	fl.StringVar(&f.metricsCerts, "metrics-cert-dir", "", metricsCertsHelp)
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the findings on stdout instead of writing the node; needs no cluster")
 	fl.BoolVar(&f.once, "once", false, "with --dry-run: poll once and exit (1 when a check failed)")
 	fl.StringVarP(&f.output, "output", "o", "text", "with --dry-run: text or json")
@@ -248,23 +249,9 @@ func runNodeAgent(ctx context.Context, lib nvml.Interface, p health.Policy, o he
 		return err
 	}
 	if f.metricsAddr != "0" {
-		ln, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			return fmt.Errorf("serving metrics: %w", err)
+		if err := serveMetrics(ctx, log, f.metricsAddr, f.metricsSecure, f.metricsCerts, cfg, reg); err != nil {
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error(err, "serving metrics")
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
 	}
 	w := watcher(ctx, lib)
 	if w != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -266,7 +265,9 @@ func TestAgentOnNode(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	ctx := context.Background()
-	applyManifests(t, c, "config/agent/rbac.yaml")
+	applyManifests(t, c, "config/agent/rbac.yaml", "config/manager/rbac_binding.yaml")
+	scraper := serviceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
+	stranger := serviceAccountToken(t, c, "allot-system", "stranger", "")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-agent"); err != nil {
 		t.Fatal(err)
@@ -346,23 +347,26 @@ func TestAgentOnNode(t *testing.T) {
 		`allot_agent_xid_errors_total{class="hardware",node="gpu-7",xid="79"}`: 1,
 		`allot_agent_poll_errors_total{node="gpu-7"}`:                          0,
 	}
-	got := scrapeAgent(t, "http://"+metrics+"/metrics")
+	got := scrapeAgent(t, "https://"+metrics+"/metrics", scraper)
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
 		}
 	}
 
-	agentStops(t, cancel, code, &stderr)
 	if strings.Contains(stderr.String(), "level=ERROR") {
 		t.Errorf("the agent logged errors:\n%s", stderr.String())
 	}
+	// Metrics name the node and its faults: only for scrapers allowed /metrics
+	// (the refused scrapes are logged as errors, so after the check above).
+	metricsRefused(t, "https://"+metrics+"/metrics", stranger)
+	agentStops(t, cancel, code, &stderr)
 }
 
-// scrapeAgent fetches url and parses the text exposition: series -> value.
-func scrapeAgent(t *testing.T, url string) map[string]float64 {
+// scrapeAgent fetches url with token and parses the text exposition: series -> value.
+func scrapeAgent(t *testing.T, url, token string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := scrape(url, token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,25 +174,7 @@ func TestManager(t *testing.T) {
 		}
 		return nil
 	})
-	// A token the API server does not know fails its TokenReview: refused
-	// (controller-runtime's filter answers 500 for it).
-	for who, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden, "not-a-token": http.StatusInternalServerError} {
-		resp, err := scrape("https://"+metrics+"/metrics", who)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want || strings.Contains(string(body), "allot_") {
-			t.Errorf("scraping /metrics with token %.12q: %s, want %d and no metrics", who, resp.Status, want)
-		}
-	}
-	if resp, err := http.Get("http://" + metrics + "/metrics"); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Errorf("/metrics is served over plain HTTP")
-		}
-	}
+	metricsRefused(t, "https://"+metrics+"/metrics", stranger)
 	var lease coordinationv1.Lease
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "allot-system", Name: "allot-manager"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
 		t.Errorf("the manager holds no Lease allot-system/allot-manager: %v", err)
@@ -339,6 +321,31 @@ func serviceAccountToken(t *testing.T, c client.Client, ns, name, clusterRole st
 		t.Fatalf("a token of %s/%s: %v", ns, name, err)
 	}
 	return tr.Status.Token
+}
+
+// metricsRefused checks that url serves no metrics to a request without a
+// token, to stranger's token (allowed nothing), to a token the API server does
+// not know (it fails its TokenReview: controller-runtime's filter answers 500),
+// nor over plain HTTP.
+func metricsRefused(t *testing.T, url, stranger string) {
+	t.Helper()
+	for who, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden, "not-a-token": http.StatusInternalServerError} {
+		resp, err := scrape(url, who)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(body), "allot_") {
+			t.Errorf("scraping %s with token %.12q: %s, want %d and no metrics", url, who, resp.Status, want)
+		}
+	}
+	if resp, err := http.Get("http" + strings.TrimPrefix(url, "https")); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("%s is served over plain HTTP", url)
+		}
+	}
 }
 
 // scrape GETs url over TLS (the manager's self-signed certificate), with the
