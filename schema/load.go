@@ -28,17 +28,6 @@ var definitions embed.FS
 // never shown to a user as the place to change.
 const schemaFilePrefix = "allot-schema:"
 
-// Definitions returns the embedded CUE definitions, file name to source.
-func Definitions() map[string]string {
-	out := map[string]string{}
-	entries, _ := fs.ReadDir(definitions, ".")
-	for _, e := range entries {
-		b, _ := fs.ReadFile(definitions, e.Name())
-		out[e.Name()] = string(b)
-	}
-	return out
-}
-
 // Rule names of the findings the loader reports.
 const (
 	RuleSyntax       = "syntax"

@@ -42,7 +42,7 @@ manager and agent run in the cluster.`,
 	}
 	root.SetVersionTemplate(versionTemplate())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+		return usageHint(c, err)
 	})
 	for _, c := range commands {
 		root.AddCommand(c())
@@ -54,6 +54,11 @@ manager and agent run in the cluster.`,
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
+
+// usageHint is a usage error that names cmd's --help on a line of its own.
+func usageHint(cmd *cobra.Command, err error) error {
+	return usageError{fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

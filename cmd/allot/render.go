@@ -52,7 +52,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if out == "" && owners == "" {
-				return usageError{fmt.Errorf("render needs -o OUT, the directory to write to\nRun '%s --help' for usage.", cmd.CommandPath())}
+				return usageHint(cmd, errors.New("render needs -o OUT, the directory to write to"))
 			}
 			c, err := checkDir(dir, nil)
 			if err != nil {

@@ -59,7 +59,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usageError{fmt.Errorf("%s needs %s (got %d arguments)\nRun '%s --help' for usage.", cmd.Name(), names, len(args), cmd.CommandPath())}
+			return usageHint(cmd, fmt.Errorf("%s needs %s (got %d arguments)", cmd.Name(), names, len(args)))
 		}
 		return nil
 	}

@@ -46,7 +46,6 @@ type Runner struct {
 	bin         string
 	cluster     schema.ClusterName
 	vars        map[string]string
-	lockTimeout time.Duration
 	waitDelay   time.Duration
 	output      io.Writer
 	env         map[string]string
@@ -70,10 +69,6 @@ func WithBinary(path string) Option { return func(r *Runner) { r.bin = path } }
 func WithVars(vars map[string]string) Option {
 	return func(r *Runner) { r.vars = maps.Clone(vars) }
 }
-
-// WithLockTimeout makes plan and apply wait this long for a state lock held by
-// another run before they fail with a *LockError (default 0: fail at once).
-func WithLockTimeout(d time.Duration) Option { return func(r *Runner) { r.lockTimeout = d } }
 
 // WithWaitDelay is how long a cancelled run may take to stop after it got
 // SIGINT (Terraform then finishes the operations in flight, writes the state
@@ -160,9 +155,6 @@ func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Op
 	r.tf, r.bin = tf, path
 	return r, nil
 }
-
-// Dir is the working directory.
-func (r *Runner) Dir() string { return r.dir }
 
 // Init runs terraform init: it installs the providers and configures the
 // backend.
@@ -280,7 +272,7 @@ func (r *Runner) planArgs(run string, opts PlanOptions) ([]tfexec.PlanOption, er
 	if opts.Speculative {
 		args = append(args, tfexec.Lock(false))
 	} else {
-		args = append(args, tfexec.Lock(true), tfexec.LockTimeout(r.lockTimeout.String()))
+		args = append(args, tfexec.Lock(true), tfexec.LockTimeout("0s"))
 	}
 	vars, declared, err := r.inputs()
 	if err != nil {
@@ -439,7 +431,7 @@ func (r *Runner) Apply(ctx context.Context, p *Plan, opts ApplyOptions) error {
 	if err := r.writeMark(applying); err != nil {
 		return err
 	}
-	err = r.tf.Apply(ctx, tfexec.DirOrPlan(p.File), tfexec.Lock(true), tfexec.LockTimeout(r.lockTimeout.String()))
+	err = r.tf.Apply(ctx, tfexec.DirOrPlan(p.File), tfexec.Lock(true), tfexec.LockTimeout("0s"))
 	if err == nil {
 		return r.record(ctx)
 	}
