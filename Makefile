@@ -9,6 +9,8 @@ ALLOT     := $(BIN)/allot
 PKGS      := ./...
 SHARED    ?= ../shared
 CONTROLLER_GEN_VERSION ?= v0.21.0
+STATICCHECK_VERSION    ?= v0.8.2
+DEADCODE_VERSION       ?= v0.40.0
 
 # The tests read the full traces from $(SHARED) when it is there, else the slices
 # in testdata/ (ALLOT_SHARED=none: as on a bare clone).
@@ -82,8 +84,10 @@ vet: ## Run go vet.
 	$(GO) vet $(PKGS)
 
 .PHONY: lint
-lint: vet ## Check formatting, vet and the architecture rules (pure cores stay pure).
+lint: vet ## Check formatting, vet, staticcheck, dead code and the architecture rules (pure cores stay pure).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) -test $(PKGS)); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
 	$(GO) test ./ci/ -run TestArchitecture -count=1
 
 .PHONY: generate

@@ -41,14 +41,14 @@ const (
 // module (terraform.ModuleFile). It is not safe for concurrent use; Terraform's
 // state lock keeps separate runners of one state apart.
 type Runner struct {
-	tf          *tfexec.Terraform
-	dir         string
-	bin         string
-	cluster     schema.ClusterName
-	vars        map[string]string
-	waitDelay   time.Duration
-	output      io.Writer
-	env         map[string]string
+	tf        *tfexec.Terraform
+	dir       string
+	bin       string
+	cluster   schema.ClusterName
+	vars      map[string]string
+	waitDelay time.Duration
+	output    io.Writer
+	env       map[string]string
 	// envVars are the TF_VAR_* of allot's environment and of WithEnv, by
 	// variable name: terraform-exec keeps them from terraform's environment,
 	// so they are passed as -var, for the variables the module declares.
