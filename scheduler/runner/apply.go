@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -308,19 +309,31 @@ func (r *Runner) evictPods(ctx context.Context, t evictTask) {
 }
 
 // unbindPods deletes pods bound as part of a gang that was not bound whole;
-// bare pods come back unbound under their own name.
+// bare pods come back unbound under their own name. No pod is lost to a
+// transient error: reading a bare pod is retried (one that cannot be read is
+// left bound and accounted for again), and making it again is retried with a
+// backoff until the API takes it, however long a refusal lasts.
 func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 	for _, p := range t.pods {
 		ref := podRef{ns: p.ns, name: p.name, uid: p.uid}
+		key := client.ObjectKey{Namespace: p.ns, Name: p.name}
 		var full corev1.Pod
 		if !p.controlled {
-			if err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &full); err != nil || full.UID != p.uid {
+			err := retryTransient(ctx, func() error { return r.reader.Get(ctx, key, &full) })
+			if apierrors.IsNotFound(err) || (err == nil && full.UID != p.uid) {
 				continue // already gone
+			}
+			if err != nil {
+				r.log.Error(err, "reading a pod to unbind it; it stays bound", "pod", p.name, "namespace", p.ns)
+				r.stillThere(p.uid)
+				continue
 			}
 		}
 		r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "Unbound", "Unbind", "%s", t.note)
 		r.markDisrupted(ctx, ref, t.note)
-		err := r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
+		err := retryTransient(ctx, func() error {
+			return r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
+		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
 			r.stillThere(p.uid)
@@ -333,21 +346,45 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		// while: it is never given up on), then make it again without its node.
 		err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			var cur corev1.Pod
-			err := r.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: p.name}, &cur)
+			err := r.reader.Get(ctx, key, &cur)
 			return apierrors.IsNotFound(err) || (err == nil && cur.UID != p.uid), nil
 		})
 		if err != nil {
 			r.log.Error(err, "waiting for an unbound pod to go", "pod", p.name, "namespace", p.ns)
 			continue
 		}
-		again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-			Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
-			OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
-		}, Spec: full.Spec}
-		again.Spec.NodeName = ""
-		if err := r.client.Create(ctx, again); err != nil && !apierrors.IsAlreadyExists(err) {
-			r.log.Error(err, "recreating an unbound pod", "pod", p.name, "namespace", p.ns)
+		r.remake(ctx, ref, &full)
+	}
+}
+
+// remakeBackoff bounds the wait between tries to make a bare pod again.
+var remakeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// remake creates a bare pod taken back from its node again, unbound, with its
+// labels, annotations, owners and finalizers. It tries until the API takes it
+// (or the pod exists again) or the runner stops: an admission policy refusing
+// it for a while, or an API server under load, must not lose the pod.
+func (r *Runner) remake(ctx context.Context, ref podRef, full *corev1.Pod) {
+	again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
+		OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
+	}, Spec: full.Spec}
+	again.Spec.NodeName = ""
+	tries := 0
+	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+		err := r.client.Create(ctx, again.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, nil
 		}
+		if tries++; tries == 1 {
+			r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "RemakeFailed", "Unbind",
+				"the pod, taken back from its node, could not be made again unbound (%v); retrying until it can", err)
+		}
+		r.log.Error(err, "making an unbound pod again; retrying", "pod", ref.name, "namespace", ref.ns, "tries", tries)
+		return false, nil
+	})
+	if err != nil {
+		r.log.Error(err, "stopped before an unbound pod was made again", "pod", ref.name, "namespace", ref.ns)
 	}
 }
 

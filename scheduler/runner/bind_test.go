@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -185,6 +186,79 @@ func TestRefusedRealBindRemakesPods(t *testing.T) {
 	if after := cl.uids(names); after[names[0]] == before[names[0]] {
 		t.Errorf("pod %s, bound while %s was refused, was not taken back", names[0], names[1])
 	}
+	cl.checkNoOvercommit(8)
+}
+
+// refusePodCreation makes the API refuse to create a pod named pod, until the
+// returned func lifts it (a dry-run pod "probe-create" tells when either is in force).
+func (cl *cluster) refusePodCreation(pod string) (lift func()) {
+	cl.t.Helper()
+	fail := admissionv1.Fail
+	cl.create(&admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-pods"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: fmt.Sprintf("!(object.metadata.name in [%q, 'probe-create'])", pod),
+				Message:    "pod creation refused by the test",
+			}},
+		},
+	})
+	cl.create(&admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-pods"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: "refuse-pods", ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	})
+	probe := func() error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe-create"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+		return cl.c.Create(context.Background(), p, client.DryRunAll)
+	}
+	eventually(cl.t, 20*time.Second, "the pod creation policy in force", func() error {
+		if err := probe(); err == nil {
+			return errors.New("probe pod not refused")
+		}
+		return nil
+	})
+	return func() {
+		cl.t.Helper()
+		if err := cl.c.Delete(context.Background(), &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "refuse-pods"}}); err != nil {
+			cl.t.Fatal(err)
+		}
+		eventually(cl.t, 20*time.Second, "the pod creation policy lifted", func() error { return probe() })
+	}
+}
+
+// A bare pod taken back from a gang bound in part is made again even when the
+// API refuses that for a while: it is retried until it is made, never lost.
+func TestRemadePodOutlastsRefusals(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 4, 8, 4)
+	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	liftBinds := cl.refuseBinds(names[1], true)
+	liftCreate := cl.refusePodCreation(names[0])
+	cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitEvent(names[0], "Unbound", "binding refused by the test")
+	eventually(t, 10*time.Second, "pod "+names[0]+" taken back", func() error {
+		if _, ok := cl.pods()[names[0]]; ok {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // refused again meanwhile
+	liftCreate()
+	liftBinds()
+	cl.waitBound(names)
+	cl.waitEvent(names[0], "RemakeFailed", "pod creation refused by the test")
 	cl.checkNoOvercommit(8)
 }
 

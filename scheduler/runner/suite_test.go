@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	dto "github.com/prometheus/client_model/go"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -122,6 +124,8 @@ func (cl *cluster) start(o schedOptions) *sched {
 	if o.identity != "" {
 		cfg.UserAgent = o.identity
 	}
+	log := testLogger(cl.t)
+	mo.Logger = log
 	mgr, err := ctrl.NewManager(&cfg, mo)
 	if err != nil {
 		cl.t.Fatal(err)
@@ -133,7 +137,7 @@ func (cl *cluster) start(o schedOptions) *sched {
 	if err := r.SetupWithManager(mgr); err != nil {
 		cl.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stopped := false
@@ -352,6 +356,30 @@ func (cl *cluster) waitPending(name, want string) string {
 }
 
 func init() { ctrl.SetLogger(logr.Discard()) }
+
+// testLogger keeps the scheduler's log (its last 2,000 lines) and prints it
+// when the test fails: a stall is diagnosed from what the runner did.
+func testLogger(t testing.TB) logr.Logger {
+	var mu sync.Mutex
+	var lines []string
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("the scheduler's log (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
+	})
+	start := time.Now()
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lines) == 2000 {
+			lines = lines[1:]
+		}
+		lines = append(lines, fmt.Sprintf("%8.3fs %s %s", time.Since(start).Seconds(), prefix, args))
+	}, funcr.Options{Verbosity: 2})
+}
 
 var eventually = testenv.Eventually
 
