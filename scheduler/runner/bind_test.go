@@ -17,6 +17,33 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 )
 
+// denyCreate installs a ValidatingAdmissionPolicy (and its binding), both
+// named name, that refuses creating resource (e.g. "pods", "pods/binding")
+// unless expr holds; deleting the binding named name lifts it.
+func (cl *cluster) denyCreate(name, resource, expr, message string) {
+	cl.t.Helper()
+	fail := admissionv1.Fail
+	cl.create(&admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: expr, Message: message}},
+		},
+	})
+	cl.create(&admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	})
+}
+
 // refuseBinds installs a ValidatingAdmissionPolicy that refuses the bindings
 // of the named pod (only the real ones, not their dry runs, when realOnly),
 // waits until the API server enforces it, and returns a function that lifts it.
@@ -28,26 +55,7 @@ func (cl *cluster) refuseBinds(pod string, realOnly bool) (lift func()) {
 	if realOnly {
 		expr = fmt.Sprintf("(request.dryRun == true && object.metadata.name != 'probe') || (%s)", expr)
 	}
-	fail := admissionv1.Fail
-	cl.create(&admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "refuse-binds"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{Expression: expr, Message: "binding refused by the test"}},
-		},
-	})
-	cl.create(&admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "refuse-binds"},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: "refuse-binds", ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	})
+	cl.denyCreate("refuse-binds", "pods/binding", expr, "binding refused by the test")
 	probe := func() error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}}
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}, Target: corev1.ObjectReference{Kind: "Node", Name: "none"}}
@@ -193,29 +201,7 @@ func TestRefusedRealBindRemakesPods(t *testing.T) {
 // returned func lifts it (a dry-run pod "probe-create" tells when either is in force).
 func (cl *cluster) refusePodCreation(pod string) (lift func()) {
 	cl.t.Helper()
-	fail := admissionv1.Fail
-	cl.create(&admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "refuse-pods"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf("!(object.metadata.name in [%q, 'probe-create'])", pod),
-				Message:    "pod creation refused by the test",
-			}},
-		},
-	})
-	cl.create(&admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "refuse-pods"},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: "refuse-pods", ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	})
+	cl.denyCreate("refuse-pods", "pods", fmt.Sprintf("!(object.metadata.name in [%q, 'probe-create'])", pod), "pod creation refused by the test")
 	probe := func() error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe-create"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
