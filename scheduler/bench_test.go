@@ -11,11 +11,16 @@ import (
 func benchFleet(n int) []Node {
 	out := make([]Node, n)
 	for i := range n {
-		name := fmt.Sprintf("n%d", i)
-		out[i] = Node{Name: NodeName(name), Flavor: "h100", GPUs: 8, Domains: []Domain{
-			{Level: "block", Name: fmt.Sprintf("b%d", i/128)}, {Level: "rack", Name: fmt.Sprintf("r%d", i/16)}, {Level: "host", Name: name}}}
+		out[i] = benchNode(i)
 	}
 	return out
+}
+
+// benchNode is the i-th node of benchFleet.
+func benchNode(i int) Node {
+	name := fmt.Sprintf("n%d", i)
+	return Node{Name: NodeName(name), Flavor: "h100", GPUs: 8, Domains: []Domain{
+		{Level: "block", Name: fmt.Sprintf("b%d", i/128)}, {Level: "rack", Name: fmt.Sprintf("r%d", i/16)}, {Level: "host", Name: name}}}
 }
 
 // benchWorld is 50 teams in one cohort sharing the fleet's GPUs, and 10,000

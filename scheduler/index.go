@@ -252,6 +252,10 @@ type flavorState struct {
 	// classes share one.
 	byRules map[string]*view
 	bySet   map[string]*view
+	// version counts the changes of the flavor's running workloads; victims
+	// are the preemption candidates kept until it changes (see victimList).
+	version uint64
+	victims map[victimKey]*victims
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {

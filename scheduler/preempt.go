@@ -28,28 +28,40 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if v := s.viewOf(w, f); v.empty || v.all.capacity < w.GPUs() {
 		return false
 	}
-	cands := s.candidates(w, f)
-	if len(cands) == 0 {
+	reclaim, own, ok := s.candidates(w, f)
+	if !ok {
 		return false
 	}
+	version := f.version
 	var chosen []candidate
 	var restores []func()
 	fits := false
-	for _, c := range cands {
+	try := func(c candidate) bool {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
-			continue
+			return false
 		}
 		restores = append(restores, s.evictWhatIf(c.w))
 		chosen = append(chosen, c)
-		if s.fitsNow(w, f) {
-			fits = true
+		fits = s.fitsNow(w, f)
+		return fits
+	}
+	for _, c := range reclaim {
+		if c.w.team != w.team && try(c) {
 			break
+		}
+	}
+	if !fits {
+		for _, c := range own {
+			if c.prio >= w.tier.spec.Priority || try(c) {
+				break
+			}
 		}
 	}
 	if !fits {
 		for i := len(restores) - 1; i >= 0; i-- {
 			restores[i]()
 		}
+		f.version = version // all put back as it was: the victim lists hold
 		return false
 	}
 	// Prune: put back each victim, most important first, if w fits without it.
@@ -110,14 +122,68 @@ func borrowing(t *team, f *flavorState) bool {
 	return r.usage-r.borrowOnly > r.nominal
 }
 
-// candidates lists the workloads the rules allow w to preempt on f, in the order
-// they are tried: lowest tier first; in a tier, a gang just admitted on nodes
-// drained for it last, then the most recently admitted first. None when
+// candidates returns the workloads the rules allow w to preempt on f, in the
+// order they are tried: lowest tier first; in a tier, a gang just admitted on
+// nodes drained for it last, then the most recently admitted first. reclaim
+// is what w's team may reclaim from the other teams of its cohort (it holds the
+// team's own entries too: skip them); own is the team's preemptible workloads
+// (try only those of a lower tier than w's, a prefix). ok is false when
 // evicting them all would not free enough GPUs.
-func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
+//
+// Both lists are kept per flavor, view and cohort (or team) until the
+// flavor's running workloads change (or time moves): a busy fleet searches
+// often between two admissions, and each search then costs what it tries, not
+// a walk and a sort of every running workload.
+func (s *Scheduler) candidates(w *workload, f *flavorState) (reclaim, own []candidate, ok bool) {
 	t := w.team
 	r := t.q.r(f.id)
 	v := s.viewOf(w, f)
+	room := v.all.free
+	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
+		root := t.q.root()
+		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
+			l := s.victimList(f, v, root, nil)
+			reclaim = l.list
+			room += l.gpus - l.byTeam[t]
+		}
+	}
+	l := s.victimList(f, v, nil, t)
+	own = l.list
+	for _, c := range own {
+		if c.prio >= w.tier.spec.Priority {
+			break
+		}
+		room += c.w.GPUs()
+	}
+	return reclaim, own, room >= w.GPUs()
+}
+
+// victimKey names a victim list: the reclaim candidates of a cohort tree
+// (root), or the preemptible workloads of one team, on a view of a flavor.
+type victimKey struct {
+	v    *view
+	root *qnode
+	t    *team
+}
+
+// victims is a sorted list of candidates as they stood at one version of
+// the flavor's running workloads, with their GPUs (in all, and per team).
+type victims struct {
+	version uint64
+	now     time.Time
+	list    []candidate
+	gpus    GPUs
+	byTeam  map[*team]GPUs
+}
+
+// victimList returns the reclaim candidates of root's teams (t nil) or t's
+// preemptible workloads (root nil) on view v of f, building them again only
+// when f's running workloads changed since, or the time did.
+func (s *Scheduler) victimList(f *flavorState, v *view, root *qnode, t *team) *victims {
+	key := victimKey{v: v, root: root, t: t}
+	if l := f.victims[key]; l != nil && l.version == f.version && l.now.Equal(s.now) {
+		return l
+	}
 	// helps: only a victim on a node w may use can make room for it.
 	helps := func(x *workload) bool {
 		if x.flavor != f {
@@ -133,48 +199,50 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) []candidate {
 		}
 		return false
 	}
-	var reclaim, own []candidate
-	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
-		root := t.q.root()
-		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-			for _, o := range root.teams {
-				if o == t || o.reclaimable(f.id) == 0 {
-					continue
+	l := f.victims[key]
+	if l == nil {
+		l = &victims{}
+		if f.victims == nil {
+			f.victims = map[victimKey]*victims{}
+		}
+		f.victims[key] = l
+	}
+	l.version, l.now, l.list, l.gpus = f.version, s.now, l.list[:0], 0
+	clear(l.byTeam)
+	if root != nil {
+		if l.byTeam == nil {
+			l.byTeam = map[*team]GPUs{}
+		}
+		for _, o := range root.teams {
+			if o.reclaimable(f.id) == 0 {
+				continue
+			}
+			// Only borrowed work is reclaimed: all of a borrowing
+			// team's, else its borrowOnly tiers'.
+			all := borrowing(o, f)
+			start := len(l.list)
+			for x := range o.running {
+				if (all || x.tier.spec.BorrowOnly) && helps(x) {
+					l.list = append(l.list, s.candidate(x, PreemptReclaim))
 				}
-				// Only borrowed work is reclaimed: all of a borrowing
-				// team's, else its borrowOnly tiers'.
-				all := borrowing(o, f)
-				start := len(reclaim)
-				for x := range o.running {
-					if (all || x.tier.spec.BorrowOnly) && helps(x) {
-						reclaim = append(reclaim, s.candidate(x, PreemptReclaim))
-					}
-				}
-				if all {
-					reclaim = borrowedPrefix(reclaim, start, o.q.r(f.id))
-				}
+			}
+			if all {
+				l.list = borrowedPrefix(l.list, start, o.q.r(f.id))
+			}
+			for _, c := range l.list[start:] {
+				l.byTeam[o] += c.w.GPUs()
+				l.gpus += c.w.GPUs()
+			}
+		}
+	} else {
+		for x := range t.running {
+			if x.tier.spec.Preemptible && helps(x) {
+				l.list = append(l.list, s.candidate(x, PreemptHigherTier))
 			}
 		}
 	}
-	for x := range t.running {
-		if x.tier.spec.Preemptible && helps(x) && x.tier.spec.Priority < w.tier.spec.Priority {
-			own = append(own, s.candidate(x, PreemptHigherTier))
-		}
-	}
-	// Evicting them all must at least free enough GPUs, or none is tried.
-	room := v.all.free
-	for _, c := range reclaim {
-		room += c.w.GPUs()
-	}
-	for _, c := range own {
-		room += c.w.GPUs()
-	}
-	if room < w.GPUs() {
-		return nil
-	}
-	slices.SortFunc(reclaim, victimOrder)
-	slices.SortFunc(own, victimOrder)
-	return append(reclaim, own...)
+	slices.SortFunc(l.list, victimOrder)
+	return l
 }
 
 // borrowedPrefix keeps of the team's candidates cands[start:] those the search

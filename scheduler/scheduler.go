@@ -412,6 +412,7 @@ func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	}
 	s.charge(w, f, 1)
 	w.team.running[w] = struct{}{}
+	f.version++
 }
 
 // release frees what an admitted w holds; it stays known, in no queue.
@@ -421,6 +422,7 @@ func (s *Scheduler) release(w *workload) {
 		p.node.pods = slices.DeleteFunc(p.node.pods, func(r podRef) bool { return r.w == w })
 	}
 	s.charge(w, w.flavor, -1)
+	w.flavor.version++
 	delete(w.team.running, w)
 	delete(s.unstarted, w)
 	w.state = statePending

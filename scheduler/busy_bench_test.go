@@ -1,0 +1,221 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// busy is a fleet already at work: workloads running (single pods and gangs,
+// in four tiers, some teams borrowing), as many pending, and a stream of
+// completions and arrivals between cycles.
+type busy struct {
+	s       *Scheduler
+	rng     *rand.Rand
+	running []WorkloadID
+	next    int
+	sec     int
+	nodes   int
+}
+
+// busyTeams share the fleet in one cohort with equal nominal quotas; arrivals
+// favour the first ones (a Zipf-like skew), so those borrow from the others.
+const busyTeams = 50
+
+// newBusy builds a fleet of n nodes running about n/5 workloads with n/5
+// more pending (at 50,000 nodes: 10,000 and 10,000).
+func newBusy(tb testing.TB, n int) *busy {
+	tb.Helper()
+	cfg := Config{Tiers: tiers, Cohorts: []Cohort{{Name: "org"}}}
+	for i := range busyTeams {
+		cfg.Teams = append(cfg.Teams, Team{Name: TeamName(fmt.Sprintf("t%d", i)), Cohort: "org",
+			Quota: map[Flavor]Quota{"h100": {Nominal: GPUs(n * 8 / busyTeams)}}})
+	}
+	s, err := New(cfg, Options{ReserveAfter: 10 * time.Minute})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, nd := range benchFleet(n) {
+		if err := s.AddNode(nd); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	b := &busy{s: s, rng: rand.New(rand.NewPCG(3, 4)), nodes: n}
+	// Fill: submit and admit until n/5 run (or nothing more fits).
+	for len(b.running) < n/5 {
+		for range n / 5 / 4 {
+			b.submit(tb)
+		}
+		before := len(b.running)
+		b.cycle(tb)
+		if len(b.running) == before {
+			break
+		}
+	}
+	// As many pending as running: what arrives now mostly waits (or preempts).
+	for i := 0; b.pending() < len(b.running) && i < 100; i++ {
+		for range n / 5 / 4 {
+			b.submit(tb)
+		}
+		b.cycle(tb)
+	}
+	return b
+}
+
+// pending counts the pending workloads.
+func (b *busy) pending() int {
+	n := 0
+	for _, w := range b.s.workloads {
+		if w.state == statePending {
+			n++
+		}
+	}
+	return n
+}
+
+// submit queues a new workload: two in three a single pod of 1-8 GPUs, one in
+// three a gang of 2-16 whole nodes (a third of those in one rack, a third in
+// one block); the team skewed towards the first ones.
+func (b *busy) submit(tb testing.TB) {
+	tb.Helper()
+	team := min(int(b.rng.ExpFloat64()*busyTeams/4), busyTeams-1)
+	w := Workload{ID: WorkloadID(fmt.Sprintf("w%d", b.next)), Team: TeamName(fmt.Sprintf("t%d", team)),
+		Tier: tiers[b.rng.IntN(len(tiers))].Name, Submitted: at(b.sec)}
+	b.next++
+	if b.rng.IntN(3) == 0 {
+		w.Pods, w.GPUsPerPod = int64(2+b.rng.IntN(15)), 8
+		switch b.rng.IntN(3) {
+		case 0:
+			w.Require = "rack"
+		case 1:
+			w.Require = "block"
+		}
+	} else {
+		w.Pods, w.GPUsPerPod = 1, GPUs(1+b.rng.IntN(8))
+	}
+	if err := b.s.Submit(w); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// cycle runs one cycle a second after the last and starts what it admitted;
+// it returns the decisions (admissions and preemptions).
+func (b *busy) cycle(tb testing.TB) int {
+	tb.Helper()
+	b.sec++
+	res := b.s.Cycle(at(b.sec))
+	b.apply(tb, res)
+	return len(res.Admitted) + len(res.Preempted)
+}
+
+func (b *busy) apply(tb testing.TB, res Results) {
+	tb.Helper()
+	var gone []WorkloadID
+	for _, p := range res.Preempted {
+		gone = append(gone, p.Victim)
+	}
+	for _, e := range res.Evicted {
+		gone = append(gone, e.Workload)
+	}
+	b.gone(gone...)
+	for _, a := range res.Admitted {
+		if err := b.s.Started(a.Workload); err != nil {
+			tb.Fatal(err)
+		}
+		b.running = append(b.running, a.Workload)
+	}
+}
+
+// gone takes workloads that no longer run (preempted, evicted) off the list.
+func (b *busy) gone(ids ...WorkloadID) {
+	if len(ids) == 0 {
+		return
+	}
+	g := map[WorkloadID]bool{}
+	for _, id := range ids {
+		g[id] = true
+	}
+	kept := b.running[:0]
+	for _, id := range b.running {
+		if !g[id] {
+			kept = append(kept, id)
+		}
+	}
+	b.running = kept
+}
+
+// churn ends k running workloads (at random) and submits k new ones.
+func (b *busy) churn(tb testing.TB, k int) {
+	tb.Helper()
+	for range min(k, len(b.running)) {
+		i := b.rng.IntN(len(b.running))
+		id := b.running[i]
+		b.running[i] = b.running[len(b.running)-1]
+		b.running = b.running[:len(b.running)-1]
+		if err := b.s.Finish(id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for range k {
+		b.submit(tb)
+	}
+}
+
+// BenchmarkBusyCycle times the cycles of a fleet at work: between two cycles,
+// 1% of the running workloads end and as many arrive. ns/cycle is the CPU of
+// one cycle with its events (completions, arrivals), ns/decision that over the
+// admissions and preemptions it made.
+func BenchmarkBusyCycle(b *testing.B) {
+	for _, nodes := range []int{1_000, 10_000, 50_000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			w := newBusy(b, nodes)
+			k := max(1, len(w.running)/100)
+			decisions := 0
+			b.ResetTimer()
+			for b.Loop() {
+				w.churn(b, k)
+				decisions += w.cycle(b)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/cycle")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(decisions, 1)), "ns/decision")
+			b.ReportMetric(float64(len(w.running)), "running")
+			b.ReportMetric(float64(w.pending()), "pending")
+		})
+	}
+}
+
+// BenchmarkBusyNodeChange times one node change in a fleet at work: a node
+// added, and a node marked unhealthy then healthy again (what a cordon or a
+// fault does), each followed by the cycle it causes.
+func BenchmarkBusyNodeChange(b *testing.B) {
+	for _, nodes := range []int{1_000, 10_000, 50_000} {
+		w := newBusy(b, nodes)
+		b.Run(fmt.Sprintf("add/nodes=%d", nodes), func(b *testing.B) {
+			for b.Loop() {
+				if err := w.s.AddNode(benchNode(w.nodes)); err != nil {
+					b.Fatal(err)
+				}
+				w.nodes++
+				w.cycle(b)
+			}
+		})
+		b.Run(fmt.Sprintf("unhealthy+healthy/nodes=%d", nodes), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				name := NodeName(fmt.Sprintf("n%d", i%nodes))
+				i += 7
+				evicted, err := w.s.SetNodeHealth(name, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				w.gone(evicted...)
+				w.cycle(b)
+				if _, err := w.s.SetNodeHealth(name, true); err != nil {
+					b.Fatal(err)
+				}
+				w.cycle(b)
+			}
+		})
+	}
+}
