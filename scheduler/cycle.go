@@ -97,8 +97,9 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	}
 	prev := w.reserved
 	s.unreserve(w)
+	// Set before it is admitted: the victim order reads it from then on.
+	w.drained = prev != nil
 	if s.tryAdmit(w, res) {
-		w.drained = prev != nil
 		return
 	}
 	s.noteBorrowFirst(w)
@@ -149,8 +150,8 @@ func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 }
 
 func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Domain, victims []WorkloadID, res *Results) {
-	s.bind(w, f, pl)
 	w.domain, w.admittedAt, w.ahead, w.restored = dom, s.now, false, false
+	s.bind(w, f, pl)
 	w.reason = PendingReason{}
 	if s.opts.GangTimeout > 0 {
 		s.unstarted[w] = struct{}{}

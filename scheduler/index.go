@@ -252,10 +252,9 @@ type flavorState struct {
 	// classes share one.
 	byRules map[string]*view
 	bySet   map[string]*view
-	// version counts the changes of the flavor's running workloads; victims
-	// are the preemption candidates kept until it changes (see victimList).
-	version uint64
-	victims map[victimKey]*victims
+	// victims are the running workloads of each team on each view, in
+	// victim order, kept as they start and end (see victims.go).
+	victims map[*team]map[*view]*teamVictims
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {

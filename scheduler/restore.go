@@ -26,8 +26,8 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 		w.gen++ // its queue entry becomes a gap
 		return err
 	}
-	s.bind(w, f, pl)
 	w.admittedAt, w.started, w.restored = spec.Submitted, true, true
+	s.bind(w, f, pl)
 	w.reason = PendingReason{}
 	w.domain = commonDomain(pl)
 	return nil

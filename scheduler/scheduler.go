@@ -39,6 +39,9 @@ type Scheduler struct {
 	// borrowFirst is, per cohort tree (by its root), the gang the tree's
 	// borrowable quota goes to first (Options.BorrowFirstAfter).
 	borrowFirst map[*qnode]*workload
+	// searching: a preemption search is trying victims; the victim lists
+	// stay as they are meanwhile.
+	searching bool
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -412,7 +415,7 @@ func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	}
 	s.charge(w, f, 1)
 	w.team.running[w] = struct{}{}
-	f.version++
+	s.listVictim(w)
 }
 
 // release frees what an admitted w holds; it stays known, in no queue.
@@ -422,7 +425,7 @@ func (s *Scheduler) release(w *workload) {
 		p.node.pods = slices.DeleteFunc(p.node.pods, func(r podRef) bool { return r.w == w })
 	}
 	s.charge(w, w.flavor, -1)
-	w.flavor.version++
+	s.unlistVictim(w)
 	delete(w.team.running, w)
 	delete(s.unstarted, w)
 	w.state = statePending

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestBorrowedPrefixKeepsWhatTheSearchTakes checks the shortcut of candidates
-// against the rule it stands for: of a borrowing team's candidates in victim
-// order, the search takes every borrowOnly one and the others while the team
-// still borrows, and nothing else.
-func TestBorrowedPrefixKeepsWhatTheSearchTakes(t *testing.T) {
+// TestStreamTakesWhatTheRuleSays checks a borrowing team's stream of reclaim
+// candidates against the rule it stands for: of the team's workloads in victim
+// order, every borrowOnly one and the others while the team still borrows,
+// and nothing else.
+func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 15))
 	tierOf := make([]*tier, len(tiers))
 	for i := range tiers {
@@ -42,13 +42,17 @@ func TestBorrowedPrefixKeepsWhatTheSearchTakes(t *testing.T) {
 				excess -= c.w.GPUs()
 			}
 		}
-		other := candidate{w: &workload{tier: tierOf[0]}, seq: -1}
-		got := borrowedPrefix(append([]candidate{other}, cands...), 1, &r)
-		if got[0] != other {
-			t.Fatalf("round %d: the candidates before start changed", round)
+		var l teamVictims
+		l.preemptible = map[int64]GPUs{}
+		for _, c := range cands {
+			l.add(c)
 		}
-		got = got[1:]
-		slices.SortFunc(got, victimOrder)
+		st := stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: r.usage - r.borrowOnly - r.nominal}
+		var got []candidate
+		for c, ok := st.head(); ok; c, ok = st.head() {
+			got = append(got, c)
+			st.pop()
+		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: kept %d candidates, the search takes %d", round, len(got), len(want))
 		}
