@@ -171,7 +171,7 @@ func (st *stream) pop() {
 
 // next returns the next candidate of the search.
 func (vs *victimSearch) next() (candidate, bool) {
-	for len(vs.reclaim) > 0 {
+	if len(vs.reclaim) > 0 {
 		st := vs.reclaim[0]
 		c, _ := st.head()
 		st.pop()

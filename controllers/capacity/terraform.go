@@ -420,7 +420,7 @@ func (t *Terraform) lockHeld(ctx context.Context, src *allotv1.CapacitySource, r
 func annotationManager(obj client.Object, key string) string {
 	field := "f:" + key
 	for _, mf := range obj.GetManagedFields() {
-		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"`+field+`"`) {
+		if mf.FieldsV1 != nil && strings.Contains(mf.FieldsV1.GetRawString(), `"`+field+`"`) {
 			return "field manager " + mf.Manager
 		}
 	}

@@ -124,8 +124,6 @@ type job struct {
 	end       time.Time
 	preempted int
 	pods      []scheduler.PodPlacement
-	nodes     []scheduler.NodeName
-	domain    map[string]string
 	gpuSec    float64
 	rejected  string
 }

@@ -60,12 +60,11 @@ const MaxJobs = 10_000_000
 
 // row reads named columns of one CSV record.
 type row struct {
-	cols   map[string]int
-	rec    []string
-	line   int
-	file   string
-	errs   []error
-	column string
+	cols map[string]int
+	rec  []string
+	line int
+	file string
+	errs []error
 }
 
 func (r *row) str(name string) string {
