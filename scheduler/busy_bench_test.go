@@ -11,6 +11,8 @@ import (
 // in four tiers, some teams borrowing), as many pending, and a stream of
 // completions and arrivals between cycles.
 type busy struct {
+	cfg     Config
+	opts    Options
 	s       *Scheduler
 	rng     *rand.Rand
 	running []WorkloadID
@@ -32,7 +34,8 @@ func newBusy(tb testing.TB, n int) *busy {
 		cfg.Teams = append(cfg.Teams, Team{Name: TeamName(fmt.Sprintf("t%d", i)), Cohort: "org",
 			Quota: map[Flavor]Quota{"h100": {Nominal: GPUs(n * 8 / busyTeams)}}})
 	}
-	s, err := New(cfg, Options{ReserveAfter: 10 * time.Minute})
+	opts := Options{ReserveAfter: 10 * time.Minute}
+	s, err := New(cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -41,7 +44,7 @@ func newBusy(tb testing.TB, n int) *busy {
 			tb.Fatal(err)
 		}
 	}
-	b := &busy{s: s, rng: rand.New(rand.NewPCG(3, 4)), nodes: n}
+	b := &busy{cfg: cfg, opts: opts, s: s, rng: rand.New(rand.NewPCG(3, 4)), nodes: n}
 	// Fill: submit and admit until n/5 run (or nothing more fits).
 	for len(b.running) < n/5 {
 		for range n / 5 / 4 {

@@ -22,8 +22,10 @@ type node struct {
 	groups []*group
 	base   int
 	// slots are the node's positions in each group's bucket of its free GPUs.
-	slots       []int32
-	listed      bool
+	slots  []int32
+	listed bool
+	// removed: taken out of the fleet (RemoveNode); never listed again.
+	removed     bool
 	reservedFor *workload
 	pods        []podRef
 }

@@ -308,6 +308,49 @@ func (s *Scheduler) SetNodeHealth(name NodeName, healthy bool) ([]WorkloadID, er
 	return out, nil
 }
 
+// NodeUsed returns the GPUs the scheduler's workloads use on a node.
+func (s *Scheduler) NodeUsed(name NodeName) (GPUs, error) {
+	n, ok := s.nodeByName[name]
+	if !ok {
+		return 0, fmt.Errorf("node %s: %w", name, ErrUnknown)
+	}
+	return n.used, nil
+}
+
+// RemoveNode takes a node out of the fleet in place (no rebuild): the
+// workloads with a pod on it are evicted and requeued as SetNodeHealth does
+// (their IDs are returned for the runner to stop), a reservation holding it is
+// dropped, and the name is free for a node added again (say, relabelled).
+// The node's record stays behind, empty, so that the index keeps its shape.
+func (s *Scheduler) RemoveNode(name NodeName) ([]WorkloadID, error) {
+	n, ok := s.nodeByName[name]
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", name, ErrUnknown)
+	}
+	evicted, err := s.SetNodeHealth(name, false)
+	if err != nil {
+		return nil, err
+	}
+	if n.reservedFor != nil {
+		s.unreserve(n.reservedFor)
+	}
+	n.removed = true
+	delete(s.nodeByName, name)
+	f := n.flavor
+	f.nodes = slices.DeleteFunc(f.nodes, func(x *node) bool { return x == n })
+	// The largest domain of each of its levels may have been its.
+	for _, g := range n.groups {
+		if l := g.level; l != nil {
+			l.maxCap = 0
+			for _, d := range l.domains {
+				l.maxCap = max(l.maxCap, d.capacity)
+			}
+		}
+	}
+	s.dirty = true
+	return evicted, nil
+}
+
 // ErrUnknown is returned for a workload or node the scheduler does not know.
 var ErrUnknown = errors.New("unknown")
 

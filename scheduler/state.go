@@ -16,7 +16,9 @@ type State struct {
 func (s *Scheduler) state() State {
 	st := State{NodeUsed: map[NodeName]GPUs{}, Usage: map[string]map[Flavor]GPUs{}, DomainFree: map[string]GPUs{}}
 	for _, n := range s.nodes {
-		st.NodeUsed[n.spec.Name] = n.used
+		if !n.removed {
+			st.NodeUsed[n.spec.Name] = n.used
+		}
 	}
 	var visit func(q *qnode)
 	visit = func(q *qnode) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // denyCreate installs a ValidatingAdmissionPolicy (and its binding), both
@@ -322,5 +324,65 @@ func TestNothingScheduledUntilCacheSynced(t *testing.T) {
 	cl.waitBound(waiting)
 	if err := s.expect(map[string]float64{"allot_scheduler_cache_synced{}": 1}); err != nil {
 		t.Error(err)
+	}
+}
+
+// A node removed takes its gangs with it (evicted, reason NodeRemoved) and a
+// node relabelled while it runs nothing moves to its new domain, both without
+// building the core again; a gang then binds on the relabelled node.
+func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 3, 8, 1)
+	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	first := cl.submit("first", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
+	node := cl.waitBound(first)[0]
+	rebuilds := func() float64 {
+		n, err := s.counter(`allot_scheduler_core_rebuilds_total`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := rebuilds()
+	ctx := context.Background()
+	if err := cl.c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitEvent(first[0], "NodeRemoved", "node "+node+" was removed")
+
+	// Relabel an empty node into the rack of another, then ask for a gang
+	// of two in one rack: only that rack now has two nodes.
+	var empty, other string
+	for _, n := range []string{"a-0", "a-1", "a-2"} {
+		if n == node {
+			continue
+		}
+		if empty == "" {
+			empty = n
+		} else {
+			other = n
+		}
+	}
+	var nd corev1.Node
+	if err := cl.c.Get(ctx, client.ObjectKey{Name: empty}, &nd); err != nil {
+		t.Fatal(err)
+	}
+	var on corev1.Node
+	if err := cl.c.Get(ctx, client.ObjectKey{Name: other}, &on); err != nil {
+		t.Fatal(err)
+	}
+	nd.Labels[runner.LabelTopologyPrefix+"rack"] = on.Labels[runner.LabelTopologyPrefix+"rack"]
+	if err := cl.c.Update(ctx, &nd); err != nil {
+		t.Fatal(err)
+	}
+	pair := cl.submit("pair", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 8, require: "rack"})
+	nodes := cl.waitBound(pair)
+	if !slices.Contains(nodes, empty) || !slices.Contains(nodes, other) {
+		t.Errorf("the rack gang is on %v, want %s and %s (one rack since the relabel)", nodes, empty, other)
+	}
+	if n := rebuilds(); n != before {
+		t.Errorf("the core was rebuilt %v times for a node removed and one relabelled, want 0", n-before)
 	}
 }

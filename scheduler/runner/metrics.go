@@ -25,6 +25,10 @@ var (
 		Name: "allot_scheduler_evictions_total",
 		Help: "Gangs taken back whole other than by preemption, by reason (NodeUnhealthy, GangTimeout, ...).",
 	}, []string{"reason"})
+	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "allot_scheduler_core_rebuilds_total",
+		Help: "Times the scheduling core was built again from the quota objects, nodes and pods (a quota change, a relabelled node running gangs); nodes added, removed or relabelled empty change it in place.",
+	})
 	metricPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_scheduler_preemptions_total",
 		Help: "Workloads preempted, by the rule that allowed it (ReclaimBorrowed, HigherTier).",
@@ -69,7 +73,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

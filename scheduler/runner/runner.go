@@ -310,7 +310,7 @@ func (r *Runner) step(ctx context.Context) time.Time {
 			r.st.nodesDirty[name] = true
 		}
 	}
-	if r.st.configDirty || r.core == nil || r.nodesStructural() {
+	if r.st.configDirty || r.core == nil || r.nodesStructural(&acts) {
 		r.rebuild(now, &acts)
 	} else {
 		r.syncHealth(&acts)
@@ -358,14 +358,13 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	return res.Wake
 }
 
-// nodesStructural says whether a node changed in more than its health (added,
-// removed, resized, relabelled): the core is then rebuilt. New nodes are added
-// in place.
-func (r *Runner) nodesStructural() bool {
-	if len(r.st.nodesDirty) == 0 {
-		return false
-	}
-	for name := range r.st.nodesDirty {
+// nodesStructural brings the core's nodes up to date in place where it can:
+// a node added is added, a node removed is removed (the gangs on it evicted),
+// a node relabelled or resized that runs none of the core's pods is removed
+// and added again. It says whether what is left needs a rebuild of the core
+// (a relabelled node running gangs, or a change the core refuses).
+func (r *Runner) nodesStructural(acts *actions) bool {
+	for _, name := range slices.Sorted(maps.Keys(r.st.nodesDirty)) {
 		m, ok := r.model(name)
 		old, had := r.known[name]
 		switch {
@@ -377,14 +376,32 @@ func (r *Runner) nodesStructural() bool {
 			}
 			r.setKnown(name, m)
 			delete(r.st.nodesDirty, name)
-		case !ok || !had:
-			return true
+		case !ok:
+			evicted, err := r.core.RemoveNode(scheduler.NodeName(name))
+			if err != nil {
+				return true
+			}
+			delete(r.known, name)
+			delete(r.graceEnds, name)
+			delete(r.st.nodesDirty, name)
+			r.evictGangs(evicted, "NodeRemoved", fmt.Sprintf("node %s was removed", name), acts)
 		default:
 			a, b := m.spec, old.spec
 			a.Unhealthy, b.Unhealthy = false, false
-			if a.GPUs != b.GPUs || a.Flavor != b.Flavor || a.Class != b.Class || !slices.Equal(a.Domains, b.Domains) {
+			if a.GPUs == b.GPUs && a.Flavor == b.Flavor && a.Class == b.Class && slices.Equal(a.Domains, b.Domains) {
+				continue // its health, if anything: syncHealth
+			}
+			if used, err := r.core.NodeUsed(scheduler.NodeName(name)); err != nil || used > 0 {
 				return true
 			}
+			if _, err := r.core.RemoveNode(scheduler.NodeName(name)); err != nil {
+				return true
+			}
+			if r.core.AddNode(m.spec) != nil {
+				return true
+			}
+			r.setKnown(name, m)
+			r.st.heldDirty[name] = true // what other schedulers' pods hold there
 		}
 	}
 	return false
@@ -508,6 +525,7 @@ func (r *Runner) evictGangs(ids []scheduler.WorkloadID, reason, why string, acts
 // admitted and running gangs into it and resubmits the pending ones in their
 // order. A quota tree the core refuses leaves the last good core in force.
 func (r *Runner) rebuild(now time.Time, acts *actions) {
+	metricRebuilds.Inc()
 	cfg, err := quotaConfig(slices.Collect(derefs(r.st.teams)), slices.Collect(derefs(r.st.cohorts)), slices.Collect(derefs(r.st.tiers)))
 	var core *scheduler.Scheduler
 	if err == nil {
