@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/allot-dev/allot/internal/gittest"
+
 	"sigs.k8s.io/yaml"
 )
 
@@ -629,15 +631,8 @@ func shell(t *testing.T, dir string, env []string, script string, log io.Writer)
 	return 0
 }
 
-func git(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
+// git runs git in dir (internal/gittest).
+var git = gittest.Run
 
 func replace(t *testing.T, file, old, new string) {
 	t.Helper()

@@ -123,7 +123,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 		ps := byWorkload[id]
 		first := ps[0]
 		team := first.Labels[runner.LabelTeam]
-		w := workloadRow{id: id, tier: first.Labels[runner.LabelTier], pods: int64(len(ps)), gpusPerPod: podGPUs(first)}
+		w := workloadRow{id: id, tier: first.Labels[runner.LabelTier], pods: int64(len(ps)), gpusPerPod: runner.PodGPUs(first)}
 		if n, err := strconv.ParseInt(first.Labels[runner.LabelGangSize], 10, 64); err == nil {
 			w.pods = n
 		}
@@ -148,9 +148,9 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 			if u := used[team]; u == nil {
 				used[team] = map[string]int64{}
 			}
-			used[team][flavor] += podGPUs(p)
+			used[team][flavor] += runner.PodGPUs(p)
 			if r := poolUse[pool]; r != nil {
-				r.used += podGPUs(p)
+				r.used += runner.PodGPUs(p)
 				r.pods++
 			}
 			if lvl := first.Labels[runner.LabelRequire]; lvl != "" {
@@ -202,16 +202,6 @@ func pendingMessage(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// podGPUs is the GPUs the pod's containers ask for.
-func podGPUs(p *corev1.Pod) int64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		q := c.Resources.Requests[runner.GPUResource]
-		n += q.Value()
-	}
-	return n
 }
 
 // print writes the snapshot as three tables.

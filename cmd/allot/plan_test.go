@@ -3,10 +3,11 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/allot-dev/allot/internal/gittest"
 )
 
 // prChange sets up base/ (examples as they are) and head/ (robotics' H100 quota
@@ -98,16 +99,8 @@ func TestPlanJSONContract(t *testing.T) {
 	}
 }
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
+// git runs git in dir (internal/gittest).
+var git = gittest.Run
 
 // TestPlanBaseGitRef plans a work tree against a branch of its own repository: the
 // diff comes from Git's objects and the work tree is left as it was.

@@ -141,7 +141,7 @@ func (r *Runner) upsertPod(obj any) {
 	old := st.pods[p.UID]
 	pi := &podInfo{
 		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time,
-		gpus: podGPUs(p), labels: allotLabels(p.Labels),
+		gpus: PodGPUs(p), labels: allotLabels(p.Labels),
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		running:  p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
 		deleting: p.DeletionTimestamp != nil,
@@ -239,7 +239,7 @@ func (r *Runner) leaveGang(pi *podInfo) {
 // allot's to give. The core is told they are held; the node is not rebuilt.
 func (r *Runner) foreignPod(p *corev1.Pod) {
 	old, had := r.st.foreign[p.UID]
-	gpus := podGPUs(p)
+	gpus := PodGPUs(p)
 	holds := p.Spec.NodeName != "" && gpus > 0 && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	now := foreignPod{node: p.Spec.NodeName, gpus: gpus}
 	switch {

@@ -181,9 +181,9 @@ func notReadySince(n *corev1.Node) time.Time {
 	return time.Time{}
 }
 
-// podGPUs is the GPUs a pod asks for: the sum over its containers, or the most
+// PodGPUs is the GPUs a pod asks for: the sum over its containers, or the most
 // one init container asks for if that is more; a request defaults to the limit.
-func podGPUs(p *corev1.Pod) int64 {
+func PodGPUs(p *corev1.Pod) int64 {
 	get := func(c corev1.Container) int64 {
 		if q, ok := c.Resources.Requests[GPUResource]; ok {
 			return q.Value()
