@@ -11,9 +11,11 @@ import (
 // kept as workloads start and end rather than collected and sorted on each
 // search: in a busy fleet a cycle searches thousands of times. The order of
 // a gang just admitted on drained nodes depends on the time, so the lists are
-// ordered again when the time moves.
+// ordered again once such a gang's grace ends.
 type teamVictims struct {
-	now time.Time
+	// now is when the order was last known right; flipAt is the first time
+	// after it that a member's place changes (a drained gang's grace ends).
+	now, flipAt time.Time
 	// borrowOnly holds the workloads of borrowOnly tiers, rest the others.
 	borrowOnly, rest []candidate
 	// borrowOnlyGPUs sums borrowOnly; preemptible sums the GPUs of the
@@ -49,14 +51,14 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 		f.victims[t] = byView
 	}
 	l := byView[v]
-	if l != nil && l.now.Equal(s.now) {
+	if l != nil && l.current(s.now) {
 		return l
 	}
 	if l == nil {
 		l = &teamVictims{preemptible: map[int64]GPUs{}}
 		byView[v] = l
 	}
-	l.now, l.borrowOnly, l.rest, l.borrowOnlyGPUs = s.now, l.borrowOnly[:0], l.rest[:0], 0
+	l.now, l.flipAt, l.borrowOnly, l.rest, l.borrowOnlyGPUs = s.now, time.Time{}, l.borrowOnly[:0], l.rest[:0], 0
 	clear(l.preemptible)
 	for x := range t.running {
 		if helps(f, v, x) {
@@ -66,6 +68,19 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 	slices.SortFunc(l.borrowOnly, victimOrder)
 	slices.SortFunc(l.rest, victimOrder)
 	return l
+}
+
+// current says whether the lists' order holds at now (and then moves them to
+// it): time went forward and no drained gang's grace ended since.
+func (l *teamVictims) current(now time.Time) bool {
+	switch {
+	case l.now.Equal(now):
+		return true
+	case now.Before(l.now) || (!l.flipAt.IsZero() && !now.Before(l.flipAt)):
+		return false
+	}
+	l.now = now
+	return true
 }
 
 // add puts c in its list, in order, and in its sums.
@@ -80,6 +95,11 @@ func (l *teamVictims) put(c candidate, sorted bool) {
 	}
 	if c.w.tier.spec.Preemptible {
 		l.preemptible[c.prio] += c.w.GPUs()
+	}
+	if c.late {
+		if at := c.w.admittedAt.Add(drainedGrace); l.flipAt.IsZero() || at.Before(l.flipAt) {
+			l.flipAt = at
+		}
 	}
 	if !sorted {
 		*list = append(*list, c)
@@ -120,7 +140,7 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 	}
 	f := w.flavor
 	for v, l := range f.victims[w.team] {
-		if l.now.Equal(s.now) && helps(f, v, w) {
+		if l.current(s.now) && helps(f, v, w) {
 			op(l, s.candidate(w, ""))
 		}
 	}

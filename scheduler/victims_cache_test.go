@@ -3,6 +3,7 @@ package scheduler
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // fromScratch is what a preemption search tries, built from the running
@@ -62,7 +63,7 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 func TestVictimListsMatchAFreshSearch(t *testing.T) {
 	b := newBusy(t, 400)
 	compared, nonEmpty := 0, 0
-	for step := range 80 {
+	for step := range 240 {
 		switch step % 4 {
 		case 0:
 			b.churn(t, 1+b.rng.IntN(10))
@@ -76,9 +77,9 @@ func TestVictimListsMatchAFreshSearch(t *testing.T) {
 			if _, err := b.s.SetNodeHealth(name, true); err != nil {
 				t.Fatal(err)
 			}
-		case 2:
-			b.s.Advance(at(b.sec + 5*3600)) // gangs admitted on drained nodes age
-			b.sec += 5 * 3600
+		case 2: // gangs admitted on drained nodes age past their grace
+			b.sec += 45 * 60
+			b.s.Advance(at(b.sec))
 		}
 		b.cycle(t)
 		for _, w := range b.s.workloads {
@@ -107,4 +108,49 @@ func TestVictimListsMatchAFreshSearch(t *testing.T) {
 		t.Fatalf("only %d searches compared (%d with candidates)", compared, nonEmpty)
 	}
 	t.Logf("%d searches compared, %d with candidates", compared, nonEmpty)
+}
+
+// A gang admitted on nodes drained for it is taken last in its tier for its
+// grace (drainedGrace); once that ends it takes its place by admission time
+// again, and the kept lists follow, as a list built from scratch does.
+func TestVictimListsReorderWhenTheGraceEnds(t *testing.T) {
+	b := newBusy(t, 200)
+	f := b.s.flavorList[0]
+	for _, tm := range b.s.teamList {
+		// Two running of one preemptible tier: the later (the first victim) a gang.
+		var older, gang *workload
+		for x := range tm.running {
+			for y := range tm.running {
+				if x != y && x.tier == y.tier && x.tier.spec.Preemptible && y.spec.Pods > 1 &&
+					(x.admittedAt.Before(y.admittedAt) || (x.admittedAt.Equal(y.admittedAt) && x.seq < y.seq)) {
+					older, gang = x, y
+				}
+			}
+		}
+		if gang == nil {
+			continue
+		}
+		gang.drained = true
+		f.victims = nil
+		order := func() []*workload {
+			var out []*workload
+			l := b.s.teamVictims(f, f.view, tm)
+			for _, c := range append(slices.Clone(l.borrowOnly), l.rest...) {
+				if c.w == older || c.w == gang {
+					out = append(out, c.w)
+				}
+			}
+			return out
+		}
+		b.s.Advance(gang.admittedAt.Add(time.Hour))
+		if got := order(); !slices.Equal(got, []*workload{older, gang}) {
+			t.Fatalf("within its grace the drained gang is not last: %v", got)
+		}
+		b.s.Advance(gang.admittedAt.Add(drainedGrace + time.Hour))
+		if got := order(); !slices.Equal(got, []*workload{gang, older}) {
+			t.Fatalf("after its grace the drained gang is not first (the more recent): %v", got)
+		}
+		return
+	}
+	t.Fatal("no team runs two workloads of one preemptible tier, the later a gang")
 }
