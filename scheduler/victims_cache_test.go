@@ -154,3 +154,51 @@ func TestVictimListsReorderWhenTheGraceEnds(t *testing.T) {
 	}
 	t.Fatal("no team runs two workloads of one preemptible tier, the later a gang")
 }
+
+// The bound of a gang held to one domain never turns away a search that
+// would succeed: on every pending gang of a busy fleet that names a level,
+// when the bound says no, evicting every candidate does not make it fit.
+func TestRoomInOneDomainIsABound(t *testing.T) {
+	b := newBusy(t, 300)
+	refused, could := 0, 0
+	for step := range 120 {
+		// Before the cycle: what just arrived may need victims to fit.
+		b.churn(t, 10)
+		for _, w := range b.s.workloads {
+			if w.state != statePending || w.spec.Require == "" {
+				continue
+			}
+			for _, f := range w.cands {
+				vs, ok := b.s.candidates(w, f)
+				if !ok {
+					continue
+				}
+				cands, room := b.s.roomInOneDomain(w, f, vs)
+				all, _ := fromScratch(b.s, w, f)
+				var ids []WorkloadID
+				for _, c := range all {
+					ids = append(ids, c.w.spec.ID)
+				}
+				restore := b.s.WhatIfEvict(ids...)
+				fits := b.s.fitsNow(w, f)
+				restore()
+				if fits && b.s.viewOf(w, f).levels[w.spec.Require].largestFree() < w.GPUs() {
+					could++ // only with victims
+				}
+				if room {
+					continue
+				}
+				refused++
+				if fits {
+					t.Fatalf("step %d: %s (%d x %d GPUs in one %s) fits with its %d candidates evicted, but the bound refused it (%d kept)",
+						step, w.spec.ID, w.spec.Pods, w.spec.GPUsPerPod, w.spec.Require, len(all), len(cands))
+				}
+			}
+		}
+		b.cycle(t)
+	}
+	if refused < 20 || could < 5 {
+		t.Fatalf("the bound refused %d searches, %d could succeed: too few to tell", refused, could)
+	}
+	t.Logf("%d searches refused by the bound, none of which could succeed; %d could, and were let through", refused, could)
+}
