@@ -23,8 +23,10 @@ var pure = []string{
 }
 
 var adapters = map[string]bool{
-	"github.com/allot-dev/allot/schema/source": true, // reads Git objects through git
-	"github.com/allot-dev/allot/fleet/agent":   true, // reads GPUs through NVML, writes its node
+	"github.com/allot-dev/allot/schema/source":    true, // reads Git objects through git
+	"github.com/allot-dev/allot/fleet/agent":      true, // reads GPUs through NVML, writes its node
+	"github.com/allot-dev/allot/planner/runner":   true, // runs terraform
+	"github.com/allot-dev/allot/scheduler/runner": true, // the in-cluster scheduler: informers and binds
 }
 
 // forbidden anywhere in a pure package's dependencies.
@@ -49,15 +51,74 @@ type pkg struct {
 }
 
 // isAdapter says whether a package is an adapter, or under one (its test
-// fixtures, such as fleet/agent/nvmltest); every .../runner, and what is under
-// it (planner/runner/kwok), is one too.
+// fixtures, such as fleet/agent/nvmltest and planner/runner/kwok).
 func isAdapter(path string) bool {
 	for a := range adapters {
 		if path == a || strings.HasPrefix(path, a+"/") {
 			return true
 		}
 	}
-	return strings.HasSuffix(path, "/runner") || strings.Contains(path, "/runner/")
+	return false
+}
+
+// layers orders the project's folders: a package imports only packages of its
+// own layer or the ones below (docs/architecture.md). Test files may reach up.
+var layers = [][]string{
+	{"api", "schema", "internal"},
+	{"fleet"},
+	{"scheduler"},
+	{"planner", "policies"},
+	{"controllers"},
+	{"cmd", "hack", "ci"},
+}
+
+// layerOf returns the layer of a package of the project, -1 when it is in none.
+func layerOf(path string) int {
+	rel, ok := strings.CutPrefix(path, "github.com/allot-dev/allot/")
+	if !ok {
+		return -1
+	}
+	top, _, _ := strings.Cut(rel, "/")
+	for i, l := range layers {
+		for _, name := range l {
+			if top == name {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestLayers checks every package of the module against the layer order.
+func TestLayers(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps=false", "-json", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	n := 0
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		own := layerOf(p.ImportPath)
+		if own < 0 {
+			t.Errorf("%s is in no layer: add its folder to layers", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if l := layerOf(imp); l > own {
+				t.Errorf("%s (layer %v) imports %s (layer %v), a layer above it", p.ImportPath, layers[own], imp, layers[l])
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("checked only %d packages", n)
+	}
 }
 
 func TestArchitecture(t *testing.T) {

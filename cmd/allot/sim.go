@@ -75,7 +75,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 				}
 				in.Nodes = sim.FromNodeList(nodes)
 			} else {
-				in.Nodes = sim.FleetFromSchema(c.cfg)
+				in.Nodes = sim.FleetFromSchema(c.cfg, c.plan.NodesTargets())
 			}
 			jobs, err := readWith(workloadFile, func(r io.Reader, name string) ([]workload.Job, error) {
 				jobs, _, err := workload.Read(r, name)

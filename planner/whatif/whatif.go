@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
@@ -153,7 +154,7 @@ type side struct {
 
 func replay(cfg *schema.Config, in Input, opts scheduler.Options) (side, error) {
 	q := sim.QuotaFromSchema(cfg)
-	nodes := sim.FleetFromSchema(cfg)
+	nodes := sim.FleetFromSchema(cfg, planner.Build(cfg).NodesTargets())
 	jobs := slices.Clone(in.Jobs)
 	for i := range jobs {
 		jobs[i].Flavors = slices.Clone(jobs[i].Flavors)

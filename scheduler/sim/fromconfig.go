@@ -2,7 +2,6 @@ package sim
 
 import (
 	"github.com/allot-dev/allot/fleet"
-	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
@@ -36,10 +35,11 @@ func QuotaFromSchema(cfg *schema.Config) scheduler.Config {
 	return out
 }
 
-// FleetFromSchema builds the simulated fleet: every pool at the planner's node
-// target, nodes named <pool>-<index> and laid out in topology domains in index order.
-func FleetFromSchema(cfg *schema.Config) []scheduler.Node {
-	return FromFleet(fleet.Layout(cfg, planner.Build(cfg).NodesTargets()))
+// FleetFromSchema builds the simulated fleet: every pool at its node target
+// (the planner's, given by the caller: the simulator sits below the planner),
+// nodes named <pool>-<index> and laid out in topology domains in index order.
+func FleetFromSchema(cfg *schema.Config, targets map[schema.PoolName]int64) []scheduler.Node {
+	return FromFleet(fleet.Layout(cfg, targets))
 }
 
 // FromFleet converts fleet nodes into scheduler nodes.

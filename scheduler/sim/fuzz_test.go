@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
@@ -68,7 +69,7 @@ func simRandom(t *testing.T, a, b uint64) *Report {
 	t.Helper()
 	r := rand.New(rand.NewPCG(a, b))
 	cfg := schematest.RandomConfig(r, 12)
-	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg), Jobs: randomJobs(r, cfg)}
+	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg, planner.Build(cfg).NodesTargets()), Jobs: randomJobs(r, cfg)}
 	for range r.IntN(4) {
 		if len(in.Nodes) == 0 {
 			break

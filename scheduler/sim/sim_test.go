@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/allot-dev/allot/internal/testfiles"
+	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
@@ -69,7 +70,7 @@ func noViolations(t *testing.T, rep *Report) {
 
 func TestContractRepository(t *testing.T) {
 	cfg := loadRepo(t, contractRepo)
-	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg), Jobs: readJobs(t, contractRepo+"/workload.csv", 0)}
+	in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg, planner.Build(cfg).NodesTargets()), Jobs: readJobs(t, contractRepo+"/workload.csv", 0)}
 	rep := runCore(t, in, scheduler.DefaultOptions())
 	noViolations(t, rep)
 	got := map[string]JobReport{}
@@ -170,7 +171,7 @@ func TestReadEvents(t *testing.T) {
 
 func TestFleetFromSchemaNamesNodesByPoolAndIndex(t *testing.T) {
 	cfg := loadRepo(t, contractRepo)
-	nodes := FleetFromSchema(cfg)
+	nodes := FleetFromSchema(cfg, planner.Build(cfg).NodesTargets())
 	if len(nodes) == 0 {
 		t.Fatal("no nodes")
 	}
