@@ -16,6 +16,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -103,7 +104,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 	}
 	for _, n := range nodes.Items {
 		if r := poolUse[n.Labels[fleet.LabelPool]]; r != nil {
-			q := n.Status.Allocatable[runner.GPUResource]
+			q := n.Status.Allocatable[nodestate.ResourceGPU]
 			r.nodes++
 			r.gpus += q.Value()
 		}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -68,8 +69,8 @@ func (j job) create(ctx context.Context, c client.Client) error {
 				Containers: []corev1.Container{{
 					Name: "train", Image: "trainer:demo",
 					Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{runner.GPUResource: gpus},
-						Limits:   corev1.ResourceList{runner.GPUResource: gpus},
+						Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus},
+						Limits:   corev1.ResourceList{nodestate.ResourceGPU: gpus},
 					},
 				}},
 			},

@@ -19,6 +19,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/scheduler/sim"
@@ -204,9 +205,9 @@ func podEvents(ctx context.Context, c client.Client, ns string, pods []corev1.Po
 func podGPUCount(p *corev1.Pod) int64 {
 	var n int64
 	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[runner.GPUResource]; ok {
+		if q, ok := c.Resources.Limits[nodestate.ResourceGPU]; ok {
 			n += q.Value()
-		} else if q, ok := c.Resources.Requests[runner.GPUResource]; ok {
+		} else if q, ok := c.Resources.Requests[nodestate.ResourceGPU]; ok {
 			n += q.Value()
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
@@ -85,7 +86,7 @@ func TestExplainCluster(t *testing.T) {
 		q := *resource.NewQuantity(8, resource.DecimalSI)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name, Labels: labels},
 			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}}}
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}}}
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,8 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -77,7 +79,7 @@ func TestManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := testenv.CreateNode(ctx, c, "n0", 8, map[string]string{runner.LabelFlavor: "h100", runner.LabelPool: "p"}); err != nil {
+	if _, err := testenv.CreateNode(ctx, c, "n0", 8, map[string]string{runner.LabelFlavor: "h100", fleet.LabelPool: "p"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,7 +106,7 @@ func TestManager(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "alpha", Name: "train"}, // the team's namespace names its team (--strict-tenancy)
 		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{
 			Name: "train", Image: "trainer:1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus}},
 		}}},
 	}
 	// A pod of a namespace no team owns, naming alpha, is refused by default

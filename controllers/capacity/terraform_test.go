@@ -384,7 +384,7 @@ func submitGang(t *testing.T, c client.Client, ns, name string, pods, gpus int64
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: map[string]string{
 				runner.LabelTeam: "alpha", runner.LabelGang: name, runner.LabelGangSize: fmt.Sprint(pods)}},
 			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}},
 		}
 		if err := c.Create(context.Background(), p); err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/agent"
 	"github.com/allot-dev/allot/fleet/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/health"
@@ -59,7 +60,7 @@ func TestFatalXIDOnAGangNode(t *testing.T) {
 	}
 	for i := range 4 {
 		name := fmt.Sprintf("dgx-%d", i)
-		n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{runner.LabelPool: "dgx"})
+		n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{fleet.LabelPool: "dgx"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func TestFatalXIDOnAGangNode(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{
 				Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
-					Limits: corev1.ResourceList{runner.GPUResource: *resource.NewQuantity(8, resource.DecimalSI)}},
+					Limits: corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}},
 			}}},
 		}},
 	}

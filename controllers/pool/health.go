@@ -11,9 +11,6 @@ import (
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
-// LabelPool names the Pool a node belongs to (the Terraform modules set it).
-const LabelPool = "allot.dev/pool"
-
 // Health is what a pool's nodes offer, from Observe.
 type Health struct {
 	Nodes, UsableNodes int64

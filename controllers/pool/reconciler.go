@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 )
 
 // Condition reasons of a Pool.
@@ -45,7 +46,7 @@ type Reconciler struct {
 // changes and when one of its nodes does.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, indexPool, func(o client.Object) []string {
-		if p := o.GetLabels()[LabelPool]; p != "" {
+		if p := o.GetLabels()[fleet.LabelPool]; p != "" {
 			return []string{p}
 		}
 		return nil
@@ -55,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&allotv1.Pool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if p := o.GetLabels()[LabelPool]; p != "" {
+			if p := o.GetLabels()[fleet.LabelPool]; p != "" {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p}}}
 			}
 			return nil

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
 // Env is a running control plane.
@@ -128,9 +129,6 @@ func (e *MissingError) Error() string {
 	return e.Binary + " not found in " + e.Dir + ": run 'make controlplane' (or set KUBEBUILDER_ASSETS)"
 }
 
-// GPUResource is the extended resource GPU nodes advertise.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
-
 // CreateNode creates a Node with gpus nvidia.com/gpu and labels that reports
 // Ready, as a kubelet would: the API server's admission taints every new Node
 // node.kubernetes.io/not-ready, so the taint is cleared after the status is set.
@@ -142,7 +140,7 @@ func CreateNode(ctx context.Context, c client.Client, name string, gpus int64, l
 		return nil, err
 	}
 	q := *resource.NewQuantity(gpus, resource.DecimalSI)
-	n.Status.Capacity = corev1.ResourceList{GPUResource: q, corev1.ResourceCPU: resource.MustParse("192"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("110")}
+	n.Status.Capacity = corev1.ResourceList{nodestate.ResourceGPU: q, corev1.ResourceCPU: resource.MustParse("192"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("110")}
 	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 	if err := c.Status().Update(ctx, n); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
 // The control plane starts, serves allot's CRDs, and a created node is Ready,
@@ -30,7 +31,7 @@ func TestStart(t *testing.T) {
 	if len(n.Spec.Taints) != 0 {
 		t.Errorf("taints = %v, want none", n.Spec.Taints)
 	}
-	if got := n.Status.Allocatable[testenv.GPUResource]; got.Value() != 8 {
+	if got := n.Status.Allocatable[nodestate.ResourceGPU]; got.Value() != 8 {
 		t.Errorf("allocatable GPUs = %v, want 8", got.String())
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -36,9 +38,9 @@ func BenchmarkBindThroughAPI(b *testing.B) {
 	cl.team("alpha", "", "h100", 8*nodes)
 	parallel(b, nodes, func(i int) error {
 		_, err := testenv.CreateNode(ctx, cl.c, fmt.Sprintf("a-%d", i), 8, map[string]string{
-			runner.LabelPool: "a", runner.LabelFlavor: "h100",
-			runner.LabelTopologyPrefix + "rack": fmt.Sprintf("r%d", i/16),
-			runner.LabelTopologyPrefix + "host": fmt.Sprintf("a-%d", i),
+			fleet.LabelPool: "a", runner.LabelFlavor: "h100",
+			fleet.TopologyLabelPrefix + "rack": fmt.Sprintf("r%d", i/16),
+			fleet.TopologyLabelPrefix + "host": fmt.Sprintf("a-%d", i),
 		})
 		return err
 	})
@@ -78,7 +80,7 @@ func bindAll(b *testing.B, cl *cluster, ns, schedulerName string, singles, gangs
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 			Spec: corev1.PodSpec{SchedulerName: schedulerName, Containers: []corev1.Container{{
 				Name: "c", Image: "x",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{runner.GPUResource: one}, Limits: corev1.ResourceList{runner.GPUResource: one}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{nodestate.ResourceGPU: one}, Limits: corev1.ResourceList{nodestate.ResourceGPU: one}},
 			}}},
 		})
 	})

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/scheduler"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // denyCreate installs a ValidatingAdmissionPolicy (and its binding), both
@@ -373,7 +373,7 @@ func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
 	if err := cl.c.Get(ctx, client.ObjectKey{Name: other}, &on); err != nil {
 		t.Fatal(err)
 	}
-	nd.Labels[runner.LabelTopologyPrefix+"rack"] = on.Labels[runner.LabelTopologyPrefix+"rack"]
+	nd.Labels[fleet.TopologyLabelPrefix+"rack"] = on.Labels[fleet.TopologyLabelPrefix+"rack"]
 	if err := cl.c.Update(ctx, &nd); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -25,8 +26,6 @@ import (
 const (
 	// SchedulerName is what pods set in spec.schedulerName to be scheduled by allot.
 	SchedulerName = "allot"
-	// GPUResource is the extended resource of a GPU.
-	GPUResource = nodestate.ResourceGPU
 
 	LabelTeam     = "allot.dev/team"
 	LabelTier     = "allot.dev/tier"
@@ -34,10 +33,7 @@ const (
 	LabelGangSize = "allot.dev/gang-size"
 	LabelRequire  = "allot.dev/require"
 	LabelPrefer   = "allot.dev/prefer"
-	LabelFlavor   = "allot.dev/flavor"
-	LabelPool     = "allot.dev/pool"
-	// LabelTopologyPrefix + level names a node's domain of that level.
-	LabelTopologyPrefix = "topology.allot.dev/"
+	LabelFlavor   = fleet.LabelFlavor // a pod's flavor, named as its nodes' label
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
@@ -121,7 +117,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 	if c.GPUs <= 0 {
 		return nodeModel{}, false
 	}
-	pool, havePool := pools[n.Labels[LabelPool]]
+	pool, havePool := pools[n.Labels[fleet.LabelPool]]
 	flavor := n.Labels[LabelFlavor]
 	if flavor == "" {
 		flavor = pool.flavor
@@ -135,7 +131,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 		// is not rack r0 of block b2.
 		path := ""
 		for _, l := range pool.levels {
-			v, ok := n.Labels[LabelTopologyPrefix+l]
+			v, ok := n.Labels[fleet.TopologyLabelPrefix+l]
 			if !ok || v == "" {
 				break // a node outside a level is outside every narrower one
 			}
@@ -185,10 +181,10 @@ func notReadySince(n *corev1.Node) time.Time {
 // one init container asks for if that is more; a request defaults to the limit.
 func PodGPUs(p *corev1.Pod) int64 {
 	get := func(c corev1.Container) int64 {
-		if q, ok := c.Resources.Requests[GPUResource]; ok {
+		if q, ok := c.Resources.Requests[nodestate.ResourceGPU]; ok {
 			return q.Value()
 		}
-		if q, ok := c.Resources.Limits[GPUResource]; ok {
+		if q, ok := c.Resources.Limits[nodestate.ResourceGPU]; ok {
 			return q.Value()
 		}
 		return 0
@@ -225,7 +221,7 @@ type classOf struct {
 
 // perNode says whether a label names a single node.
 func perNode(label string) bool {
-	return label == labelHostname || strings.HasPrefix(label, LabelTopologyPrefix)
+	return label == labelHostname || strings.HasPrefix(label, fleet.TopologyLabelPrefix)
 }
 
 // nodeClass is the node's class: its labels and scheduling taints, encoded

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
@@ -20,8 +21,8 @@ func TestModelNodeHealth(t *testing.T) {
 	const grace = 5 * time.Minute
 	pools := map[string]poolInfo{"a": {flavor: "h100"}}
 	node := func(ready corev1.ConditionStatus, since time.Duration, fault, cordoned bool) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{LabelPool: "a"}}}
-		n.Status.Allocatable = corev1.ResourceList{GPUResource: *resource.NewQuantity(8, resource.DecimalSI)}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{fleet.LabelPool: "a"}}}
+		n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
 		if fault {
 			n.Spec.Taints = []corev1.Taint{{Key: nodestate.TaintGPUFault, Effect: corev1.TaintEffectNoSchedule}}
@@ -62,9 +63,9 @@ func TestModelNodeHealth(t *testing.T) {
 // A usable node with GPUs the agent counts unhealthy keeps its size; the
 // unhealthy ones are held.
 func TestModelNodeFaultyGPUs(t *testing.T) {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{LabelPool: "a"},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{fleet.LabelPool: "a"},
 		Annotations: map[string]string{nodestate.AnnotationHealthyGPUs: "6"}}}
-	n.Status.Allocatable = corev1.ResourceList{GPUResource: *resource.NewQuantity(8, resource.DecimalSI)}
+	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	m, ok := modelNode(n, map[string]poolInfo{"a": {flavor: "h100"}}, time.Minute, time.Now())
 	if !ok || m.spec.GPUs != 8 || m.faulty != 2 || m.spec.Unhealthy || m.closed() {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -146,7 +147,7 @@ func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) 
 		}
 	}
 	if w.GPUsPerPod <= 0 {
-		return w, &specError{fmt.Sprintf("pod %s requests no %s: allot schedules GPU pods", first.name, GPUResource)}
+		return w, &specError{fmt.Sprintf("pod %s requests no %s: allot schedules GPU pods", first.name, nodestate.ResourceGPU)}
 	}
 	w.Submitted = first.created
 	for _, p := range live {

@@ -31,7 +31,7 @@ func TestHeldGPUsAreNotGivenOut(t *testing.T) {
 		Spec: corev1.PodSpec{
 			SchedulerName: corev1.DefaultSchedulerName, NodeName: "a-2",
 			Containers: []corev1.Container{{Name: "c", Image: "other:1", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus},
+				Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus},
 			}}},
 		},
 	})

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -32,7 +33,7 @@ func (cl *cluster) rulePods(name string, pods int, rules func(i int, s *corev1.P
 			Spec: corev1.PodSpec{
 				SchedulerName: runner.SchedulerName,
 				Containers: []corev1.Container{{Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus},
+					Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus},
 				}}},
 			},
 		}

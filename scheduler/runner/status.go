@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -51,7 +52,7 @@ func (r *Runner) publishStatus(ctx context.Context) {
 	}
 	pools := map[string]*poolHealth{}
 	for name, n := range r.st.nodes {
-		pool := n.Labels[LabelPool]
+		pool := n.Labels[fleet.LabelPool]
 		if pool == "" {
 			continue
 		}

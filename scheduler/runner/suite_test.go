@@ -29,6 +29,8 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
@@ -203,9 +205,9 @@ func (cl *cluster) pool(name, flavor string, nodes, gpus, perRack int64) {
 	})
 	for i := range nodes {
 		labels := map[string]string{
-			runner.LabelPool: name, runner.LabelFlavor: flavor,
-			runner.LabelTopologyPrefix + "rack": "r" + strconv.FormatInt(i/perRack, 10),
-			runner.LabelTopologyPrefix + "host": fmt.Sprintf("%s-%d", name, i),
+			fleet.LabelPool: name, runner.LabelFlavor: flavor,
+			fleet.TopologyLabelPrefix + "rack": "r" + strconv.FormatInt(i/perRack, 10),
+			fleet.TopologyLabelPrefix + "host": fmt.Sprintf("%s-%d", name, i),
 		}
 		if _, err := testenv.CreateNode(context.Background(), cl.c, fmt.Sprintf("%s-%d", name, i), gpus, labels); err != nil {
 			cl.t.Fatal(err)
@@ -251,7 +253,7 @@ func (cl *cluster) submit(name string, s podSpec) []string {
 			Spec: corev1.PodSpec{
 				SchedulerName: runner.SchedulerName,
 				Containers: []corev1.Container{{Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{runner.GPUResource: gpus}, Limits: corev1.ResourceList{runner.GPUResource: gpus},
+					Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus},
 				}}},
 			},
 		})
@@ -414,7 +416,7 @@ func (cl *cluster) jobPod(job *batchv1.Job, name string, gpus int64, labels map[
 		ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: q}}}}},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}},
 	})
 	return name
 }

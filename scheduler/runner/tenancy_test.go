@@ -19,6 +19,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -114,7 +115,7 @@ func TestAdmissionPolicyRefusesOtherTeams(t *testing.T) {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "alpha", Name: name, Labels: labels},
 			Spec: corev1.PodSpec{SchedulerName: scheduler, Containers: []corev1.Container{{Name: "train", Image: "trainer:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runner.GPUResource: gpus}}}}},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus}}}}},
 		}
 	}
 	ctx := context.Background()
