@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,22 @@ func TestSubmitRefusesWorkloadsBeyondAnyFleet(t *testing.T) {
 				t.Fatalf("Submit(%d x %d) = %v, want refused as beyond any fleet", tc.pods, tc.gpp, err)
 			}
 		})
+	}
+}
+
+// A team's weight is checked where every quota tree arrives, in the core: zero
+// is the default of 1, anything else not a positive finite number is refused.
+func TestTeamWeightChecked(t *testing.T) {
+	for _, w := range []float64{-1, math.NaN(), math.Inf(1)} {
+		cfg := Config{Tiers: tiers, Teams: []Team{{Name: "a", Weight: w, Quota: map[Flavor]Quota{"a": {Nominal: 8}}}}}
+		if _, err := New(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "weight") {
+			t.Errorf("weight %v: error %v, want one naming the weight", w, err)
+		}
+	}
+	for _, w := range []float64{0, 0.5, 3} {
+		cfg := Config{Tiers: tiers, Teams: []Team{{Name: "a", Weight: w, Quota: map[Flavor]Quota{"a": {Nominal: 8}}}}}
+		if _, err := New(cfg, Options{}); err != nil {
+			t.Errorf("weight %v: %v", w, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -119,8 +120,13 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 			return nil, fmt.Errorf("team %s declared twice", spec.Name)
 		}
 		t := &team{spec: spec, weight: spec.Weight, running: map[*workload]struct{}{}}
-		if t.weight <= 0 {
-			t.weight = 1
+		switch w := spec.Weight; {
+		case w == 0:
+			t.weight = 1 // unset
+		case !(w > 0) || math.IsInf(w, 0):
+			// Every converter's quota tree comes through here: the CLI's
+			// schema and the cluster's Team objects alike.
+			return nil, fmt.Errorf("team %s: weight %v is not a positive number", spec.Name, w)
 		}
 		if len(spec.Tiers) > 0 {
 			t.tiers = map[TierName]bool{}

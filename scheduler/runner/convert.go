@@ -50,10 +50,10 @@ func quotaConfig(teams []allotv1.Team, cohorts []allotv1.Cohort, tiers []allotv1
 		st := scheduler.Team{Name: scheduler.TeamName(t.Name), Cohort: scheduler.CohortName(t.Spec.Cohort), Weight: 1, Quota: map[scheduler.Flavor]scheduler.Quota{}}
 		if w := string(t.Spec.Weight); w != "" {
 			f, err := strconv.ParseFloat(w, 64)
-			if err != nil || f <= 0 {
-				return cfg, fmt.Errorf("team %s: weight %q is not a positive number", t.Name, w)
+			if err != nil {
+				return cfg, fmt.Errorf("team %s: weight %q is not a number", t.Name, w)
 			}
-			st.Weight = f
+			st.Weight = f // the core checks it is positive
 		}
 		for _, n := range t.Spec.Tiers {
 			st.Tiers = append(st.Tiers, scheduler.TierName(n))
