@@ -58,7 +58,7 @@ cluster's terraform plan failed).`,
 			}
 			in, c := pl.in, pl.head
 			if !c.findings.HasErrors() {
-				if write, err = tf.run(cmd, c, write, output); err != nil {
+				if in.Terraform, err = tf.run(cmd, c); err != nil {
 					return err
 				}
 			}

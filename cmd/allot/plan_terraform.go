@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,35 +30,14 @@ func (f *terraformFlags) register(c *cobra.Command) {
 	c.Flags().StringSliceVar(&f.clusters, "terraform-cluster", nil, "with --terraform, only these clusters (default: all)")
 }
 
-// terraformCluster is what a speculative plan does to one cluster.
-type terraformCluster struct {
-	Cluster schema.ClusterName `json:"cluster"`
-	// Changes is false when Terraform has nothing to do.
-	Changes bool                   `json:"changes"`
-	Add     int                    `json:"add"`
-	Change  int                    `json:"change"`
-	Destroy int                    `json:"destroy"`
-	Pools   []terraform.PoolChange `json:"pools"`
-	// Drift says how the state differs from what allot last applied.
-	Drift string `json:"drift,omitempty"`
-	// Error is why the cluster could not be planned.
-	Error string `json:"error,omitempty"`
-}
-
-// terraformPlan is the "terraform" member of plan -o json.
-type terraformPlan struct {
-	Workdir  string             `json:"workdir"`
-	Clusters []terraformCluster `json:"clusters"`
-}
-
-// run plans the clusters of c and returns write extended with the per-pool
-// Terraform summary; without --terraform it returns write as it is.
-func (f *terraformFlags) run(cmd *cobra.Command, c checked, write func(io.Writer, report.Input) error, format string) (func(io.Writer, report.Input) error, error) {
+// run plans the clusters of c: the Terraform summary of the plan's report, nil
+// without --terraform.
+func (f *terraformFlags) run(cmd *cobra.Command, c checked) (*report.TerraformPlan, error) {
 	if f.dir == "" {
 		if len(f.clusters) > 0 {
 			return nil, usageError{errors.New("--terraform-cluster needs --terraform WORKDIR")}
 		}
-		return write, nil
+		return nil, nil
 	}
 	root, err := workdirRoot(f.dir)
 	if err != nil {
@@ -83,7 +57,7 @@ func (f *terraformFlags) run(cmd *cobra.Command, c checked, write func(io.Writer
 	if err != nil {
 		return nil, fmt.Errorf("rendering terraform: %w", err)
 	}
-	out := terraformPlan{Workdir: f.dir, Clusters: []terraformCluster{}}
+	out := &report.TerraformPlan{Workdir: f.dir, Clusters: []report.TerraformCluster{}}
 	for _, cluster := range clusters {
 		tc := planCluster(cmd.Context(), cluster, filepath.Join(root, string(cluster)), modules[cluster])
 		if tc.Error != "" {
@@ -92,24 +66,7 @@ func (f *terraformFlags) run(cmd *cobra.Command, c checked, write func(io.Writer
 		}
 		out.Clusters = append(out.Clusters, tc)
 	}
-	return func(w io.Writer, in report.Input) error {
-		var buf bytes.Buffer
-		if err := write(&buf, in); err != nil {
-			return err
-		}
-		switch format {
-		case "json":
-			return spliceJSON(w, buf.Bytes(), "terraform", out)
-		case "markdown", "md":
-			buf.WriteString("\n")
-			terraformMarkdown(&buf, out)
-		default:
-			buf.WriteString("\n")
-			terraformText(&buf, out)
-		}
-		_, err := w.Write(buf.Bytes())
-		return err
-	}, nil
+	return out, nil
 }
 
 // workdirRoot is the directory that holds one working directory per cluster:
@@ -130,9 +87,9 @@ func workdirRoot(dir string) (string, error) {
 
 // planCluster makes a speculative plan of module against the state of the
 // working directory src (which may not exist: a new cluster), in a copy.
-func planCluster(ctx context.Context, cluster schema.ClusterName, src string, module []byte) terraformCluster {
-	tc := terraformCluster{Cluster: cluster, Pools: []terraform.PoolChange{}}
-	fail := func(err error) terraformCluster {
+func planCluster(ctx context.Context, cluster schema.ClusterName, src string, module []byte) report.TerraformCluster {
+	tc := report.TerraformCluster{Cluster: cluster, Pools: []terraform.PoolChange{}}
+	fail := func(err error) report.TerraformCluster {
 		tc.Error = err.Error()
 		return tc
 	}
@@ -206,98 +163,4 @@ func copyWorkdir(src, dst string) error {
 		return os.Symlink(providers, filepath.Join(dst, ".terraform", "providers"))
 	}
 	return nil
-}
-
-// spliceJSON writes the JSON object doc with one more member, key: value,
-// added at its end, keeping doc's bytes as they are.
-func spliceJSON(w io.Writer, doc []byte, key string, value any) error {
-	body, ok := bytes.CutSuffix(bytes.TrimRight(doc, "\n"), []byte("}"))
-	if !ok {
-		return errors.New("the plan is not a JSON object")
-	}
-	v, err := json.MarshalIndent(value, "  ", "  ")
-	if err != nil {
-		return err
-	}
-	body = bytes.TrimRight(body, "\n ")
-	_, err = fmt.Fprintf(w, "%s,\n  %q: %s\n}\n", body, key, v)
-	return err
-}
-
-func terraformText(w io.Writer, p terraformPlan) {
-	fmt.Fprintf(w, "Terraform (speculative plan against the state in %s):\n\n", p.Workdir)
-	rows := [][]string{{"CLUSTER", "POOL", "NODES BEFORE", "NODES AFTER", "ADD", "CHANGE", "DESTROY"}}
-	for _, c := range p.Clusters {
-		for _, pc := range c.Pools {
-			rows = append(rows, []string{string(c.Cluster), string(pc.Pool), fmt.Sprint(pc.NodesBefore), fmt.Sprint(pc.NodesAfter),
-				fmt.Sprint(pc.Add), fmt.Sprint(pc.Change), fmt.Sprint(pc.Destroy)})
-		}
-	}
-	width := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, cell := range r {
-			width[i] = max(width[i], len(cell))
-		}
-	}
-	for _, r := range rows {
-		var line strings.Builder
-		for i, cell := range r {
-			if i < 2 { // names left, numbers right
-				fmt.Fprintf(&line, "%-*s  ", width[i], cell)
-			} else {
-				fmt.Fprintf(&line, "%*s  ", width[i], cell)
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
-	}
-	fmt.Fprintln(w)
-	for _, c := range p.Clusters {
-		fmt.Fprintln(w, clusterVerdict(c))
-	}
-}
-
-func terraformMarkdown(w io.Writer, p terraformPlan) {
-	fmt.Fprintf(w, "#### Terraform\n\nSpeculative plan against the state in `%s`.\n\n", p.Workdir)
-	fmt.Fprintln(w, "| cluster | pool | nodes before | nodes after | add | change | destroy |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
-	for _, c := range p.Clusters {
-		for _, pc := range c.Pools {
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d |\n", c.Cluster, pc.Pool, pc.NodesBefore, pc.NodesAfter, pc.Add, pc.Change, pc.Destroy)
-		}
-	}
-	fmt.Fprintln(w)
-	for _, c := range p.Clusters {
-		mark := "-"
-		if c.Error != "" || c.Drift != "" {
-			mark = "- ⚠️"
-		}
-		fmt.Fprintf(w, "%s %s\n", mark, strings.ReplaceAll(clusterVerdict(c), "|", `\|`))
-	}
-}
-
-// clusterVerdict is one line on what the plan of c does, or why it failed.
-func clusterVerdict(c terraformCluster) string {
-	var s string
-	switch {
-	case c.Error != "":
-		return fmt.Sprintf("cluster %s: not planned: %s", c.Cluster, c.Error)
-	case c.Changes:
-		s = fmt.Sprintf("cluster %s: %d to add, %d to change, %d to destroy", c.Cluster, c.Add, c.Change, c.Destroy)
-	default:
-		s = fmt.Sprintf("cluster %s: no changes", c.Cluster)
-	}
-	var resumed []string
-	for _, pc := range c.Pools {
-		if pc.Resumed > 0 {
-			resumed = append(resumed, fmt.Sprintf("%s %d", pc.Pool, pc.Resumed))
-		}
-	}
-	if len(resumed) > 0 {
-		slices.Sort(resumed)
-		s += "; node hooks resumed after a run cut short: " + strings.Join(resumed, ", ")
-	}
-	if c.Drift != "" {
-		s += "; " + c.Drift
-	}
-	return s
 }

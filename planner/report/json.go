@@ -28,6 +28,7 @@ type jsonPlan struct {
 	Findings              []jsonFinding    `json:"findings"`
 	Diff                  *jsonDiff        `json:"diff,omitempty"`
 	WhatIf                *whatif.Result   `json:"whatif,omitempty"`
+	Terraform             *TerraformPlan   `json:"terraform,omitempty"`
 }
 
 type jsonPool struct {
@@ -175,7 +176,7 @@ func JSON(w io.Writer, in Input) error {
 		}
 		out.Diff = jd
 	}
-	out.WhatIf = in.WhatIf
+	out.WhatIf, out.Terraform = in.WhatIf, in.Terraform
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

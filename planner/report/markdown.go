@@ -16,6 +16,16 @@ import (
 // findings, what changes per team, cost centre and pool, and the full plan folded
 // in <details>. The first line is Marker.
 func Markdown(w io.Writer, in Input) error {
+	if err := markdown(w, in); err != nil || in.Terraform == nil {
+		return err
+	}
+	ew := &errWriter{w: w}
+	fmt.Fprintln(ew)
+	terraformMarkdown(ew, in.Terraform)
+	return ew.err
+}
+
+func markdown(w io.Writer, in Input) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintln(ew, Marker)
 	p, d := in.Plan, in.Diff

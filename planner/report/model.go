@@ -25,6 +25,9 @@ type Input struct {
 	NotSimulated string
 	// Provenance says what was planned: commits and date.
 	Provenance Provenance
+	// Terraform is the speculative Terraform plan of each cluster (plan
+	// --terraform); nil without it.
+	Terraform *TerraformPlan
 }
 
 // Provenance is where a report comes from. It is injected (from Git and

@@ -14,6 +14,16 @@ import (
 
 // Text writes the plan as aligned terminal tables.
 func Text(w io.Writer, in Input) error {
+	if err := text(w, in); err != nil || in.Terraform == nil {
+		return err
+	}
+	ew := &errWriter{w: w}
+	fmt.Fprintln(ew)
+	terraformText(ew, in.Terraform)
+	return ew.err
+}
+
+func text(w io.Writer, in Input) error {
 	ew := &errWriter{w: w}
 	if in.Plan == nil {
 		fmt.Fprintf(ew, "%s does not load: no plan.\n", in.Name)
