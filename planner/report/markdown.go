@@ -16,13 +16,7 @@ import (
 // findings, what changes per team, cost centre and pool, and the full plan folded
 // in <details>. The first line is Marker.
 func Markdown(w io.Writer, in Input) error {
-	if err := markdown(w, in); err != nil || in.Terraform == nil {
-		return err
-	}
-	ew := &errWriter{w: w}
-	fmt.Fprintln(ew)
-	terraformMarkdown(ew, in.Terraform)
-	return ew.err
+	return withTerraform(w, in, markdown, terraformMarkdown)
 }
 
 func markdown(w io.Writer, in Input) error {

@@ -13,13 +13,17 @@ import (
 )
 
 // Text writes the plan as aligned terminal tables.
-func Text(w io.Writer, in Input) error {
-	if err := text(w, in); err != nil || in.Terraform == nil {
+func Text(w io.Writer, in Input) error { return withTerraform(w, in, text, terraformText) }
+
+// withTerraform writes the report with body, then, when there is one, the
+// Terraform summary with section after an empty line.
+func withTerraform(w io.Writer, in Input, body func(io.Writer, Input) error, section func(io.Writer, *TerraformPlan)) error {
+	if err := body(w, in); err != nil || in.Terraform == nil {
 		return err
 	}
 	ew := &errWriter{w: w}
 	fmt.Fprintln(ew)
-	terraformText(ew, in.Terraform)
+	section(ew, in.Terraform)
 	return ew.err
 }
 
