@@ -1,6 +1,7 @@
 package ci
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -50,6 +51,26 @@ type pkg struct {
 	Deps       []string
 }
 
+// list runs go list on the module's patterns.
+func list(t *testing.T, patterns ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-deps=false", "-json"}, patterns...)...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
 // isAdapter says whether a package is an adapter, or under one (its test
 // fixtures, such as fleet/agent/nvmltest and planner/runner/kwok).
 func isAdapter(path string) bool {
@@ -91,20 +112,8 @@ func layerOf(path string) int {
 
 // TestLayers checks every package of the module against the layer order.
 func TestLayers(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps=false", "-json", "./...")
-	cmd.Dir = ".."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	n := 0
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
-		n++
+	pkgs := list(t, "./...")
+	for _, p := range pkgs {
 		own := layerOf(p.ImportPath)
 		if own < 0 {
 			t.Errorf("%s is in no layer: add its folder to layers", p.ImportPath)
@@ -116,26 +125,14 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if n < 20 {
-		t.Fatalf("checked only %d packages", n)
+	if len(pkgs) < 20 {
+		t.Fatalf("checked only %d packages", len(pkgs))
 	}
 }
 
 func TestArchitecture(t *testing.T) {
-	args := append([]string{"list", "-deps=false", "-json"}, pure...)
-	cmd := exec.Command("go", args...)
-	cmd.Dir = ".."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
 	n := 0
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range list(t, pure...) {
 		if isAdapter(p.ImportPath) {
 			continue
 		}

@@ -32,22 +32,10 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if !ok {
 		return false
 	}
-	next := search.next
-	if w.spec.Require != "" {
-		// A gang held to one domain: unless one domain could hold it with
-		// every candidate there evicted, no search can make it fit.
-		var cands []candidate
-		if cands, ok = s.roomInOneDomain(w, f, search); !ok {
-			return false
-		}
-		next = func() (candidate, bool) {
-			if len(cands) == 0 {
-				return candidate{}, false
-			}
-			c := cands[0]
-			cands = cands[1:]
-			return c, true
-		}
+	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search.all()) {
+		// A gang held to one domain that no domain could hold with every
+		// candidate there evicted: no search can make it fit.
+		return false
 	}
 	// The victim lists stay as they are while victims are tried (and put
 	// back); what is evicted for good leaves them after.
@@ -55,7 +43,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	var chosen []candidate
 	var restores []func()
 	fits := false
-	for c, more := next(); more && !fits; c, more = next() {
+	for c, more := search.next(); more && !fits; c, more = search.next() {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
 			continue
 		}
@@ -107,44 +95,36 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	return true
 }
 
-// roomInOneDomain drains the search and says whether some domain of the
-// level w requires could hold it were every candidate evicted: one with enough
-// free GPUs already (quota may be what it lacks), or whose free GPUs and its
-// candidates' GPUs there are enough. It returns the candidates, in order.
-func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimSearch) ([]candidate, bool) {
-	var cands []candidate
-	for c, more := search.next(); more; c, more = search.next() {
-		cands = append(cands, c)
-	}
-	v := s.viewOf(w, f)
-	li := v.levels[w.spec.Require]
+// roomInOneDomain says whether some domain of the level w requires could hold
+// it were every candidate in cands evicted: one with enough free GPUs already
+// (quota may be what it lacks), or whose free GPUs and its candidates' GPUs
+// there are enough.
+func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, cands []candidate) bool {
+	li := s.viewOf(w, f).levels[w.spec.Require]
 	if li == nil {
-		return nil, false
+		return false
 	}
 	need := w.GPUs()
 	if li.largestFree() >= need {
-		return cands, true
+		return true
 	}
-	depth := -1
 	room := map[*group]GPUs{}
 	for _, c := range cands {
 		for _, p := range c.w.placements {
 			doms := p.node.spec.Domains
-			if depth < 0 || depth >= len(doms) || doms[depth].Level != li.name {
-				depth = slices.IndexFunc(doms, func(d Domain) bool { return d.Level == li.name })
-			}
-			if depth < 0 {
+			i := slices.IndexFunc(doms, func(d Domain) bool { return d.Level == li.name })
+			if i < 0 {
 				continue
 			}
-			if g := li.domains[doms[depth].Name]; g != nil {
+			if g := li.domains[doms[i].Name]; g != nil {
 				room[g] += p.pods * c.w.spec.GPUsPerPod
 				if g.free+room[g] >= need {
-					return cands, true
+					return true
 				}
 			}
 		}
 	}
-	return nil, false
+	return false
 }
 
 // fitsNow says whether w fits flavor f's quota and nodes as they are.

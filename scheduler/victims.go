@@ -139,9 +139,10 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 		return
 	}
 	f := w.flavor
+	c := s.candidate(w, "")
 	for v, l := range f.victims[w.team] {
 		if l.current(s.now) && helps(f, v, w) {
-			op(l, s.candidate(w, ""))
+			op(l, c)
 		}
 	}
 }
@@ -153,6 +154,8 @@ type victimSearch struct {
 	reclaim streamHeap
 	own     stream
 	prio    int64 // the searching workload's tier priority
+	// ahead holds candidates drained by all and not yet yielded by next.
+	ahead []candidate
 }
 
 // stream walks one team's two lists in victim order, keeping of the non
@@ -191,6 +194,24 @@ func (st *stream) pop() {
 
 // next returns the next candidate of the search.
 func (vs *victimSearch) next() (candidate, bool) {
+	if len(vs.ahead) > 0 {
+		c := vs.ahead[0]
+		vs.ahead = vs.ahead[1:]
+		return c, true
+	}
+	return vs.pull()
+}
+
+// all returns the candidates next has still to yield (it yields them after).
+func (vs *victimSearch) all() []candidate {
+	for c, ok := vs.pull(); ok; c, ok = vs.pull() {
+		vs.ahead = append(vs.ahead, c)
+	}
+	return vs.ahead
+}
+
+// pull takes the next candidate from the lists.
+func (vs *victimSearch) pull() (candidate, bool) {
 	if len(vs.reclaim) > 0 {
 		st := vs.reclaim[0]
 		c, _ := st.head()

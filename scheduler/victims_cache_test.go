@@ -173,7 +173,8 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 				if !ok {
 					continue
 				}
-				cands, room := b.s.roomInOneDomain(w, f, vs)
+				cands := vs.all()
+				room := b.s.roomInOneDomain(w, f, cands)
 				all, _ := fromScratch(b.s, w, f)
 				var ids []WorkloadID
 				for _, c := range all {
