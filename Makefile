@@ -88,7 +88,7 @@ lint: vet ## Check formatting, vet, staticcheck, dead code and the architecture 
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) -test $(PKGS)); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
-	$(GO) test ./ci/ -run TestArchitecture -count=1
+	$(GO) test ./ci/ -run 'TestArchitecture|TestLayers' -count=1
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebuilder:rbac markers).
