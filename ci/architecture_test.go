@@ -26,7 +26,7 @@ var pure = []string{
 var adapters = map[string]bool{
 	"github.com/allot-dev/allot/schema/source":    true, // reads Git objects through git
 	"github.com/allot-dev/allot/fleet/agent":      true, // reads GPUs through NVML, writes its node
-	"github.com/allot-dev/allot/planner/runner":   true, // runs terraform
+	"github.com/allot-dev/allot/planner/tfrun":    true, // runs terraform
 	"github.com/allot-dev/allot/scheduler/runner": true, // the in-cluster scheduler: informers and binds
 }
 
@@ -72,7 +72,7 @@ func list(t *testing.T, patterns ...string) []pkg {
 }
 
 // isAdapter says whether a package is an adapter, or under one (its test
-// fixtures, such as fleet/agent/nvmltest and planner/runner/kwok).
+// fixtures, such as fleet/agent/nvmltest and planner/tfrun/kwok).
 func isAdapter(path string) bool {
 	for a := range adapters {
 		if path == a || strings.HasPrefix(path, a+"/") {

@@ -49,7 +49,7 @@ type agentFlags struct {
 
 func newAgentCommand() *cobra.Command {
 	var f agentFlags
-	def := health.DefaultPolicy()
+	def := health.DefaultThresholds()
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Per-node NVML GPU health agent (a DaemonSet); --dry-run prints what it finds",
@@ -112,19 +112,19 @@ func joinReasons(rs []health.ThrottleReason) string {
 }
 
 // policy builds the health policy of the flags, without the XID table.
-func (f agentFlags) policy() (health.Policy, error) {
-	p := health.DefaultPolicy()
+func (f agentFlags) policy() (health.Thresholds, error) {
+	p := health.DefaultThresholds()
 	p.MaxTemperatureC = f.maxTemperature
 	p.RecoverAfter = f.recoverAfter
 	p.NVLinksPerGPU = f.nvlinksPerGPU
 	p.Debounce = map[health.Check]time.Duration{health.CheckTemperature: f.debounce, health.CheckThrottle: f.debounce}
 	tf, err := health.ParseThrottleReasons(f.throttleFaults)
 	if err != nil {
-		return health.Policy{}, fmt.Errorf("--throttle-faults: %w", err)
+		return health.Thresholds{}, fmt.Errorf("--throttle-faults: %w", err)
 	}
 	p.ThrottleFaults = tf
 	if err := p.Validate(); err != nil {
-		return health.Policy{}, err
+		return health.Thresholds{}, err
 	}
 	return p, nil
 }
@@ -188,7 +188,7 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 	return runNodeAgent(ctx, lib, p, overrides, f)
 }
 
-func dryRunAgent(ctx context.Context, out io.Writer, lib nvml.Interface, p health.Policy, o health.Overrides, f agentFlags) error {
+func dryRunAgent(ctx context.Context, out io.Writer, lib nvml.Interface, p health.Thresholds, o health.Overrides, f agentFlags) error {
 	if f.node == "" {
 		f.node, _ = os.Hostname()
 	}
@@ -223,7 +223,7 @@ func watcher(ctx context.Context, lib nvml.Interface) *agent.Watcher {
 	return w
 }
 
-func runNodeAgent(ctx context.Context, lib nvml.Interface, p health.Policy, o health.Overrides, f agentFlags) error {
+func runNodeAgent(ctx context.Context, lib nvml.Interface, p health.Thresholds, o health.Overrides, f agentFlags) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("node", f.node)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {

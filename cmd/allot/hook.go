@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/allot-dev/allot/planner/runner/kwok"
+	"github.com/allot-dev/allot/planner/tfrun/kwok"
 )
 
 func init() { commands = append(commands, newHookCommand) }

@@ -32,7 +32,7 @@ Exit status: 0 converted, 2 bad usage or unreadable input.`,
   allot import openb_pod_list_default.csv --teams vision,nlp --tiers production,research`,
 		Args: exactArgs(1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			jobs, err := readWith(args[0], func(r io.Reader, name string) ([]workload.Job, error) {
+			jobs, err := readWith(args[0], func(r io.Reader, name string) ([]workload.Spec, error) {
 				jobs, _, err := workload.Read(r, name)
 				return jobs, err
 			})

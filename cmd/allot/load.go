@@ -13,7 +13,8 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
-	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/planner/evaluate"
+	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
@@ -33,7 +34,7 @@ type checked struct {
 // repository that exceeds them is a finding of rule limit (exit 1), and the
 // child's own fatal error (Go exits 2 when out of memory) is never allot's.
 func check(name string, fsys fs.FS, base *schema.Config) checked {
-	r := policies.EvaluateWith(source.Evaluator(context.Background(), source.DefaultLimits), fsys, base)
+	r := evaluate.RepositoryWith(source.Evaluator(context.Background(), source.DefaultLimits), fsys, base)
 	return checked{name: name, cfg: r.Config, plan: r.Plan, findings: r.Findings}
 }
 
@@ -124,7 +125,7 @@ func escapeProperty(s string) string {
 // planned is a change loaded for plan and report: the head, its base (zero
 // without one) and the report input made of them.
 type planned struct {
-	in         report.Input
+	in         planreport.Input
 	head, base checked
 }
 
@@ -134,7 +135,7 @@ type planned struct {
 // findings to the head's plan; with simulate, the what-if is replayed when dir
 // has no errors.
 func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFlags) (planned, error) {
-	pl := planned{in: report.Input{Name: dir}}
+	pl := planned{in: planreport.Input{Name: dir}}
 	if base != "" {
 		var err error
 		if pl.base, err = loadBase(stderr, dir, base); err != nil {

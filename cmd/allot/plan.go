@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -82,14 +82,14 @@ cluster's terraform plan failed).`,
 	return c
 }
 
-func planWriter(format string) (func(io.Writer, report.Input) error, error) {
+func planWriter(format string) (func(io.Writer, planreport.Input) error, error) {
 	switch format {
 	case "text":
-		return report.Text, nil
+		return planreport.Text, nil
 	case "markdown", "md":
-		return report.Markdown, nil
+		return planreport.Markdown, nil
 	case "json":
-		return report.JSON, nil
+		return planreport.JSON, nil
 	}
 	return nil, usageError{fmt.Errorf("-o %q: want text, markdown or json", format)}
 }

@@ -9,16 +9,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/planner/planreport"
 )
 
 // provenance says what a report plans: the commit of dir's repository, the
 // base's commit (a Git ref, or a directory's repository) and the date, which is
 // SOURCE_DATE_EPOCH when set and the commit's date otherwise, never the clock, so
-// that the same inputs give the same report. Outside Git only the date given by
+// that the same inputs give the same planreport. Outside Git only the date given by
 // SOURCE_DATE_EPOCH is known.
-func provenance(dir, base string) (report.Provenance, error) {
-	var p report.Provenance
+func provenance(dir, base string) (planreport.Provenance, error) {
+	var p planreport.Provenance
 	p.Commit = gitOutput(dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 	if base != "" {
 		if st, err := os.Stat(base); err == nil && st.IsDir() {

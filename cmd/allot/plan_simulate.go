@@ -36,7 +36,7 @@ func (s *simulateFlags) run(base, head *schema.Config) (*whatif.Result, error) {
 		}
 		return nil, nil
 	}
-	jobs, err := readWith(s.workload, func(r io.Reader, name string) ([]workload.Job, error) {
+	jobs, err := readWith(s.workload, func(r io.Reader, name string) ([]workload.Spec, error) {
 		jobs, _, err := workload.Read(r, name)
 		return jobs, err
 	})

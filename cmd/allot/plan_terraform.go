@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/planner/render"
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/report"
-	"github.com/allot-dev/allot/planner/runner"
+	"github.com/allot-dev/allot/planner/tfrun"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -32,7 +32,7 @@ func (f *terraformFlags) register(c *cobra.Command) {
 
 // run plans the clusters of c: the Terraform summary of the plan's report, nil
 // without --terraform.
-func (f *terraformFlags) run(cmd *cobra.Command, c checked) (*report.TerraformPlan, error) {
+func (f *terraformFlags) run(cmd *cobra.Command, c checked) (*planreport.TerraformPlan, error) {
 	if f.dir == "" {
 		if len(f.clusters) > 0 {
 			return nil, usageError{errors.New("--terraform-cluster needs --terraform WORKDIR")}
@@ -57,7 +57,7 @@ func (f *terraformFlags) run(cmd *cobra.Command, c checked) (*report.TerraformPl
 	if err != nil {
 		return nil, fmt.Errorf("rendering terraform: %w", err)
 	}
-	out := &report.TerraformPlan{Workdir: f.dir, Clusters: []report.TerraformCluster{}}
+	out := &planreport.TerraformPlan{Workdir: f.dir, Clusters: []planreport.TerraformCluster{}}
 	for _, cluster := range clusters {
 		tc := planCluster(cmd.Context(), cluster, filepath.Join(root, string(cluster)), modules[cluster])
 		if tc.Error != "" {
@@ -87,9 +87,9 @@ func workdirRoot(dir string) (string, error) {
 
 // planCluster makes a speculative plan of module against the state of the
 // working directory src (which may not exist: a new cluster), in a copy.
-func planCluster(ctx context.Context, cluster schema.ClusterName, src string, module []byte) report.TerraformCluster {
-	tc := report.TerraformCluster{Cluster: cluster, Pools: []terraform.PoolChange{}}
-	fail := func(err error) report.TerraformCluster {
+func planCluster(ctx context.Context, cluster schema.ClusterName, src string, module []byte) planreport.TerraformCluster {
+	tc := planreport.TerraformCluster{Cluster: cluster, Pools: []terraform.PoolPlan{}}
+	fail := func(err error) planreport.TerraformCluster {
 		tc.Error = err.Error()
 		return tc
 	}
@@ -104,20 +104,20 @@ func planCluster(ctx context.Context, cluster schema.ClusterName, src string, mo
 	if err := os.WriteFile(filepath.Join(tmp, terraform.ModuleFile), module, 0o644); err != nil {
 		return fail(err)
 	}
-	r, err := runner.New(ctx, cluster, tmp)
+	r, err := tfrun.New(ctx, cluster, tmp)
 	if err != nil {
 		return fail(fmt.Errorf("terraform of cluster %s: %w", cluster, err))
 	}
 	if err := r.Init(ctx); err != nil {
 		return fail(err)
 	}
-	p, err := r.Plan(ctx, runner.PlanOptions{Speculative: true})
+	p, err := r.Plan(ctx, tfrun.PlanOptions{Speculative: true})
 	if err != nil {
 		return fail(err)
 	}
 	tc.Changes, tc.Add, tc.Change, tc.Destroy, tc.Pools = p.Changes, p.Add, p.Change, p.Destroy, p.Pools
 	if tc.Pools == nil {
-		tc.Pools = []terraform.PoolChange{}
+		tc.Pools = []terraform.PoolPlan{}
 	}
 	if p.Drift != nil {
 		tc.Drift = p.Drift.Error()
@@ -140,7 +140,7 @@ func copyWorkdir(src, dst string) error {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		skip, _ := filepath.Match(runner.PlanFiles, name)
+		skip, _ := filepath.Match(tfrun.PlanFiles, name)
 		if !e.Type().IsRegular() || skip || name == terraform.ModuleFile || name == ".terraform.tfstate.lock.info" {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/allot-dev/allot/planner/runner"
+	"github.com/allot-dev/allot/planner/tfrun"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -51,18 +51,18 @@ func terraformWork(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, cluster := range []schema.ClusterName{"lab", "rack"} {
-		r, err := runner.New(ctx, cluster, filepath.Join(dir, "work", "terraform", string(cluster)))
+		r, err := tfrun.New(ctx, cluster, filepath.Join(dir, "work", "terraform", string(cluster)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Init(ctx); err != nil {
 			t.Fatal(err)
 		}
-		p, err := r.Plan(ctx, runner.PlanOptions{})
+		p, err := r.Plan(ctx, tfrun.PlanOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Apply(ctx, p, runner.ApplyOptions{}); err != nil {
+		if err := r.Apply(ctx, p, tfrun.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

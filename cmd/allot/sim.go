@@ -77,7 +77,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			} else {
 				in.Nodes = sim.FleetFromSchema(c.cfg, c.plan.NodesTargets())
 			}
-			jobs, err := readWith(workloadFile, func(r io.Reader, name string) ([]workload.Job, error) {
+			jobs, err := readWith(workloadFile, func(r io.Reader, name string) ([]workload.Spec, error) {
 				jobs, _, err := workload.Read(r, name)
 				return jobs, err
 			})
@@ -91,7 +91,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 					return usageError{err}
 				}
 			}
-			var p sim.Policy
+			var p sim.Scheduler
 			if policy == "reference" {
 				p = reference.New(in.Nodes)
 				in.Quota = scheduler.Config{}

@@ -3,7 +3,7 @@
 //
 // For each CapacitySource it fetches the revision (a Git repository it mirrors
 // itself, or a Flux GitRepository's artifact), judges it with the same code as
-// 'allot validate' and 'allot plan' (policies.Evaluate), and, only when it has
+// 'allot validate' and 'allot plan' (evaluate.Repository), and, only when it has
 // no error, applies the rendered objects (planner/render/kube) with server-side
 // apply under one field manager, in the safe order of DESIGN.md: quotas are
 // lowered before capacity shrinks and capacity grows before quotas are raised.

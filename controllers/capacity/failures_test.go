@@ -19,7 +19,7 @@ import (
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner/statetest"
+	"github.com/allot-dev/allot/planner/tfrun/statetest"
 )
 
 // The manager with Terraform (the real binary, the kwok module, its state in

@@ -29,8 +29,8 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/evaluate"
 	"github.com/allot-dev/allot/planner/render/kube"
-	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
 )
@@ -180,7 +180,7 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	}
 	src.Status.LastAttemptedRevision = art.Revision
 
-	judged := policies.EvaluateWith(source.Evaluator(ctx, source.DefaultLimits), art.Files, nil)
+	judged := evaluate.RepositoryWith(source.Evaluator(ctx, source.DefaultLimits), art.Files, nil)
 	src.Status.Findings = statusFindings(judged.Findings)
 	if judged.Config == nil || judged.Findings.HasErrors() {
 		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))

@@ -21,8 +21,8 @@ type State struct {
 	Teams           map[string]*allotv1.Team
 }
 
-// PoolChange is a pool whose node target changes.
-type PoolChange struct {
+// TargetChange is a Pool whose node target changes.
+type TargetChange struct {
 	// Pool is the desired object (for a pool being removed: the current one with
 	// a target of 0).
 	Pool *allotv1.Pool
@@ -50,7 +50,7 @@ type Step struct {
 	Apply  []client.Object
 	Delete []client.Object
 	// Resize are the pools of this step whose node target changes.
-	Resize []PoolChange
+	Resize []TargetChange
 }
 
 // Steps orders the change from cur to want so that no quota is ever raised
@@ -93,13 +93,13 @@ func Steps(cur State, want *kube.Objects, prune bool) []Step {
 		switch {
 		case !ok:
 			grow.Apply = append(grow.Apply, p)
-			grow.Resize = append(grow.Resize, PoolChange{Pool: p, To: p.Spec.NodesTarget})
+			grow.Resize = append(grow.Resize, TargetChange{Pool: p, To: p.Spec.NodesTarget})
 		case p.Spec.NodesTarget > old.Spec.NodesTarget:
 			grow.Apply = append(grow.Apply, p)
-			grow.Resize = append(grow.Resize, PoolChange{Pool: p, From: old.Spec.NodesTarget, To: p.Spec.NodesTarget})
+			grow.Resize = append(grow.Resize, TargetChange{Pool: p, From: old.Spec.NodesTarget, To: p.Spec.NodesTarget})
 		case p.Spec.NodesTarget < old.Spec.NodesTarget:
 			shrink.Apply = append(shrink.Apply, p)
-			shrink.Resize = append(shrink.Resize, PoolChange{Pool: p, From: old.Spec.NodesTarget, To: p.Spec.NodesTarget})
+			shrink.Resize = append(shrink.Resize, TargetChange{Pool: p, From: old.Spec.NodesTarget, To: p.Spec.NodesTarget})
 		default:
 			shrink.Apply = append(shrink.Apply, p)
 		}
@@ -109,7 +109,7 @@ func Steps(cur State, want *kube.Objects, prune bool) []Step {
 			if !slices.ContainsFunc(want.Pools, func(p allotv1.Pool) bool { return p.Name == name }) {
 				old := cur.Pools[name]
 				shrink.Delete = append(shrink.Delete, old)
-				shrink.Resize = append(shrink.Resize, PoolChange{Pool: old, From: old.Spec.NodesTarget, To: 0})
+				shrink.Resize = append(shrink.Resize, TargetChange{Pool: old, From: old.Spec.NodesTarget, To: 0})
 			}
 		}
 	}

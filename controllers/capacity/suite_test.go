@@ -23,7 +23,7 @@ import (
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner/kwok"
+	"github.com/allot-dev/allot/planner/tfrun/kwok"
 )
 
 var (

@@ -27,7 +27,7 @@ import (
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner"
+	"github.com/allot-dev/allot/planner/tfrun"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 )
@@ -136,7 +136,7 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 	}
 	targets := t.targets(rev, step.Phase)
 	clusters := map[schema.ClusterName]bool{}
-	var resized []PoolChange
+	var resized []TargetChange
 	for _, c := range step.Resize {
 		if cl := schema.ClusterName(c.Pool.Spec.Cluster); len(t.Clusters) == 0 || t.Clusters[cl] {
 			clusters[cl] = true
@@ -281,15 +281,15 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err != nil {
 		return err
 	}
-	opts := []runner.Option{runner.WithEnv(env), runner.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)}),
-		runner.WithBackendConfig(t.Options.Backend.InitConfig(cluster))}
+	opts := []tfrun.Option{tfrun.WithEnv(env), tfrun.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)}),
+		tfrun.WithBackendConfig(t.Options.Backend.InitConfig(cluster))}
 	if p := rev.Config.Clusters[cluster]; p != nil && (p.Provider == schema.ProviderKwok || p.Provider == schema.ProviderOnPrem) && t.Hook != "" {
-		opts = append(opts, runner.WithVars(map[string]string{"command": t.Hook}))
+		opts = append(opts, tfrun.WithVars(map[string]string{"command": t.Hook}))
 	}
 	if t.Binary != "" {
-		opts = append(opts, runner.WithBinary(t.Binary))
+		opts = append(opts, tfrun.WithBinary(t.Binary))
 	}
-	r, err := runner.New(ctx, cluster, dir, opts...)
+	r, err := tfrun.New(ctx, cluster, dir, opts...)
 	if err != nil {
 		return err
 	}
@@ -300,12 +300,12 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err != nil {
 		return err
 	}
-	p, err := r.Plan(ctx, runner.PlanOptions{Observed: observed})
-	if le := (*runner.LockError)(nil); errors.As(err, &le) {
+	p, err := r.Plan(ctx, tfrun.PlanOptions{Observed: observed})
+	if le := (*tfrun.LockError)(nil); errors.As(err, &le) {
 		if err := t.lockHeld(ctx, src, r, cluster, le, err); err != nil {
 			return err
 		}
-		p, err = r.Plan(ctx, runner.PlanOptions{Observed: observed})
+		p, err = r.Plan(ctx, tfrun.PlanOptions{Observed: observed})
 	}
 	if err != nil {
 		return err
@@ -326,7 +326,7 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 		}
 		slices.Sort(replace)
 		t.event(src, corev1.EventTypeWarning, "NodesLost", "cluster %s: %s are in Terraform's state but not in the cluster; making them again", cluster, strings.Join(replace, ", "))
-		if p, err = r.Plan(ctx, runner.PlanOptions{Observed: observed, Replace: replace}); err != nil {
+		if p, err = r.Plan(ctx, tfrun.PlanOptions{Observed: observed, Replace: replace}); err != nil {
 			return err
 		}
 	}
@@ -337,7 +337,7 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err := t.checkDisruption(ctx, src, rev, p); err != nil {
 		return errors.Join(err, p.Discard())
 	}
-	if err := r.Apply(ctx, p, runner.ApplyOptions{CorrectDrift: true}); err != nil {
+	if err := r.Apply(ctx, p, tfrun.ApplyOptions{CorrectDrift: true}); err != nil {
 		return err
 	}
 	for _, pc := range p.Pools {
@@ -372,7 +372,7 @@ func (t *Terraform) env(ctx context.Context) (map[string]string, error) {
 // person says so, with the annotation AnnotationForceUnlock=<ID>.
 type StaleLockError struct {
 	Cluster schema.ClusterName
-	Lock    *runner.LockError
+	Lock    *tfrun.LockError
 	Age     time.Duration
 }
 
@@ -389,7 +389,7 @@ func (e *StaleLockError) Error() string {
 // annotation names is released (and an event says by whose request); a lock
 // older than StaleLockAge is a *StaleLockError; any other returns err (a
 // run that holds it now: retried).
-func (t *Terraform) lockHeld(ctx context.Context, src *allotv1.CapacitySource, r *runner.Runner, cluster schema.ClusterName, le *runner.LockError, err error) error {
+func (t *Terraform) lockHeld(ctx context.Context, src *allotv1.CapacitySource, r *tfrun.Module, cluster schema.ClusterName, le *tfrun.LockError, err error) error {
 	if le.ID == "" {
 		return err
 	}
@@ -552,7 +552,7 @@ func (t *Terraform) observed(ctx context.Context, cfg *schema.Config, cluster sc
 // their highest-numbered nodes; a cloud node group removes nodes of its
 // choosing, so any pod on the pool counts when its pods' GPUs exceed what the
 // pool keeps.
-func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySource, rev Revision, p *runner.Plan) error {
+func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySource, rev Revision, p *tfrun.Plan) error {
 	if rev.Config.Policy.AllowDisruption {
 		return nil
 	}
@@ -600,7 +600,7 @@ func (t *Terraform) checkDisruption(ctx context.Context, src *allotv1.CapacitySo
 
 // nodeResources maps the name of each pool's per-node terraform_data resource
 // (onprem and kwok modules) to its pool.
-func nodeResources(p *runner.Plan) map[string]schema.PoolName {
+func nodeResources(p *tfrun.Plan) map[string]schema.PoolName {
 	out := map[string]schema.PoolName{}
 	for _, pc := range p.Pools {
 		out[terraform.ResourceName(pc.Pool)+"_nodes"] = pc.Pool
@@ -610,7 +610,7 @@ func nodeResources(p *runner.Plan) map[string]schema.PoolName {
 
 // lostNodes names, per onprem or kwok pool, the nodes the plan keeps (they are
 // in the state and stay) that have no Node object.
-func (t *Terraform) lostNodes(ctx context.Context, p *runner.Plan) (map[schema.PoolName][]string, error) {
+func (t *Terraform) lostNodes(ctx context.Context, p *tfrun.Plan) (map[schema.PoolName][]string, error) {
 	out := map[schema.PoolName][]string{}
 	if p.JSON == nil {
 		return out, nil
@@ -635,7 +635,7 @@ func (t *Terraform) lostNodes(ctx context.Context, p *runner.Plan) (map[schema.P
 
 // goneNodes names, per onprem or kwok pool, the nodes the plan deletes or
 // replaces (the instances of its <pool>_nodes terraform_data resource).
-func goneNodes(p *runner.Plan) map[schema.PoolName][]string {
+func goneNodes(p *tfrun.Plan) map[schema.PoolName][]string {
 	out := map[schema.PoolName][]string{}
 	if p.JSON == nil {
 		return out

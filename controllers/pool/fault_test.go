@@ -113,7 +113,7 @@ func TestFatalXIDOnAGangNode(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	srv := nvmltest.New()
-	a := agent.New(agent.NewReader(srv), nil, health.DefaultPolicy(), agent.NewNode(c, victim, 5*time.Minute, clock), agent.Options{Now: clock})
+	a := agent.New(agent.NewReader(srv), nil, health.DefaultThresholds(), agent.NewNode(c, victim, 5*time.Minute, clock), agent.Options{Now: clock})
 	if _, err := a.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}

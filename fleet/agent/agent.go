@@ -42,7 +42,7 @@ type Options struct {
 type Agent struct {
 	reader  *Reader
 	watcher *Watcher
-	policy  health.Policy
+	policy  health.Thresholds
 	pub     Publisher
 	opts    Options
 
@@ -59,7 +59,7 @@ type Agent struct {
 }
 
 // New returns an Agent; watcher may be nil (no XID events, polls only).
-func New(reader *Reader, watcher *Watcher, policy health.Policy, pub Publisher, opts Options) *Agent {
+func New(reader *Reader, watcher *Watcher, policy health.Thresholds, pub Publisher, opts Options) *Agent {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -14,7 +14,7 @@ import (
 // TestAgentRecoversAfterReboot: a fatal fault stays, whatever the checks say,
 // until the node's boot ID changes.
 func TestAgentRecoversAfterReboot(t *testing.T) {
-	r := newRig(t, health.DefaultPolicy(), Options{})
+	r := newRig(t, health.DefaultThresholds(), Options{})
 	r.watch(t)
 	r.xid(t, 2, 79)
 	rep := r.poll(t)
@@ -38,7 +38,7 @@ func TestAgentRecoversAfterReboot(t *testing.T) {
 // TestAgentRecoversAfterPassing: a non-fatal fault counts after its debounce,
 // then recovers once it has passed for RecoverAfter, and not before.
 func TestAgentRecoversAfterPassing(t *testing.T) {
-	p := health.DefaultPolicy() // temperature debounced for a minute, recovery after 10 minutes
+	p := health.DefaultThresholds() // temperature debounced for a minute, recovery after 10 minutes
 	r := newRig(t, p, Options{})
 	hot := func(c uint32) { r.srv.Edit(1, func(g *nvmltest.GPU) { g.TemperatureC = c }) }
 	steps := []struct {
@@ -82,7 +82,7 @@ func TestAgentRestoresKeptState(t *testing.T) {
 		{GPU: 5, Check: health.CheckECC, Phase: health.Active, Detail: "1 uncorrectable ECC error", Since: t0.Add(-time.Hour), LastFailed: t0.Add(-time.Hour)},
 	}}
 	t.Run("same boot", func(t *testing.T) {
-		r := newRig(t, health.DefaultPolicy(), Options{})
+		r := newRig(t, health.DefaultThresholds(), Options{})
 		r.pub.setFacts(func(f *Facts) { f.State = &kept })
 		rep := r.poll(t)
 		if rep.Healthy || !rep.Fatal || rep.HealthyGPUs != 6 || rep.Reason != "XID,ECC" {
@@ -103,7 +103,7 @@ func TestAgentRestoresKeptState(t *testing.T) {
 		}
 	})
 	t.Run("earlier boot", func(t *testing.T) {
-		r := newRig(t, health.DefaultPolicy(), Options{})
+		r := newRig(t, health.DefaultThresholds(), Options{})
 		r.pub.setFacts(func(f *Facts) { f.State = &kept; f.BootID = "boot-2" })
 		if rep := r.poll(t); !rep.Healthy || rep.HealthyGPUs != 8 {
 			t.Errorf("faults of an earlier boot came back: %s", rep.Message)

@@ -100,8 +100,8 @@ func (r *recorder) last(t *testing.T) (health.Report, health.State) {
 var errTest = errors.New("test failure")
 
 // instant is the default policy without debounce: every failure counts at once.
-func instant() health.Policy {
-	p := health.DefaultPolicy()
+func instant() health.Thresholds {
+	p := health.DefaultThresholds()
 	p.Debounce = nil
 	return p
 }
@@ -114,7 +114,7 @@ type rig struct {
 	agent *Agent
 }
 
-func newRig(t *testing.T, p health.Policy, opts Options) *rig {
+func newRig(t *testing.T, p health.Thresholds, opts Options) *rig {
 	t.Helper()
 	r := &rig{srv: nvmltest.New(), pub: newRecorder(), clock: &clock{t: t0}}
 	closeLib, err := Open(r.srv, "mock")

@@ -16,7 +16,7 @@ import (
 // checks, the node's reason, the healthy GPU count and whether it is fatal.
 func TestAgentChecks(t *testing.T) {
 	tests := map[string]struct {
-		policy      func(*health.Policy)
+		policy      func(*health.Thresholds)
 		fault       func(*nvmltest.Server)
 		want        []failing
 		wantReason  string
@@ -57,13 +57,13 @@ func TestAgentChecks(t *testing.T) {
 			wantReason: "Temperature", wantHealthy: 7,
 		},
 		"temperature over the configured threshold": {
-			policy:     func(p *health.Policy) { p.MaxTemperatureC = 80 },
+			policy:     func(p *health.Thresholds) { p.MaxTemperatureC = 80 },
 			fault:      func(s *nvmltest.Server) { s.Edit(4, func(g *nvmltest.GPU) { g.TemperatureC = 81 }) },
 			want:       []failing{{GPU: 4, Check: health.CheckTemperature, Detail: "81 C, at or above 80 C"}},
 			wantReason: "Temperature", wantHealthy: 7,
 		},
 		"a configured threshold above the GPU's own wins": {
-			policy:     func(p *health.Policy) { p.MaxTemperatureC = 95 },
+			policy:     func(p *health.Thresholds) { p.MaxTemperatureC = 95 },
 			fault:      func(s *nvmltest.Server) { s.Edit(4, func(g *nvmltest.GPU) { g.TemperatureC = 92 }) },
 			wantReason: health.ReasonHealthy, wantHealthy: 8,
 		},
@@ -105,7 +105,7 @@ func TestAgentChecks(t *testing.T) {
 			wantReason: "NVLink", wantHealthy: 7,
 		},
 		"NVLink links fewer than configured": {
-			policy:     func(p *health.Policy) { p.NVLinksPerGPU = 12 },
+			policy:     func(p *health.Thresholds) { p.NVLinksPerGPU = 12 },
 			fault:      func(s *nvmltest.Server) { s.Edit(0, func(g *nvmltest.GPU) { g.NVLinks = 10 }) },
 			want:       []failing{{GPU: 0, Check: health.CheckNVLink, Detail: "10 of 12 NVLink links up"}},
 			wantReason: "NVLink", wantHealthy: 7,

@@ -56,7 +56,7 @@ const maxMessage = 1024
 
 // Evaluate folds one observation into the previous state and decides the node's
 // health at now. prev is not changed.
-func Evaluate(prev State, obs Observation, now time.Time, p Policy) (State, Report) {
+func Evaluate(prev State, obs Observation, now time.Time, p Thresholds) (State, Report) {
 	st := State{BootID: prev.BootID, Faults: prev.Faults, NVLinksUp: map[int]int{}}
 	for k, v := range prev.NVLinksUp {
 		st.NVLinksUp[k] = v
@@ -77,7 +77,7 @@ func Evaluate(prev State, obs Observation, now time.Time, p Policy) (State, Repo
 }
 
 // results runs every check of one observation.
-func results(obs Observation, st *State, p Policy) ([]Result, []XIDFinding) {
+func results(obs Observation, st *State, p Thresholds) ([]Result, []XIDFinding) {
 	var out []Result
 	node := func(c Check, s Status, fatal bool, detail string) {
 		out = append(out, Result{GPU: NodeGPU, Check: c, Status: s, Fatal: fatal, Detail: detail})
@@ -137,7 +137,7 @@ func xidResult(gpu int, uuid string, hw []XIDFinding) Result {
 	return r
 }
 
-func gpuResults(g GPUReading, st *State, p Policy) []Result {
+func gpuResults(g GPUReading, st *State, p Thresholds) []Result {
 	res := func(c Check, s Status, fatal bool, detail string) Result {
 		if e, ok := g.Errors[c]; ok && s != Fail {
 			// A reading that failed is a failed check, never a pass.
@@ -210,7 +210,7 @@ func gpuResults(g GPUReading, st *State, p Policy) []Result {
 	return out
 }
 
-func nvlinkResult(g GPUReading, st *State, p Policy, res func(Check, Status, bool, string) Result) Result {
+func nvlinkResult(g GPUReading, st *State, p Thresholds, res func(Check, Status, bool, string) Result) Result {
 	up := 0
 	var down []string
 	for _, l := range g.NVLinks {
@@ -241,7 +241,7 @@ func nvlinkResult(g GPUReading, st *State, p Policy, res func(Check, Status, boo
 }
 
 // fold merges this poll's results into the remembered faults.
-func fold(prev []Fault, rs []Result, now time.Time, p Policy) []Fault {
+func fold(prev []Fault, rs []Result, now time.Time, p Thresholds) []Fault {
 	byKey := make(map[faultKey]Fault, len(prev))
 	for _, f := range prev {
 		byKey[f.key()] = f

@@ -22,7 +22,7 @@ func TestFaultClasses(t *testing.T) {
 	ok := want{healthy: true, reason: ReasonHealthy, healthyGPUs: 8, gpus: 8, in: "8 of 8 GPUs healthy"}
 	tests := map[string]struct {
 		obs    Observation
-		policy func(*Policy)
+		policy func(*Thresholds)
 		want   want
 	}{
 		"all healthy":                     {obs: obsOf(8), want: ok},
@@ -54,12 +54,12 @@ func TestFaultClasses(t *testing.T) {
 		"a reading that failed":           {obs: obsOf(8, onGPU(4, func(g *GPUReading) { g.Errors = map[Check]string{CheckECC: "ERROR_UNKNOWN"} })), want: want{reason: "ECC", healthyGPUs: 7, gpus: 8, in: "cannot read: ERROR_UNKNOWN"}},
 		"GPUs cannot be listed":           {obs: obsOf(8, func(o *Observation) { o.GPUs, o.CountError = nil, "ERROR_DRIVER_NOT_LOADED" }), want: want{reason: "Readable", healthyGPUs: 0, gpus: 8, in: "cannot list the GPUs"}},
 		"hot, over the GPU's slowdown":    {obs: obsOf(8, onGPU(0, func(g *GPUReading) { g.TemperatureC = ptr(uint32(91)) })), want: want{reason: "Temperature", healthyGPUs: 7, gpus: 8, in: "91 C, at or above 90 C"}},
-		"hot, over the policy":            {obs: obsOf(8, onGPU(0, func(g *GPUReading) { g.TemperatureC = ptr(uint32(81)) })), policy: func(p *Policy) { p.MaxTemperatureC = 80 }, want: want{reason: "Temperature", healthyGPUs: 7, gpus: 8, in: "81 C, at or above 80 C"}},
-		"warm, under both":                {obs: obsOf(8, onGPU(0, func(g *GPUReading) { g.TemperatureC = ptr(uint32(79)) })), policy: func(p *Policy) { p.MaxTemperatureC = 80 }, want: ok},
+		"hot, over the policy":            {obs: obsOf(8, onGPU(0, func(g *GPUReading) { g.TemperatureC = ptr(uint32(81)) })), policy: func(p *Thresholds) { p.MaxTemperatureC = 80 }, want: want{reason: "Temperature", healthyGPUs: 7, gpus: 8, in: "81 C, at or above 80 C"}},
+		"warm, under both":                {obs: obsOf(8, onGPU(0, func(g *GPUReading) { g.TemperatureC = ptr(uint32(79)) })), policy: func(p *Thresholds) { p.MaxTemperatureC = 80 }, want: ok},
 		"thermal throttling":              {obs: obsOf(8, onGPU(6, func(g *GPUReading) { g.Throttle = []ThrottleReason{ThrottleHWThermal} })), want: want{reason: "Throttle", healthyGPUs: 7, gpus: 8, in: "clocks held down: HwThermalSlowdown"}},
 		"power-brake throttling":          {obs: obsOf(8, onGPU(6, func(g *GPUReading) { g.Throttle = []ThrottleReason{ThrottleHWPowerBrake} })), want: want{reason: "Throttle", healthyGPUs: 7, gpus: 8, in: "HwPowerBrakeSlowdown"}},
 		"power cap is not a fault":        {obs: obsOf(8, onGPU(6, func(g *GPUReading) { g.Throttle = []ThrottleReason{ThrottleSWPowerCap, ThrottleSyncBoost} })), want: ok},
-		"NVLink down, expected by policy": {obs: obsOf(8, onGPU(1, func(g *GPUReading) { g.NVLinks[4].Up = false })), policy: func(p *Policy) { p.NVLinksPerGPU = 12 }, want: want{reason: "NVLink", healthyGPUs: 7, gpus: 8, in: "11 of 12 NVLink links up (down: 4)"}},
+		"NVLink down, expected by policy": {obs: obsOf(8, onGPU(1, func(g *GPUReading) { g.NVLinks[4].Up = false })), policy: func(p *Thresholds) { p.NVLinksPerGPU = 12 }, want: want{reason: "NVLink", healthyGPUs: 7, gpus: 8, in: "11 of 12 NVLink links up (down: 4)"}},
 		"not supported is not a fault": {obs: obsOf(8, func(o *Observation) {
 			for i := range o.GPUs {
 				g := &o.GPUs[i]
@@ -177,7 +177,7 @@ func TestRecovery(t *testing.T) {
 }
 
 func TestDebounce(t *testing.T) {
-	p := DefaultPolicy() // throttling counts after a minute
+	p := DefaultThresholds() // throttling counts after a minute
 	throttled := obsOf(1, onGPU(0, func(g *GPUReading) { g.Throttle = []ThrottleReason{ThrottleHWThermal} }))
 	st, rep := Evaluate(State{}, throttled, t0, p)
 	if !rep.Healthy || len(rep.Faults) != 1 || rep.Faults[0].Phase != Pending {

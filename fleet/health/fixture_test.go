@@ -50,8 +50,8 @@ func xid(gpu int, code uint64) func(*Observation) {
 }
 
 // instant is the default policy without debounce: every failure counts at once.
-func instant() Policy {
-	p := DefaultPolicy()
+func instant() Thresholds {
+	p := DefaultThresholds()
 	p.Debounce = nil
 	return p
 }

@@ -90,16 +90,16 @@ func TestOverridesErrors(t *testing.T) {
 	}
 }
 
-func TestPolicyValidate(t *testing.T) {
-	if err := DefaultPolicy().Validate(); err != nil {
+func TestThresholdsValidate(t *testing.T) {
+	if err := DefaultThresholds().Validate(); err != nil {
 		t.Fatalf("default policy: %v", err)
 	}
-	bad := DefaultPolicy()
+	bad := DefaultThresholds()
 	bad.ThrottleFaults = append(bad.ThrottleFaults, "Hot")
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), `throttle reason "Hot"`) {
 		t.Fatalf("unknown throttle reason: %v", err)
 	}
-	bad = DefaultPolicy()
+	bad = DefaultThresholds()
 	bad.NVLinksPerGPU = 19
 	if err := bad.Validate(); err == nil {
 		t.Fatal("19 NVLinks per GPU: want an error")

@@ -14,7 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/allot-dev/allot/planner"
-	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/planner/evaluate"
+	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
@@ -53,25 +54,25 @@ func examples(t *testing.T, edits map[string][2]string) fs.FS {
 // edits more on the head.
 func change(t *testing.T, head map[string][2]string) Input {
 	t.Helper()
-	base := policies.Evaluate(examples(t, nil), nil)
+	base := evaluate.Repository(examples(t, nil), nil)
 	if head == nil {
 		head = map[string][2]string{}
 	}
 	head["teams/robotics.cue"] = [2]string{"nominal: 128", "nominal: 160"}
-	h := policies.Evaluate(examples(t, head), base.Config)
+	h := evaluate.Repository(examples(t, head), base.Config)
 	if base.Plan == nil || h.Plan == nil {
 		t.Fatalf("examples do not load: %v %v", base.Findings, h.Findings)
 	}
 	d := planner.Compare(base.Plan, h.Plan)
 	d.Approvals = policies.Approvals(base.Config, h.Config, d)
-	return Input{Input: report.Input{Name: "head", Config: h.Config, Plan: h.Plan, Findings: h.Findings,
+	return Input{Input: planreport.Input{Name: "head", Config: h.Config, Plan: h.Plan, Findings: h.Findings,
 		BaseName: "origin/main", Base: base.Plan, Diff: d}, BaseConfig: base.Config}
 }
 
 func alone(t *testing.T) Input {
 	t.Helper()
-	r := policies.Evaluate(examples(t, nil), nil)
-	return Input{Input: report.Input{Name: "examples", Config: r.Config, Plan: r.Plan, Findings: r.Findings}}
+	r := evaluate.Repository(examples(t, nil), nil)
+	return Input{Input: planreport.Input{Name: "examples", Config: r.Config, Plan: r.Plan, Findings: r.Findings}}
 }
 
 func sum[T any](rows []T, f func(T) quantity.Decimal) quantity.Decimal {
@@ -315,8 +316,8 @@ func TestHTMLWhatIf(t *testing.T) {
 
 // TestHTMLOfAConfigurationThatDoesNotLoad shows the findings and no figures.
 func TestHTMLOfAConfigurationThatDoesNotLoad(t *testing.T) {
-	res := policies.Evaluate(examples(t, map[string][2]string{"pools.cue": {"gpusPerNode: 8", "gpusPerNod: 8"}}), nil)
-	r := Build(Input{Input: report.Input{Name: "broken", Findings: res.Findings}})
+	res := evaluate.Repository(examples(t, map[string][2]string{"pools.cue": {"gpusPerNode: 8", "gpusPerNod: 8"}}), nil)
+	r := Build(Input{Input: planreport.Input{Name: "broken", Findings: res.Findings}})
 	var b bytes.Buffer
 	if err := HTML(&b, r); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
-	"github.com/allot-dev/allot/planner/report"
+	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -17,7 +17,7 @@ import (
 // Input is what a report shows: the plan's input, and the base's configuration,
 // whose prices split the base's cost into committed and on-demand.
 type Input struct {
-	report.Input
+	planreport.Input
 	BaseConfig *schema.Config
 	// Metered, when given, is what the teams used (the Teams' status): the
 	// report sets it beside what their quota costs.
@@ -147,7 +147,7 @@ func Build(in Input) *Report {
 	r := &Report{Name: in.Name, Provenance: in.Provenance.String(), Findings: in.Findings, Loaded: in.Plan != nil}
 	if in.Diff != nil && in.Base != nil {
 		r.BaseName = cmp.Or(in.BaseName, "base")
-		r.Verdict = report.Verdict(in.Diff)
+		r.Verdict = planreport.Verdict(in.Diff)
 		r.Approvals = in.Diff.Approvals
 	}
 	if !r.Loaded {

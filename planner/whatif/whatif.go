@@ -24,7 +24,7 @@ const (
 type Input struct {
 	// Workload names the replayed demand, e.g. its file.
 	Workload string
-	Jobs     []workload.Job
+	Jobs     []workload.Spec
 	// Events fail and recover nodes during both replays (optional).
 	Events []sim.Event
 	// Base is the configuration the change starts from; nil simulates Head alone.

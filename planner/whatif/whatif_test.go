@@ -35,14 +35,14 @@ teams: b: {cohort: "ml", quota: h100: {nominal: 24}}
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // jobs: a fills the fleet at t=0 (3 jobs of 8 GPUs), b asks for 3 jobs of 8 GPUs at t=10.
-func jobs() []workload.Job {
-	var out []workload.Job
+func jobs() []workload.Spec {
+	var out []workload.Spec
 	for i, team := range []string{"a", "a", "a", "b", "b", "b"} {
 		submit := 0.0
 		if team == "b" {
 			submit = 10
 		}
-		out = append(out, workload.Job{ID: team + itoa(i), Submit: submit, Duration: 1000, Team: team, Tier: "production", Pods: 1, GPUsPerPod: 8})
+		out = append(out, workload.Spec{ID: team + itoa(i), Submit: submit, Duration: 1000, Team: team, Tier: "production", Pods: 1, GPUsPerPod: 8})
 	}
 	return out
 }
@@ -112,9 +112,9 @@ func TestSameConfigurationChangesNothing(t *testing.T) {
 	}
 }
 
-func cloneJobs(js []workload.Job) []workload.Job {
+func cloneJobs(js []workload.Spec) []workload.Spec {
 	b, _ := json.Marshal(js)
-	var out []workload.Job
+	var out []workload.Spec
 	_ = json.Unmarshal(b, &out)
 	return out
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 )
 
-// Policy is the greedy first-fit backfill policy.
-type Policy struct {
+// FirstFit is the greedy first-fit backfill policy.
+type FirstFit struct {
 	nodes   []*node
 	byName  map[scheduler.NodeName]*node
-	pending []*job
-	fresh   []*job
-	jobs    map[scheduler.WorkloadID]*job
+	pending []*refWorkload
+	fresh   []*refWorkload
+	jobs    map[scheduler.WorkloadID]*refWorkload
 	free    map[scheduler.Flavor]int64
 	flavors []scheduler.Flavor
 	dirty   bool
@@ -24,10 +24,10 @@ type node struct {
 	spec    scheduler.Node
 	used    int64
 	healthy bool
-	jobs    map[*job]bool
+	jobs    map[*refWorkload]bool
 }
 
-type job struct {
+type refWorkload struct {
 	spec    scheduler.Workload
 	running bool
 	gone    bool
@@ -35,10 +35,10 @@ type job struct {
 }
 
 // New returns the policy over nodes.
-func New(nodes []scheduler.Node) *Policy {
-	p := &Policy{byName: map[scheduler.NodeName]*node{}, jobs: map[scheduler.WorkloadID]*job{}, free: map[scheduler.Flavor]int64{}}
+func New(nodes []scheduler.Node) *FirstFit {
+	p := &FirstFit{byName: map[scheduler.NodeName]*node{}, jobs: map[scheduler.WorkloadID]*refWorkload{}, free: map[scheduler.Flavor]int64{}}
 	for _, n := range nodes {
-		nd := &node{spec: n, healthy: !n.Unhealthy, jobs: map[*job]bool{}}
+		nd := &node{spec: n, healthy: !n.Unhealthy, jobs: map[*refWorkload]bool{}}
 		p.nodes = append(p.nodes, nd)
 		p.byName[n.Name] = nd
 		if !slices.Contains(p.flavors, n.Flavor) {
@@ -52,24 +52,24 @@ func New(nodes []scheduler.Node) *Policy {
 }
 
 // Submit queues a job.
-func (p *Policy) Submit(w scheduler.Workload) error {
+func (p *FirstFit) Submit(w scheduler.Workload) error {
 	if _, dup := p.jobs[w.ID]; dup {
 		return fmt.Errorf("workload %s submitted twice", w.ID)
 	}
 	if w.Pods <= 0 || w.GPUsPerPod <= 0 {
 		return fmt.Errorf("workload %s: needs at least one pod of at least one GPU", w.ID)
 	}
-	j := &job{spec: w}
+	j := &refWorkload{spec: w}
 	p.jobs[w.ID] = j
 	p.fresh = append(p.fresh, j)
 	return nil
 }
 
 // Started does nothing: the reference has no gang timeout.
-func (p *Policy) Started(scheduler.WorkloadID) error { return nil }
+func (p *FirstFit) Started(scheduler.WorkloadID) error { return nil }
 
 // Finish removes a job.
-func (p *Policy) Finish(id scheduler.WorkloadID) error {
+func (p *FirstFit) Finish(id scheduler.WorkloadID) error {
 	j, ok := p.jobs[id]
 	if !ok {
 		return fmt.Errorf("workload %s: %w", id, scheduler.ErrUnknown)
@@ -80,7 +80,7 @@ func (p *Policy) Finish(id scheduler.WorkloadID) error {
 	return nil
 }
 
-func (p *Policy) release(j *job) {
+func (p *FirstFit) release(j *refWorkload) {
 	if !j.running {
 		return
 	}
@@ -97,7 +97,7 @@ func (p *Policy) release(j *job) {
 }
 
 // SetNodeHealth fails or recovers a node; the jobs on a failed node are requeued.
-func (p *Policy) SetNodeHealth(name scheduler.NodeName, healthy bool) ([]scheduler.WorkloadID, error) {
+func (p *FirstFit) SetNodeHealth(name scheduler.NodeName, healthy bool) ([]scheduler.WorkloadID, error) {
 	n, ok := p.byName[name]
 	if !ok {
 		return nil, fmt.Errorf("node %s: %w", name, scheduler.ErrUnknown)
@@ -105,11 +105,11 @@ func (p *Policy) SetNodeHealth(name scheduler.NodeName, healthy bool) ([]schedul
 	if n.healthy == healthy {
 		return nil, nil
 	}
-	var out []*job
+	var out []*refWorkload
 	for j := range n.jobs {
 		out = append(out, j)
 	}
-	slices.SortFunc(out, func(a, b *job) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
+	slices.SortFunc(out, func(a, b *refWorkload) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
 	var ids []scheduler.WorkloadID
 	for _, j := range out {
 		p.release(j)
@@ -127,7 +127,7 @@ func (p *Policy) SetNodeHealth(name scheduler.NodeName, healthy bool) ([]schedul
 }
 
 // Reason has nothing to say beyond "not enough free GPUs".
-func (p *Policy) Reason(id scheduler.WorkloadID) (scheduler.PendingReason, bool) {
+func (p *FirstFit) Reason(id scheduler.WorkloadID) (scheduler.PendingReason, bool) {
 	j, ok := p.jobs[id]
 	if !ok || j.running {
 		return scheduler.PendingReason{}, false
@@ -137,9 +137,9 @@ func (p *Policy) Reason(id scheduler.WorkloadID) (scheduler.PendingReason, bool)
 
 // Cycle starts, in submission order, every pending job that fits. When nothing
 // was freed since the last cycle only the new jobs can fit, so only they are tried.
-func (p *Policy) Cycle(time.Time) scheduler.Results {
+func (p *FirstFit) Cycle(time.Time) scheduler.Results {
 	var res scheduler.Results
-	slices.SortStableFunc(p.fresh, func(a, b *job) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
+	slices.SortStableFunc(p.fresh, func(a, b *refWorkload) int { return a.spec.Submitted.Compare(b.spec.Submitted) })
 	walk := p.fresh
 	if p.dirty {
 		walk = mergeJobs(p.pending, p.fresh)
@@ -162,7 +162,7 @@ func (p *Policy) Cycle(time.Time) scheduler.Results {
 	return res
 }
 
-func live(js []*job) []*job {
+func live(js []*refWorkload) []*refWorkload {
 	out := js[:0]
 	for _, j := range js {
 		if !j.running && !j.gone {
@@ -173,22 +173,22 @@ func live(js []*job) []*job {
 	return out
 }
 
-func mergeJobs(a, b []*job) []*job {
+func mergeJobs(a, b []*refWorkload) []*refWorkload {
 	if len(b) == 0 {
 		return a
 	}
 	out := append(live(slices.Clone(a)), live(slices.Clone(b))...)
-	slices.SortStableFunc(out, func(x, y *job) int { return x.spec.Submitted.Compare(y.spec.Submitted) })
+	slices.SortStableFunc(out, func(x, y *refWorkload) int { return x.spec.Submitted.Compare(y.spec.Submitted) })
 	return out
 }
 
-func (p *Policy) allowed(j *job, f scheduler.Flavor) bool {
+func (p *FirstFit) allowed(j *refWorkload, f scheduler.Flavor) bool {
 	return len(j.spec.Flavors) == 0 || slices.Contains(j.spec.Flavors, f)
 }
 
 // fit places each pod on the first node with room whose class the job's
 // placement rules admit.
-func (p *Policy) fit(j *job) ([]scheduler.PodPlacement, bool) {
+func (p *FirstFit) fit(j *refWorkload) ([]scheduler.PodPlacement, bool) {
 	var free int64
 	for f, n := range p.free {
 		if p.allowed(j, f) {
@@ -222,7 +222,7 @@ func (p *Policy) fit(j *job) ([]scheduler.PodPlacement, bool) {
 	return nil, false
 }
 
-func (p *Policy) bind(j *job, pl []scheduler.PodPlacement) {
+func (p *FirstFit) bind(j *refWorkload, pl []scheduler.PodPlacement) {
 	for _, x := range pl {
 		n := p.byName[x.Node]
 		n.used += x.GPUs

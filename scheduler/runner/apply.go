@@ -77,7 +77,7 @@ func (a *actions) event(p *podInfo, kind, reason, note string) {
 }
 
 // evict marks a gang's live pods as on their way out and queues their eviction.
-func (a *actions) evict(g *gang, reason, note string) []types.UID {
+func (a *actions) evict(g *clusterWorkload, reason, note string) []types.UID {
 	var t evictTask
 	var uids []types.UID
 	t.reason, t.note = reason, note
@@ -98,7 +98,7 @@ func (a *actions) evict(g *gang, reason, note string) []types.UID {
 }
 
 // unbind marks bound pods as on their way out and queues taking them back.
-func (a *actions) unbind(g *gang, pods []*podInfo, note string) {
+func (a *actions) unbind(g *clusterWorkload, pods []*podInfo, note string) {
 	var t unbindTask
 	t.note = note
 	for _, p := range pods {

@@ -63,7 +63,7 @@ type foreignPod struct {
 // store is the cache the informers feed; the runner's mutex guards it.
 type store struct {
 	pods    map[types.UID]*podInfo
-	gangs   map[string]*gang
+	gangs   map[string]*clusterWorkload
 	nodes   map[string]*corev1.Node
 	jobs    map[types.NamespacedName]jobInfo
 	teams   map[string]*allotv1.Team
@@ -100,7 +100,7 @@ type store struct {
 
 func newStore() store {
 	return store{
-		pods: map[types.UID]*podInfo{}, gangs: map[string]*gang{}, nodes: map[string]*corev1.Node{},
+		pods: map[types.UID]*podInfo{}, gangs: map[string]*clusterWorkload{}, nodes: map[string]*corev1.Node{},
 		jobs: map[types.NamespacedName]jobInfo{}, teams: map[string]*allotv1.Team{}, cohorts: map[string]*allotv1.Cohort{},
 		tiers: map[string]*allotv1.Tier{}, pools: map[string]poolInfo{}, foreign: map[types.UID]foreignPod{},
 		foreignOn: map[string]int64{}, stuck: map[string]bool{}, heldDirty: map[string]bool{},
@@ -192,7 +192,7 @@ func (r *Runner) upsertPod(obj any) {
 	}
 	g := st.gangs[pi.gang]
 	if g == nil {
-		g = &gang{id: pi.gang, ns: p.Namespace, pods: map[types.UID]*podInfo{}}
+		g = &clusterWorkload{id: pi.gang, ns: p.Namespace, pods: map[types.UID]*podInfo{}}
 		if job != "" && pi.gang == gangID(p.Namespace, job, nil, "") {
 			g.job = types.NamespacedName{Namespace: p.Namespace, Name: job}
 		}

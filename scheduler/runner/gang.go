@@ -14,9 +14,9 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 )
 
-// gang is a workload: the pods of one Job, of one allot.dev/gang label, or a
-// single pod.
-type gang struct {
+// clusterWorkload is the runner's record of one workload in the cluster (its
+// gang): the pods of one Job, of one allot.dev/gang label, or a single pod.
+type clusterWorkload struct {
 	id   string
 	ns   string
 	job  types.NamespacedName
@@ -49,7 +49,7 @@ func gangID(ns, job string, labels map[string]string, pod string) string {
 }
 
 // sortedPods returns the gang's pods in name order, for stable decisions.
-func (g *gang) sortedPods(keep func(*podInfo) bool) []*podInfo {
+func (g *clusterWorkload) sortedPods(keep func(*podInfo) bool) []*podInfo {
 	out := make([]*podInfo, 0, len(g.pods))
 	for _, p := range g.pods {
 		if keep(p) {
@@ -72,7 +72,7 @@ func (e *specError) Error() string { return e.msg }
 
 // workload derives the core's Workload from the gang's pods (and Job), or says
 // what is wrong with them.
-func (r *Runner) workload(g *gang, live []*podInfo) (scheduler.Workload, error) {
+func (r *Runner) workload(g *clusterWorkload, live []*podInfo) (scheduler.Workload, error) {
 	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id), Restarts: r.st.restarts[g.id]}
 	first := live[0]
 	agree := func(label string) (string, error) {
@@ -207,7 +207,7 @@ func (r *Runner) defaultTier(team string) string {
 }
 
 // syncGang brings the core in line with what the API says of one gang.
-func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
+func (r *Runner) syncGang(g *clusterWorkload, now time.Time, acts *actions) {
 	live := g.sortedPods(isLive)
 	id := scheduler.WorkloadID(g.id)
 	if len(live) == 0 && g.binding == 0 {
@@ -245,7 +245,7 @@ func (r *Runner) syncGang(g *gang, now time.Time, acts *actions) {
 // checkStarted tells the core a gang started once every one of its pods is
 // bound and running, as the pods' status says: until then the gang timeout
 // counts.
-func (r *Runner) checkStarted(g *gang) {
+func (r *Runner) checkStarted(g *clusterWorkload) {
 	var running int64
 	for _, p := range g.pods {
 		if p.live() && p.node != "" && p.running {
@@ -263,7 +263,7 @@ func (r *Runner) checkStarted(g *gang) {
 // syncIdle submits a gang whose pods are all there, restores one that is
 // already bound whole, and rolls back one that is bound in part (a bind cut
 // short by a restart).
-func (r *Runner) syncIdle(g *gang, live []*podInfo, acts *actions) {
+func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 	if len(live) == 0 {
 		return
 	}
@@ -331,7 +331,7 @@ func sameShape(a, b scheduler.Workload) bool {
 // setStuck marks a running gang the core could not take (why says why), or
 // clears the mark (why empty). A stuck gang's bound pods hold their GPUs in
 // the core, as other schedulers' pods do, so that nothing is placed on them.
-func (r *Runner) setStuck(g *gang, why string) {
+func (r *Runner) setStuck(g *clusterWorkload, why string) {
 	if (g.stuck != "") != (why != "") {
 		for _, p := range g.pods {
 			if p.node != "" {
@@ -365,7 +365,7 @@ func placementOf(bound []*podInfo) []scheduler.PodPlacement {
 
 // setPending records why a gang's unbound pods wait, for the apply step to write
 // where it changed.
-func (r *Runner) setPending(g *gang, pods []*podInfo, code, msg string, acts *actions) {
+func (r *Runner) setPending(g *clusterWorkload, pods []*podInfo, code, msg string, acts *actions) {
 	for _, p := range pods {
 		if p.node != "" || p.binding {
 			continue
@@ -379,7 +379,7 @@ func (r *Runner) setPending(g *gang, pods []*podInfo, code, msg string, acts *ac
 
 // dispatch binds the gang's unassigned pods into the free slots of its
 // admission, once its victims are gone.
-func (r *Runner) dispatch(g *gang, acts *actions) {
+func (r *Runner) dispatch(g *clusterWorkload, acts *actions) {
 	for uid := range g.waitFor {
 		if p := r.st.pods[uid]; p == nil || p.terminal {
 			delete(g.waitFor, uid)
@@ -440,7 +440,7 @@ func (r *Runner) dispatch(g *gang, acts *actions) {
 
 // requeue takes an admission back into the core's queue, where it waits the
 // core's backoff.
-func (r *Runner) requeue(g *gang) {
+func (r *Runner) requeue(g *clusterWorkload) {
 	if err := r.core.Requeue(scheduler.WorkloadID(g.id)); err != nil {
 		r.log.Error(err, "requeueing", "workload", g.id)
 	}

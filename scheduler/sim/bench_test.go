@@ -12,15 +12,15 @@ import (
 
 // synthetic is n jobs over 50 teams: Poisson arrivals sized to keep the fleet
 // busy, most jobs single pods of 1-8 GPUs, a fifth gangs of 2-16 whole nodes.
-func synthetic(n, nodes int) []workload.Job {
+func synthetic(n, nodes int) []workload.Spec {
 	rng := rand.New(rand.NewPCG(3, 4))
-	jobs := make([]workload.Job, n)
+	jobs := make([]workload.Spec, n)
 	var t float64
 	// Mean demand per job is about 30 GPUs x 3,000 s; arrivals keep ~90% load.
 	rate := 0.9 * float64(nodes*8) / (30 * 3000)
 	for i := range jobs {
 		t += rng.ExpFloat64() / rate
-		j := workload.Job{ID: fmt.Sprintf("s%d", i), Submit: t, Duration: 60 + rng.ExpFloat64()*3000,
+		j := workload.Spec{ID: fmt.Sprintf("s%d", i), Submit: t, Duration: 60 + rng.ExpFloat64()*3000,
 			Team: fmt.Sprintf("team-%d", rng.IntN(50)), Tier: []string{"production", "research"}[rng.IntN(2)]}
 		if rng.IntN(5) == 0 {
 			j.Pods, j.GPUsPerPod = int64(2+rng.IntN(15)), 8
@@ -38,7 +38,7 @@ func synthetic(n, nodes int) []workload.Job {
 	return jobs
 }
 
-func benchSim(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Job) {
+func benchSim(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Spec) {
 	var rep *Report
 	var peak uint64
 	for b.Loop() {
@@ -83,9 +83,9 @@ func BenchmarkSimSynthetic(b *testing.B) {
 // busyJobs is ten jobs per node over 50 teams offered at 1.3x the fleet: a
 // third gangs of 2-16 whole nodes, three tiers (the third borrowOnly), arrivals
 // skewed towards a few teams.
-func busyJobs(nodes int) []workload.Job {
+func busyJobs(nodes int) []workload.Spec {
 	rng := rand.New(rand.NewPCG(5, 6))
-	jobs := make([]workload.Job, 10*nodes)
+	jobs := make([]workload.Spec, 10*nodes)
 	var t float64
 	// Mean demand per job: (2/3 x 4.5 + 1/3 x 72) GPUs x 3,000 s.
 	rate := 1.3 * float64(nodes*8) / (27 * 3000)
@@ -93,7 +93,7 @@ func busyJobs(nodes int) []workload.Job {
 	for i := range jobs {
 		t += rng.ExpFloat64() / rate
 		team := min(int(rng.ExpFloat64()*50/4), 49)
-		j := workload.Job{ID: fmt.Sprintf("b%d", i), Submit: t, Duration: 60 + rng.ExpFloat64()*3000,
+		j := workload.Spec{ID: fmt.Sprintf("b%d", i), Submit: t, Duration: 60 + rng.ExpFloat64()*3000,
 			Team: fmt.Sprintf("team-%d", team), Tier: tiers[rng.IntN(3)]}
 		if rng.IntN(3) == 0 {
 			j.Pods, j.GPUsPerPod = int64(2+rng.IntN(15)), 8

@@ -67,7 +67,7 @@ func FromNodeList(nodes []workload.Node) []scheduler.Node {
 // AssignToConfig maps a trace's users and priorities onto the configuration's
 // teams and tiers (see workload.Assign); the default tier is the lowest one that
 // is not borrowOnly.
-func AssignToConfig(jobs []workload.Job, q scheduler.Config) {
+func AssignToConfig(jobs []workload.Spec, q scheduler.Config) {
 	var teams, tiers []string
 	for _, t := range q.Teams {
 		teams = append(teams, string(t.Name))
@@ -109,7 +109,7 @@ func AssignToConfig(jobs []workload.Job, q scheduler.Config) {
 	}
 }
 
-// Core adapts the scheduler core to the simulator's Policy.
+// Core adapts the scheduler core to the simulator's Scheduler.
 type Core struct{ *scheduler.Scheduler }
 
 // NewCore returns the scheduler core over the given quota tree and fleet.

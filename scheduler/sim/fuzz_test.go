@@ -15,11 +15,11 @@ import (
 
 // randomJobs returns up to 40 jobs the workload reader accepts (a GPU count
 // within 63 bits), some of them gangs far beyond any fleet.
-func randomJobs(r *rand.Rand, cfg *schema.Config) []workload.Job {
+func randomJobs(r *rand.Rand, cfg *schema.Config) []workload.Spec {
 	teams := cfg.TeamNames()
-	var jobs []workload.Job
+	var jobs []workload.Spec
 	for i := range 1 + r.IntN(40) {
-		j := workload.Job{
+		j := workload.Spec{
 			ID: fmt.Sprintf("j%d", i), Submit: float64(schematest.Pick(r, 0, 3600)), Duration: float64(schematest.Pick(r, 1, 3600)),
 			Team: string(teams[r.IntN(len(teams))]), Tier: string(schematest.Tiers[r.IntN(len(schematest.Tiers))]),
 			Pods: 1 + r.Int64N(4), GPUsPerPod: schematest.Pick(r, 1, 16),

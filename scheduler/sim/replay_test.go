@@ -11,7 +11,7 @@ import (
 
 // replay runs jobs through the core and through the reference policy (greedy
 // first-fit backfill, no quotas) on the same fleet and returns both reports.
-func replay(t *testing.T, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Job) (core, ref *Report) {
+func replayBoth(t *testing.T, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Spec) (core, ref *Report) {
 	t.Helper()
 	AssignToConfig(jobs, q)
 	core = runCore(t, Input{Nodes: nodes, Jobs: jobs, Quota: q}, scheduler.DefaultOptions())
@@ -54,7 +54,7 @@ func sharedCohort(teams int, flavor string, nominal int64) scheduler.Config {
 func TestReplayHelios(t *testing.T) {
 	f, _ := trace("helios/helios_15k_users.csv")
 	jobs := readJobs(t, f, 3000)
-	core, ref := replay(t, sharedCohort(4, "h", 128), pods("h", 64), jobs)
+	core, ref := replayBoth(t, sharedCohort(4, "h", 128), pods("h", 64), jobs)
 	noViolations(t, core)
 	noViolations(t, ref)
 	if core.Summary.Completed != len(jobs) || ref.Summary.Completed != len(jobs) {
@@ -74,7 +74,7 @@ func TestReplayOpenB(t *testing.T) {
 	nodes, q := openbFleet(t)
 	f, _ := trace("openb/openb_pod_list_default.csv")
 	jobs := readJobs(t, f, 0)
-	core, ref := replay(t, q, nodes, jobs)
+	core, ref := replayBoth(t, q, nodes, jobs)
 	noViolations(t, core)
 	noViolations(t, ref)
 	if core.Summary.Completed != len(jobs) || ref.Summary.Completed != len(jobs) {

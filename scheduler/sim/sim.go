@@ -13,9 +13,9 @@ import (
 	"github.com/allot-dev/allot/scheduler/workload"
 )
 
-// Policy is what the simulator drives: the scheduler core satisfies it, and so
+// Scheduler is what the simulator drives: the scheduler core satisfies it, and so
 // does the reference policy.
-type Policy interface {
+type Scheduler interface {
 	Submit(w scheduler.Workload) error
 	Started(id scheduler.WorkloadID) error
 	Finish(id scheduler.WorkloadID) error
@@ -43,7 +43,7 @@ type Event struct {
 // Input is what a simulation replays.
 type Input struct {
 	Nodes  []scheduler.Node
-	Jobs   []workload.Job
+	Jobs   []workload.Spec
 	Events []Event
 	// Quota is the quota tree the invariants check; with no teams, quotas are not
 	// checked (the reference policy has none).
@@ -82,12 +82,12 @@ const (
 )
 
 type event struct {
-	at   time.Time
-	kind kind
-	seq  int
-	job  *job
-	run  int
-	node scheduler.NodeName
+	at          time.Time
+	kind        kind
+	seq         int
+	simWorkload *simWorkload
+	run         int
+	node        scheduler.NodeName
 }
 
 type eventHeap []event
@@ -111,8 +111,8 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
-type job struct {
-	spec      workload.Job
+type simWorkload struct {
+	spec      workload.Spec
 	flavors   map[string]bool
 	submitted bool
 	running   bool
@@ -132,16 +132,16 @@ type simNode struct {
 	spec    scheduler.Node
 	used    int64
 	healthy bool
-	jobs    map[*job]int64
+	jobs    map[*simWorkload]int64
 }
 
-type runner struct {
-	p       Policy
+type replay struct {
+	p       Scheduler
 	in      Input
 	opts    Options
 	events  eventHeap
 	seq     int
-	jobs    map[scheduler.WorkloadID]*job
+	jobs    map[scheduler.WorkloadID]*simWorkload
 	nodes   map[scheduler.NodeName]*simNode
 	now     time.Time
 	pending int
@@ -161,8 +161,8 @@ type runner struct {
 }
 
 // Run replays in through p.
-func Run(p Policy, in Input, opts Options) (*Report, error) {
-	r := &runner{p: p, in: in, opts: opts, jobs: map[scheduler.WorkloadID]*job{}, nodes: map[scheduler.NodeName]*simNode{},
+func Run(p Scheduler, in Input, opts Options) (*Report, error) {
+	r := &replay{p: p, in: in, opts: opts, jobs: map[scheduler.WorkloadID]*simWorkload{}, nodes: map[scheduler.NodeName]*simNode{},
 		usage: map[scheduler.TeamName]map[scheduler.Flavor]int64{}, quota: map[scheduler.TeamName]scheduler.Team{}, cohortOf: map[scheduler.TeamName]string{}}
 	var wallStart time.Time
 	if opts.Clock != nil {
@@ -172,7 +172,7 @@ func Run(p Policy, in Input, opts Options) (*Report, error) {
 		if _, dup := r.nodes[n.Name]; dup {
 			return nil, fmt.Errorf("node %s listed twice", n.Name)
 		}
-		r.nodes[n.Name] = &simNode{spec: n, healthy: !n.Unhealthy, jobs: map[*job]int64{}}
+		r.nodes[n.Name] = &simNode{spec: n, healthy: !n.Unhealthy, jobs: map[*simWorkload]int64{}}
 		if !n.Unhealthy {
 			r.healthy += n.GPUs
 		}
@@ -183,14 +183,14 @@ func Run(p Policy, in Input, opts Options) (*Report, error) {
 		r.cohortOf[t.Name] = r.rootOf(t.Cohort)
 	}
 	jobs := slices.Clone(in.Jobs)
-	slices.SortStableFunc(jobs, func(a, b workload.Job) int { return cmp.Compare(a.Submit, b.Submit) })
-	order := make([]*job, 0, len(jobs))
+	slices.SortStableFunc(jobs, func(a, b workload.Spec) int { return cmp.Compare(a.Submit, b.Submit) })
+	order := make([]*simWorkload, 0, len(jobs))
 	for _, spec := range jobs {
 		id := scheduler.WorkloadID(spec.ID)
 		if _, dup := r.jobs[id]; dup {
 			return nil, fmt.Errorf("job %s listed twice", spec.ID)
 		}
-		j := &job{spec: spec}
+		j := &simWorkload{spec: spec}
 		if len(spec.Flavors) > 0 {
 			j.flavors = map[string]bool{}
 			for _, f := range spec.Flavors {
@@ -226,7 +226,7 @@ func Run(p Policy, in Input, opts Options) (*Report, error) {
 			break
 		}
 		r.advance(at)
-		touched := map[*job]bool{}
+		touched := map[*simWorkload]bool{}
 		for len(r.events) > 0 && r.events[0].at.Equal(at) && r.events[0].kind < kArrive {
 			e := heap.Pop(&r.events).(event)
 			r.apply(e, touched)
@@ -267,7 +267,7 @@ func Run(p Policy, in Input, opts Options) (*Report, error) {
 	return &r.rep, nil
 }
 
-func (r *runner) rootOf(c scheduler.CohortName) string {
+func (r *replay) rootOf(c scheduler.CohortName) string {
 	if c == "" {
 		return ""
 	}
@@ -281,14 +281,14 @@ func (r *runner) rootOf(c scheduler.CohortName) string {
 	return string(c)
 }
 
-func (r *runner) push(e event) {
+func (r *replay) push(e event) {
 	e.seq = r.seq
 	r.seq++
 	heap.Push(&r.events, e)
 }
 
 // advance integrates utilization up to t.
-func (r *runner) advance(t time.Time) {
+func (r *replay) advance(t time.Time) {
 	if !r.now.IsZero() && (r.pending > 0 || r.running > 0) {
 		dt := t.Sub(r.now).Seconds()
 		r.busySec += dt * float64(r.usedGPU)
@@ -298,7 +298,7 @@ func (r *runner) advance(t time.Time) {
 	r.now = t
 }
 
-func (r *runner) arrive(j *job) {
+func (r *replay) arrive(j *simWorkload) {
 	w := scheduler.Workload{ID: scheduler.WorkloadID(j.spec.ID), Team: scheduler.TeamName(j.spec.Team), Tier: scheduler.TierName(j.spec.Tier),
 		Pods: j.spec.Pods, GPUsPerPod: j.spec.GPUsPerPod, Require: j.spec.Require, Prefer: j.spec.Prefer, Submitted: vt(j.spec.Submit)}
 	for _, f := range j.spec.Flavors {
@@ -314,10 +314,10 @@ func (r *runner) arrive(j *job) {
 	r.pending++
 }
 
-func (r *runner) apply(e event, touched map[*job]bool) {
+func (r *replay) apply(e event, touched map[*simWorkload]bool) {
 	switch e.kind {
 	case kFinish:
-		j := e.job
+		j := e.simWorkload
 		if !j.running || j.run != e.run {
 			return
 		}
@@ -361,7 +361,7 @@ func (r *runner) apply(e event, touched map[*job]bool) {
 }
 
 // stop takes a running job off its nodes.
-func (r *runner) stop(j *job) {
+func (r *replay) stop(j *simWorkload) {
 	g := j.spec.GPUsPerPod
 	for _, p := range j.pods {
 		n := r.nodes[p.Node]
@@ -379,20 +379,20 @@ func (r *runner) stop(j *job) {
 	}
 }
 
-func (r *runner) requeue(j *job) {
+func (r *replay) requeue(j *simWorkload) {
 	r.stop(j)
 	r.running--
 	r.pending++
 }
 
-func (r *runner) flavorOf(j *job) scheduler.Flavor {
+func (r *replay) flavorOf(j *simWorkload) scheduler.Flavor {
 	if len(j.pods) == 0 {
 		return ""
 	}
 	return r.nodes[j.pods[0].Node].spec.Flavor
 }
 
-func (r *runner) results(res scheduler.Results, touched map[*job]bool) error {
+func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) error {
 	for _, e := range res.Evicted {
 		if j := r.jobs[e.Workload]; j != nil && j.running {
 			r.requeue(j)
@@ -426,7 +426,7 @@ func (r *runner) results(res scheduler.Results, touched map[*job]bool) error {
 	return nil
 }
 
-func (r *runner) start(j *job, a scheduler.Admission) {
+func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.running, j.pods = true, a.Pods
 	if !j.started {
 		j.started, j.firstRun = true, r.now
@@ -451,11 +451,11 @@ func (r *runner) start(j *job, a scheduler.Admission) {
 		r.usage[team] = map[scheduler.Flavor]int64{}
 	}
 	r.usage[team][r.flavorOf(j)] += gpus
-	r.push(event{at: r.now.Add(time.Duration(math.Round(j.spec.Duration*1e6)) * time.Microsecond), kind: kFinish, job: j, run: j.run})
+	r.push(event{at: r.now.Add(time.Duration(math.Round(j.spec.Duration*1e6)) * time.Microsecond), kind: kFinish, simWorkload: j, run: j.run})
 }
 
 // check verifies the invariants on what the step changed (or everything).
-func (r *runner) check(touched map[*job]bool) {
+func (r *replay) check(touched map[*simWorkload]bool) {
 	if r.opts.FullChecks {
 		for _, j := range r.jobs {
 			if j.running {
@@ -511,7 +511,7 @@ func (r *runner) check(touched map[*job]bool) {
 	}
 }
 
-func (r *runner) overQuota(t scheduler.TeamName) bool {
+func (r *replay) overQuota(t scheduler.TeamName) bool {
 	q, ok := r.quota[t]
 	if !ok {
 		return true
@@ -540,7 +540,7 @@ func (r *runner) overQuota(t scheduler.TeamName) bool {
 
 // cohortOver says whether the teams of a root cohort use more of a flavor than
 // their nominal quotas add up to.
-func (r *runner) cohortOver(root string) bool {
+func (r *replay) cohortOver(root string) bool {
 	used, nominal := map[scheduler.Flavor]int64{}, map[scheduler.Flavor]int64{}
 	for t, q := range r.quota {
 		if r.cohortOf[t] != root {
@@ -562,7 +562,7 @@ func (r *runner) cohortOver(root string) bool {
 }
 
 // commonDomains returns the domains, per level, that all of j's nodes share.
-func (r *runner) commonDomains(j *job) map[string]string {
+func (r *replay) commonDomains(j *simWorkload) map[string]string {
 	out := map[string]string{}
 	for i, p := range j.pods {
 		n := r.nodes[p.Node]
@@ -589,7 +589,7 @@ func (r *runner) commonDomains(j *job) map[string]string {
 }
 
 // report fills r.rep from the jobs.
-func (r *runner) report(order []*job) {
+func (r *replay) report(order []*simWorkload) {
 	s := &r.rep.Summary
 	s.Jobs = len(order)
 	var waits []float64

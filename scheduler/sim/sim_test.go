@@ -31,7 +31,7 @@ func loadRepo(t *testing.T, dir string) *schema.Config {
 	return cfg
 }
 
-func readJobs(t testing.TB, file string, limit int) []workload.Job {
+func readJobs(t testing.TB, file string, limit int) []workload.Spec {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestNodeFailureRequeuesTheGangWhole(t *testing.T) {
 	nodes := []scheduler.Node{{Name: "n-0", Flavor: "a", GPUs: 8}, {Name: "n-1", Flavor: "a", GPUs: 8}, {Name: "n-2", Flavor: "a", GPUs: 8}}
 	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 24}}}}}
 	in := Input{Nodes: nodes, Quota: q,
-		Jobs:   []workload.Job{{ID: "g", Submit: 0, Duration: 100, Team: "t", Tier: "p", Pods: 2, GPUsPerPod: 8}},
+		Jobs:   []workload.Spec{{ID: "g", Submit: 0, Duration: 100, Team: "t", Tier: "p", Pods: 2, GPUsPerPod: 8}},
 		Events: []Event{{Time: 50, Node: "n-0", Kind: Fail}, {Time: 60, Node: "n-1", Kind: Fail}, {Time: 500, Node: "n-0", Kind: Recover}},
 	}
 	rep := runCore(t, in, scheduler.DefaultOptions())
@@ -136,7 +136,7 @@ func TestInvariantsCatchABrokenPolicy(t *testing.T) {
 		{Name: "n-1", Flavor: "a", GPUs: 8, Domains: []scheduler.Domain{{Level: "rack", Name: "r1"}}},
 	}
 	q := scheduler.Config{Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 8}}}}}
-	in := Input{Nodes: nodes, Quota: q, Jobs: []workload.Job{
+	in := Input{Nodes: nodes, Quota: q, Jobs: []workload.Spec{
 		{ID: "g", Duration: 10, Team: "t", Tier: "p", Pods: 3, GPUsPerPod: 8, Require: "host"},
 	}}
 	rep, err := Run(&sloppy{}, in, Options{FullChecks: true})

@@ -8,7 +8,7 @@ import "slices"
 // tier is one of tiers (highest priority first) keeps it; openb's QoS classes map
 // by rank (Guaranteed and LS to the highest, Burstable to the middle, BE to the
 // lowest); anything else gets def.
-func Assign(jobs []Job, teams, tiers []string, def string) {
+func Assign(jobs []Spec, teams, tiers []string, def string) {
 	if len(teams) == 0 {
 		return
 	}

@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// Job is one row of a workload: a gang of Pods pods of GPUsPerPod GPUs each.
-type Job struct {
+// Spec is one workload as a workload file describes it (one row): a gang of
+// Pods pods of GPUsPerPod GPUs each.
+type Spec struct {
 	ID string
 	// Submit and Duration are seconds; the duration is what the job runs once
 	// started, and only the simulator sees it.
@@ -31,7 +32,7 @@ type Job struct {
 }
 
 // GPUs returns the job's GPUs in all.
-func (j Job) GPUs() int64 { return j.Pods * j.GPUsPerPod }
+func (j Spec) GPUs() int64 { return j.Pods * j.GPUsPerPod }
 
 // Format names a workload file layout.
 type Format string
@@ -123,7 +124,7 @@ func (r *row) err() error {
 }
 
 // Read reads a workload file of any known layout; name is used in errors.
-func Read(in io.Reader, name string) ([]Job, Format, error) {
+func Read(in io.Reader, name string) ([]Spec, Format, error) {
 	cr := csv.NewReader(in)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -145,7 +146,7 @@ func Read(in io.Reader, name string) ([]Job, Format, error) {
 	if err != nil {
 		return nil, "", &Error{File: name, Line: 1, Err: err}
 	}
-	var jobs []Job
+	var jobs []Spec
 	ids := map[string]int{}
 	var prevSubmit float64
 	for {
@@ -191,7 +192,7 @@ func csvError(name string, err error) error {
 	return fmt.Errorf("reading %s: %w", name, err)
 }
 
-type parser func(r *row, prevSubmit *float64) (Job, bool)
+type parser func(r *row, prevSubmit *float64) (Spec, bool)
 
 func has(cols map[string]int, names ...string) bool {
 	for _, n := range names {
@@ -216,8 +217,8 @@ func detect(cols map[string]int) (Format, parser, error) {
 	return "", nil, errors.New("unknown header: want id,submit,duration,team,tier,pods,gpus_per_pod[,flavor,require,prefer], the normalized trace schema (job_id,submit_time,duration,num_gpus,...), Helios (u_id,user,gpu_num,...) or openb pods (name,num_gpu,gpu_milli,...)")
 }
 
-func parseAllot(r *row, _ *float64) (Job, bool) {
-	j := Job{
+func parseAllot(r *row, _ *float64) (Spec, bool) {
+	j := Spec{
 		ID: r.str("id"), Submit: r.num("submit", 0), Duration: r.num("duration", 0),
 		Team: r.str("team"), Tier: r.str("tier"),
 		Pods: r.count("pods", 1), GPUsPerPod: r.count("gpus_per_pod", 0),
@@ -251,10 +252,10 @@ func gang(gpus, nodes, perNode int64) (pods, gpp int64) {
 	return nodes, perNode
 }
 
-func parseNormalized(r *row, _ *float64) (Job, bool) {
+func parseNormalized(r *row, _ *float64) (Spec, bool) {
 	gpus := r.count("num_gpus", 0)
 	milli := r.count("gpu_milli", 1000)
-	j := Job{ID: r.str("job_id"), Submit: r.num("submit_time", 0), Duration: r.num("duration", 0),
+	j := Spec{ID: r.str("job_id"), Submit: r.num("submit_time", 0), Duration: r.num("duration", 0),
 		User: r.str("user"), Team: r.str("team"), Tier: r.str("priority")}
 	if j.ID == "" {
 		r.fail("column job_id is empty")
@@ -269,9 +270,9 @@ func parseNormalized(r *row, _ *float64) (Job, bool) {
 	return j, true
 }
 
-func parseHelios(r *row, prev *float64) (Job, bool) {
+func parseHelios(r *row, prev *float64) (Spec, bool) {
 	*prev += r.num("interval", 0)
-	j := Job{ID: "helios-" + r.str("u_id"), Submit: *prev, Duration: r.num("run_time", 0), User: "u" + r.str("user")}
+	j := Spec{ID: "helios-" + r.str("u_id"), Submit: *prev, Duration: r.num("run_time", 0), User: "u" + r.str("user")}
 	j.Team = j.User
 	gpus := r.count("gpu_num", 0)
 	if gpus == 0 {
@@ -281,8 +282,8 @@ func parseHelios(r *row, prev *float64) (Job, bool) {
 	return j, true
 }
 
-func parseOpenB(r *row, _ *float64) (Job, bool) {
-	j := Job{ID: r.str("name"), Submit: r.num("creation_time", 0), Tier: r.str("qos"), Team: "openb"}
+func parseOpenB(r *row, _ *float64) (Spec, bool) {
+	j := Spec{ID: r.str("name"), Submit: r.num("creation_time", 0), Tier: r.str("qos"), Team: "openb"}
 	gpus, milli := r.count("num_gpu", 0), r.count("gpu_milli", 1000)
 	start := r.num("scheduled_time", j.Submit)
 	end := r.num("deletion_time", -1)
@@ -301,7 +302,7 @@ func parseOpenB(r *row, _ *float64) (Job, bool) {
 }
 
 // Write writes jobs in the project's CSV layout.
-func Write(out io.Writer, jobs []Job) error {
+func Write(out io.Writer, jobs []Spec) error {
 	cw := csv.NewWriter(out)
 	_ = cw.Write([]string{"id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod", "flavor", "require", "prefer"})
 	for _, j := range jobs {

@@ -16,14 +16,14 @@ func TestReadFormats(t *testing.T) {
 	for name, tc := range map[string]struct {
 		in         string
 		wantFormat Format
-		want       []Job
+		want       []Spec
 	}{
 		"project CSV, unknown columns ignored, flavors split": {
 			in: "id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer,note\n" +
 				"j1,0,600,nlp,production,2,8,,rack,,x\n" +
 				"j2,30.5,300,speech,research,1,4,a100|h100,,host,\n",
 			wantFormat: FormatAllot,
-			want: []Job{
+			want: []Spec{
 				{ID: "j1", Submit: 0, Duration: 600, Team: "nlp", Tier: "production", Pods: 2, GPUsPerPod: 8, Require: "rack"},
 				{ID: "j2", Submit: 30.5, Duration: 300, Team: "speech", Tier: "research", Pods: 1, GPUsPerPod: 4, Flavors: []string{"a100", "h100"}, Prefer: "host"},
 			},
@@ -35,7 +35,7 @@ func TestReadFormats(t *testing.T) {
 				"c,20,5,0,,1,,u3,,,Pass\n" +
 				"d,30,7,1,460,1,1,,,LS,Running\n",
 			wantFormat: FormatNormalized,
-			want: []Job{
+			want: []Spec{
 				{ID: "a", Duration: 84, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 1},
 				{ID: "b", Submit: 10, Duration: 60, Team: "u2", User: "u2", Pods: 2, GPUsPerPod: 8},
 				{ID: "d", Submit: 30, Duration: 7, Tier: "LS", Pods: 1, GPUsPerPod: 1},
@@ -45,7 +45,7 @@ func TestReadFormats(t *testing.T) {
 			in: "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status\n" +
 				"0,1,1,1,1,0,84,0,Pass\n1,2,16,1,2,94,87,0,Pass\n2,3,0,4,1,6,10,0,Pass\n3,1,8,1,1,151,83,0,Pass\n",
 			wantFormat: FormatHelios,
-			want: []Job{
+			want: []Spec{
 				{ID: "helios-0", Duration: 84, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 1},
 				{ID: "helios-1", Submit: 94, Duration: 87, Team: "u2", User: "u2", Pods: 2, GPUsPerPod: 8},
 				{ID: "helios-3", Submit: 251, Duration: 83, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 8},
@@ -57,7 +57,7 @@ func TestReadFormats(t *testing.T) {
 				"p1,6000,12288,0,0,,BE,Running,5,50,5\n" +
 				"p2,6000,12288,2,1000,V100M16|V100M32,BE,Running,7,70,8\n",
 			wantFormat: FormatOpenB,
-			want: []Job{
+			want: []Spec{
 				{ID: "p0", Duration: 90, Team: "openb", Tier: "LS", Pods: 1, GPUsPerPod: 1},
 				{ID: "p2", Submit: 7, Duration: 62, Team: "openb", Tier: "BE", Pods: 1, GPUsPerPod: 2, Flavors: []string{"V100M16", "V100M32"}},
 			},
@@ -117,7 +117,7 @@ func TestReadErrorsNameFileAndLine(t *testing.T) {
 }
 
 func TestWriteReadRoundTrip(t *testing.T) {
-	jobs := []Job{
+	jobs := []Spec{
 		{ID: "a", Submit: 1.5, Duration: 10, Team: "t", Tier: "x", Pods: 2, GPUsPerPod: 8, Flavors: []string{"f1", "f2"}, Require: "rack"},
 		{ID: "b,c", Submit: 3, Duration: 0.25, Team: "u", Tier: "y", Pods: 1, GPUsPerPod: 1, Prefer: "host"},
 	}
@@ -135,7 +135,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 }
 
 func TestAssignKeepsUsersTogether(t *testing.T) {
-	jobs := []Job{{Team: "u1"}, {Team: "u2"}, {Team: "u1"}, {Team: "nlp", Tier: "research"}, {Team: "u3", Tier: "BE"}, {Team: "u4", Tier: "LS"}}
+	jobs := []Spec{{Team: "u1"}, {Team: "u2"}, {Team: "u1"}, {Team: "nlp", Tier: "research"}, {Team: "u3", Tier: "BE"}, {Team: "u4", Tier: "LS"}}
 	Assign(jobs, []string{"nlp", "speech"}, []string{"production", "research", "opportunist"}, "research")
 	var got []string
 	for _, j := range jobs {

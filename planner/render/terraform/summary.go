@@ -11,11 +11,11 @@ import (
 	"github.com/allot-dev/allot/schema"
 )
 
-// PoolChange is what a Terraform plan of a rendered module does to one pool:
+// PoolPlan is what a Terraform plan of a rendered module does to one pool:
 // its node count before (as Terraform found it after refreshing) and after, and
 // the resources of the pool it adds, changes and destroys (a replacement counts
 // as one add and one destroy, as Terraform counts it).
-type PoolChange struct {
+type PoolPlan struct {
 	Cluster     schema.ClusterName `json:"cluster"`
 	Pool        schema.PoolName    `json:"pool"`
 	NodesBefore int64              `json:"nodes_before"`
@@ -33,7 +33,7 @@ type PoolChange struct {
 }
 
 // Changed reports whether the plan does anything to the pool.
-func (c PoolChange) Changed() bool { return c.Add+c.Change+c.Destroy > 0 }
+func (c PoolPlan) Changed() bool { return c.Add+c.Change+c.Destroy > 0 }
 
 // Summarize returns, per pool of the module planned in p, what the plan does,
 // in pool-name order. Resources that belong to no pool are left out. It reads
@@ -42,15 +42,15 @@ func (c PoolChange) Changed() bool { return c.Add+c.Change+c.Destroy > 0 }
 // scaling_config desired_size, and for onprem and kwok the terraform_data
 // instances of <pool>_nodes, one per node (input.pool and input.node); a
 // tainted node (its create hook failed) does not count before the plan.
-func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
+func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolPlan {
 	if p == nil {
 		return nil
 	}
-	byPool := map[schema.PoolName]*PoolChange{}
-	get := func(pool schema.PoolName) *PoolChange {
+	byPool := map[schema.PoolName]*PoolPlan{}
+	get := func(pool schema.PoolName) *PoolPlan {
 		c := byPool[pool]
 		if c == nil {
-			c = &PoolChange{Cluster: cluster, Pool: pool}
+			c = &PoolPlan{Cluster: cluster, Pool: pool}
 			byPool[pool] = c
 		}
 		return c
@@ -120,12 +120,12 @@ func Summarize(cluster schema.ClusterName, p *tfjson.Plan) []PoolChange {
 			c.Drift = append(c.Drift, rc.Address)
 		}
 	}
-	out := make([]PoolChange, 0, len(byPool))
+	out := make([]PoolPlan, 0, len(byPool))
 	for _, c := range byPool {
 		slices.Sort(c.Drift)
 		out = append(out, *c)
 	}
-	slices.SortFunc(out, func(a, b PoolChange) int { return cmp.Compare(a.Pool, b.Pool) })
+	slices.SortFunc(out, func(a, b PoolPlan) int { return cmp.Compare(a.Pool, b.Pool) })
 	return out
 }
 

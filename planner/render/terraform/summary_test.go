@@ -39,21 +39,21 @@ func TestSummarize(t *testing.T) {
 	tests := map[string]struct {
 		changes []*tfjson.ResourceChange
 		drift   []*tfjson.ResourceChange
-		want    []PoolChange
+		want    []PoolPlan
 	}{
 		"gke pool grows in place": {
 			changes: []*tfjson.ResourceChange{change("google_container_node_pool", "a", actUpdate, gke(3), gke(5))},
-			want:    []PoolChange{{Cluster: "c", Pool: "h100-gke", NodesBefore: 3, NodesAfter: 5, Change: 1}},
+			want:    []PoolPlan{{Cluster: "c", Pool: "h100-gke", NodesBefore: 3, NodesAfter: 5, Change: 1}},
 		},
 		"gke regional pool moves to one zone: 2 nodes in each of 3 zones become 2": {
 			changes: []*tfjson.ResourceChange{change("google_container_node_pool", "a", actUpdate,
 				map[string]any{"name": "h100-gke", "node_count": 2.0, "node_locations": []any{"us-east1-b", "us-east1-c", "us-east1-d"}},
 				map[string]any{"name": "h100-gke", "node_count": 2.0, "node_locations": []any{"us-east1-b"}})},
-			want: []PoolChange{{Cluster: "c", Pool: "h100-gke", NodesBefore: 6, NodesAfter: 2, Change: 1}},
+			want: []PoolPlan{{Cluster: "c", Pool: "h100-gke", NodesBefore: 6, NodesAfter: 2, Change: 1}},
 		},
 		"eks group created": {
 			changes: []*tfjson.ResourceChange{change("aws_eks_node_group", "a", actCreate, nil, eks(4))},
-			want:    []PoolChange{{Cluster: "c", Pool: "p5-eks", NodesBefore: 0, NodesAfter: 4, Add: 1}},
+			want:    []PoolPlan{{Cluster: "c", Pool: "p5-eks", NodesBefore: 0, NodesAfter: 4, Add: 1}},
 		},
 		"kwok pool grows by one node": {
 			changes: []*tfjson.ResourceChange{
@@ -63,14 +63,14 @@ func TestSummarize(t *testing.T) {
 				change("terraform_data", "n1", actCreate, nil, node("a100", "a100-1")),
 				change("terraform_data", "c1", actCreate, nil, confirmed("a100", "a100-1")),
 			},
-			want: []PoolChange{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 2, Add: 2, Change: 1}},
+			want: []PoolPlan{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 2, Add: 2, Change: 1}},
 		},
 		"kwok nodes confirmed after a run cut short": {
 			changes: []*tfjson.ResourceChange{
 				change("terraform_data", "n0", actNoop, node("a100", "a100-0"), node("a100", "a100-0")),
 				change("terraform_data", "c0", actCreate, nil, confirmed("a100", "a100-0")),
 			},
-			want: []PoolChange{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 1, Add: 1, Resumed: 1}},
+			want: []PoolPlan{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 1, Add: 1, Resumed: 1}},
 		},
 		"a tainted node is not counted before": {
 			changes: []*tfjson.ResourceChange{func() *tfjson.ResourceChange {
@@ -78,26 +78,26 @@ func TestSummarize(t *testing.T) {
 				rc.ActionReason = tfjson.ActionReasonReplaceBecauseTainted
 				return rc
 			}(), change("terraform_data", "c0", actCreate, nil, confirmed("a100", "a100-0"))},
-			want: []PoolChange{{Cluster: "c", Pool: "a100", NodesBefore: 0, NodesAfter: 1, Add: 2, Destroy: 1}},
+			want: []PoolPlan{{Cluster: "c", Pool: "a100", NodesBefore: 0, NodesAfter: 1, Add: 2, Destroy: 1}},
 		},
 		"kwok pool shrinks": {
 			changes: []*tfjson.ResourceChange{
 				change("terraform_data", "n1", actDelete, node("a100", "a100-1"), nil),
 				change("terraform_data", "c1", actDelete, confirmed("a100", "a100-1"), nil),
 			},
-			want: []PoolChange{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 0, Destroy: 2}},
+			want: []PoolPlan{{Cluster: "c", Pool: "a100", NodesBefore: 1, NodesAfter: 0, Destroy: 2}},
 		},
 		"drift found by the refresh": {
 			changes: []*tfjson.ResourceChange{change("google_container_node_pool", "a", actUpdate, gke(4), gke(3))},
 			drift:   []*tfjson.ResourceChange{change("google_container_node_pool", "google_container_node_pool.h100-gke", actUpdate, gke(3), gke(4))},
-			want:    []PoolChange{{Cluster: "c", Pool: "h100-gke", NodesBefore: 4, NodesAfter: 3, Change: 1, Drift: []string{"google_container_node_pool.h100-gke"}}},
+			want:    []PoolPlan{{Cluster: "c", Pool: "h100-gke", NodesBefore: 4, NodesAfter: 3, Change: 1, Drift: []string{"google_container_node_pool.h100-gke"}}},
 		},
 		"resources of no pool are left out": {
 			changes: []*tfjson.ResourceChange{
 				change("terraform_data", "x", actCreate, nil, map[string]any{"input": "something"}),
 				change("google_compute_network", "n", actCreate, nil, map[string]any{"name": "net"}),
 			},
-			want: []PoolChange{},
+			want: []PoolPlan{},
 		},
 	}
 	for name, tc := range tests {

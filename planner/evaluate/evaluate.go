@@ -1,9 +1,13 @@
-package policies
+// Package evaluate is where a capacity repository is judged: loaded, planned
+// and checked against the policies, the same way for the CLI (validate, plan,
+// render, report) and the manager (each CapacitySource revision).
+package evaluate
 
 import (
 	"io/fs"
 
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -16,24 +20,24 @@ type Result struct {
 	Findings schema.Findings
 }
 
-// Evaluate loads the capacity repository in fsys, plans it and runs the rules;
+// Repository loads the capacity repository in fsys, plans it and runs the rules;
 // base, when not nil, is the configuration the change starts from. It
-// evaluates the CUE in this process: EvaluateWith can bound it.
-func Evaluate(fsys fs.FS, base *schema.Config) Result {
-	return EvaluateWith(schema.Evaluate, fsys, base)
+// evaluates the CUE in this process: RepositoryWith can bound it.
+func Repository(fsys fs.FS, base *schema.Config) Result {
+	return RepositoryWith(schema.Evaluate, fsys, base)
 }
 
-// EvaluateWith is Evaluate with the CUE evaluation done by eval. The CLI and
+// RepositoryWith is Repository with the CUE evaluation done by eval. The CLI and
 // the manager both judge a revision with it, and source.Evaluator, so that a
 // hostile revision exhausts only a child process. What follows the evaluation
 // (decoding, planning, the rules) is bounded by the schema's bounds.
-func EvaluateWith(eval schema.Evaluator, fsys fs.FS, base *schema.Config) Result {
+func RepositoryWith(eval schema.Evaluator, fsys fs.FS, base *schema.Config) Result {
 	cfg, findings := schema.LoadWith(fsys, eval)
 	r := Result{Config: cfg, Findings: findings}
 	if cfg == nil {
 		return r
 	}
 	r.Plan = planner.Build(cfg)
-	r.Findings = append(r.Findings, Check(cfg, r.Plan, base)...).Sort()
+	r.Findings = append(r.Findings, policies.Check(cfg, r.Plan, base)...).Sort()
 	return r
 }

@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner/statetest"
+	"github.com/allot-dev/allot/planner/tfrun/statetest"
 )
 
 // TestEnvVariables drives a module with a required variable, as the gke and

@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner/kwok"
+	"github.com/allot-dev/allot/planner/tfrun/kwok"
 	"github.com/allot-dev/allot/schema"
 )
 

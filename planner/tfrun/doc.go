@@ -1,4 +1,4 @@
-// Package runner runs Terraform on the root modules allot renders, through
+// Package tfrun runs Terraform on the root modules allot renders, through
 // hashicorp/terraform-exec: init, plan into a saved plan file with the detailed
 // exit code, show -json of that plan, and apply of that saved plan only. It
 // summarises a plan per pool (nodes before and after, resources added, changed
@@ -10,4 +10,4 @@
 // plan and apply converge from; a state lock is released only by an explicit
 // ForceUnlock naming it (see ForceUnlock). Subpackage kwok is the node hook of
 // kwok modules.
-package runner
+package tfrun

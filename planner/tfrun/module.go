@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"archive/zip"
@@ -37,10 +37,10 @@ const (
 	AppliedFile = ".allot-applied.json"
 )
 
-// Runner runs terraform in one working directory that holds a rendered root
+// Module runs terraform in one working directory that holds a rendered root
 // module (terraform.ModuleFile). It is not safe for concurrent use; Terraform's
 // state lock keeps separate runners of one state apart.
-type Runner struct {
+type Module struct {
 	tf        *tfexec.Terraform
 	dir       string
 	bin       string
@@ -57,23 +57,23 @@ type Runner struct {
 	backendConfig []string
 }
 
-// Option configures a Runner.
-type Option func(*Runner)
+// Option configures a Module.
+type Option func(*Module)
 
 // WithBinary runs the terraform binary at path instead of the one on PATH.
-func WithBinary(path string) Option { return func(r *Runner) { r.bin = path } }
+func WithBinary(path string) Option { return func(r *Module) { r.bin = path } }
 
 // WithVars sets the module's input variables (e.g. "command" of a kwok module).
 // Variables in terraform.tfvars or *.auto.tfvars of the working directory apply
 // too, as they do for terraform itself.
 func WithVars(vars map[string]string) Option {
-	return func(r *Runner) { r.vars = maps.Clone(vars) }
+	return func(r *Module) { r.vars = maps.Clone(vars) }
 }
 
 // WithWaitDelay is how long a cancelled run may take to stop after it got
 // SIGINT (Terraform then finishes the operations in flight, writes the state
 // and releases the lock) before it is killed (default 60s).
-func WithWaitDelay(d time.Duration) Option { return func(r *Runner) { r.waitDelay = d } }
+func WithWaitDelay(d time.Duration) Option { return func(r *Module) { r.waitDelay = d } }
 
 // WithEnv adds environment variables to terraform's environment (which is
 // otherwise allot's own, with CHECKPOINT_DISABLE=1 unless it is set), e.g.
@@ -83,7 +83,7 @@ func WithWaitDelay(d time.Duration) Option { return func(r *Runner) { r.waitDela
 // WithVars sets it. Other variables terraform-exec manages itself (TF_LOG,
 // TF_CLI_ARGS*, ...) are dropped.
 func WithEnv(env map[string]string) Option {
-	return func(r *Runner) {
+	return func(r *Module) {
 		if r.env == nil {
 			r.env = map[string]string{}
 		}
@@ -95,17 +95,17 @@ func WithEnv(env map[string]string) Option {
 // (-backend-config), e.g. the credentials terraform.Backend.InitConfig keeps
 // out of the module.
 func WithBackendConfig(kv []string) Option {
-	return func(r *Runner) { r.backendConfig = append(r.backendConfig, kv...) }
+	return func(r *Module) { r.backendConfig = append(r.backendConfig, kv...) }
 }
 
 // WithOutput streams terraform's stdout and stderr to w (e.g. a log).
-func WithOutput(w io.Writer) Option { return func(r *Runner) { r.output = w } }
+func WithOutput(w io.Writer) Option { return func(r *Module) { r.output = w } }
 
 // New returns a runner of cluster's module in dir. It finds the terraform
 // binary and checks its version: a *BinaryError when it is missing or does not
 // run, a *VersionError when it is older than MinVersion.
-func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Option) (*Runner, error) {
-	r := &Runner{dir: dir, cluster: cluster, bin: "terraform", waitDelay: 60 * time.Second}
+func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Option) (*Module, error) {
+	r := &Module{dir: dir, cluster: cluster, bin: "terraform", waitDelay: 60 * time.Second}
 	for _, o := range opts {
 		o(r)
 	}
@@ -158,7 +158,7 @@ func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Op
 
 // Init runs terraform init: it installs the providers and configures the
 // backend.
-func (r *Runner) Init(ctx context.Context) error {
+func (r *Module) Init(ctx context.Context) error {
 	opts := []tfexec.InitOption{tfexec.Upgrade(false)}
 	for _, kv := range r.backendConfig {
 		opts = append(opts, tfexec.BackendConfig(kv))
@@ -180,7 +180,7 @@ type Plan struct {
 	// Speculative is set for a plan made for review only (see PlanOptions).
 	Speculative bool
 	// Pools is what the plan does to each pool of the module.
-	Pools []terraform.PoolChange
+	Pools []terraform.PoolPlan
 	// Add, Change and Destroy count the plan's resource changes, as
 	// Terraform's "Plan: x to add, y to change, z to destroy" does.
 	Add, Change, Destroy int
@@ -221,7 +221,7 @@ type PlanOptions struct {
 // Apply refuses the plan unless told to correct the drift. Each plan has its
 // own file, which Apply removes; a plan that will not be applied can be
 // dropped with Discard.
-func (r *Runner) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error) {
+func (r *Module) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error) {
 	run := rand.Text()
 	name := strings.Replace(PlanFiles, "*", run, 1)
 	args, err := r.planArgs(run, opts)
@@ -267,7 +267,7 @@ func (r *Runner) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error
 }
 
 // planArgs are the options of terraform plan, but -out.
-func (r *Runner) planArgs(run string, opts PlanOptions) ([]tfexec.PlanOption, error) {
+func (r *Module) planArgs(run string, opts PlanOptions) ([]tfexec.PlanOption, error) {
 	args := []tfexec.PlanOption{tfexec.Destroy(opts.Destroy)}
 	if opts.Speculative {
 		args = append(args, tfexec.Lock(false))
@@ -345,7 +345,7 @@ func (p *Plan) Discard() error {
 // inputs returns the values of the module's input variables (WithVars, then
 // the TF_VAR_* of the environment for the variables the module declares:
 // terraform refuses a -var it does not declare) and the declared variables.
-func (r *Runner) inputs() (map[string]string, map[string]bool, error) {
+func (r *Module) inputs() (map[string]string, map[string]bool, error) {
 	declared, err := r.declared()
 	if err != nil {
 		return nil, nil, err
@@ -361,7 +361,7 @@ func (r *Runner) inputs() (map[string]string, map[string]bool, error) {
 }
 
 // declared returns the input variables the module declares.
-func (r *Runner) declared() (map[string]bool, error) {
+func (r *Module) declared() (map[string]bool, error) {
 	b, err := os.ReadFile(filepath.Join(r.dir, terraform.ModuleFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil // a module in other files: terraform says what is wrong
@@ -403,7 +403,7 @@ type ApplyOptions struct {
 // nodes whose create hook may not have finished are created again (see
 // package terraform), the local backend's lock died with its holder, and the
 // state the killed run wrote is not taken for drift.
-func (r *Runner) Apply(ctx context.Context, p *Plan, opts ApplyOptions) error {
+func (r *Module) Apply(ctx context.Context, p *Plan, opts ApplyOptions) error {
 	if p.Speculative {
 		return fmt.Errorf("terraform apply of cluster %s: a speculative plan is for review only", r.cluster)
 	}
@@ -469,7 +469,7 @@ func (r *Runner) Apply(ctx context.Context, p *Plan, opts ApplyOptions) error {
 // that dies with the process holding it, so a run killed mid-apply leaves
 // only a stale .terraform.tfstate.lock.info file, which the next run
 // overwrites.
-func (r *Runner) ForceUnlock(ctx context.Context, id string) error {
+func (r *Module) ForceUnlock(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("terraform force-unlock of cluster %s: no lock ID", r.cluster)
 	}
@@ -499,7 +499,7 @@ func (r *Runner) ForceUnlock(ctx context.Context, id string) error {
 
 // fail wraps a failed command's error: ctx's error when the run was
 // cancelled, a typed error otherwise (nil stays nil).
-func (r *Runner) fail(ctx context.Context, op string, err error) error {
+func (r *Module) fail(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -518,13 +518,13 @@ type stateMark struct {
 	Applying bool `json:"applying,omitempty"`
 }
 
-func (r *Runner) markFile() string { return filepath.Join(r.dir, AppliedFile) }
+func (r *Module) markFile() string { return filepath.Join(r.dir, AppliedFile) }
 
 // planBase reads the lineage and serial of the state a saved plan was made
 // on, which Terraform keeps in the plan (a zip file) to refuse the plan once
 // the state moves on. Should a Terraform write plans otherwise, the state is
 // pulled instead (a change between the plan and the pull then goes unseen).
-func (r *Runner) planBase(ctx context.Context, file string) (stateMark, error) {
+func (r *Module) planBase(ctx context.Context, file string) (stateMark, error) {
 	var m stateMark
 	zr, err := zip.OpenReader(file)
 	if err != nil {
@@ -544,7 +544,7 @@ func (r *Runner) planBase(ctx context.Context, file string) (stateMark, error) {
 
 // pullMark reads the lineage and serial of the state (terraform state pull,
 // which takes no lock).
-func (r *Runner) pullMark(ctx context.Context) (stateMark, error) {
+func (r *Module) pullMark(ctx context.Context) (stateMark, error) {
 	var m stateMark
 	raw, err := r.tf.StatePull(ctx)
 	if err != nil {
@@ -560,7 +560,7 @@ func (r *Runner) pullMark(ctx context.Context) (stateMark, error) {
 }
 
 // record marks the current state as allot's.
-func (r *Runner) record(ctx context.Context) error {
+func (r *Module) record(ctx context.Context) error {
 	m, err := r.pullMark(ctx)
 	if err != nil {
 		return err
@@ -568,7 +568,7 @@ func (r *Runner) record(ctx context.Context) error {
 	return r.writeMark(m)
 }
 
-func (r *Runner) writeMark(m stateMark) error {
+func (r *Module) writeMark(m stateMark) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -582,7 +582,7 @@ func (r *Runner) writeMark(m stateMark) error {
 // stateMoved compares the state now with the one allot's last apply left and
 // says how it moved, or "" when it did not (or allot never applied here).
 // When the last apply was cut short, the state it moved is adopted as allot's.
-func (r *Runner) stateMoved(now stateMark) (string, error) {
+func (r *Module) stateMoved(now stateMark) (string, error) {
 	b, err := os.ReadFile(r.markFile())
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil

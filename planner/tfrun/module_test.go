@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/allot-dev/allot/planner/render/terraform"
-	"github.com/allot-dev/allot/planner/runner/statetest"
+	"github.com/allot-dev/allot/planner/tfrun/statetest"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -28,7 +28,7 @@ func TestLifecycle(t *testing.T) {
 	r, p := l.applied(ctx, map[string]int64{"a100": 4, "8x-l4": 1})
 	// Per pool: its own resource, and per node its instance and the one
 	// that confirms its create hook finished.
-	want := []terraform.PoolChange{
+	want := []terraform.PoolPlan{
 		{Cluster: "lab", Pool: "8x-l4", NodesBefore: 0, NodesAfter: 1, Add: 3},
 		{Cluster: "lab", Pool: "a100", NodesBefore: 0, NodesAfter: 4, Add: 9},
 	}
@@ -68,7 +68,7 @@ func TestLifecycle(t *testing.T) {
 
 	l.size(map[string]int64{"a100": 2, "8x-l4": 3})
 	p = l.converge(ctx, r)
-	want = []terraform.PoolChange{
+	want = []terraform.PoolPlan{
 		{Cluster: "lab", Pool: "8x-l4", NodesBefore: 1, NodesAfter: 3, Add: 4, Change: 1},
 		{Cluster: "lab", Pool: "a100", NodesBefore: 4, NodesAfter: 2, Change: 1, Destroy: 4},
 	}
@@ -354,7 +354,7 @@ func TestDrift(t *testing.T) {
 // local backend, once the state records the three new nodes: the hook of
 // a100-3 is slow, so that Terraform writes the state when a100-2's hook has
 // started (Terraform writes the state as each node's apply ends).
-func blockedApply(t *testing.T, l *lab, ctx context.Context, r *Runner) <-chan error {
+func blockedApply(t *testing.T, l *lab, ctx context.Context, r *Module) <-chan error {
 	t.Helper()
 	l.touch("block-a100-2")
 	l.touch("slow-a100-3")
@@ -477,13 +477,13 @@ func terraformPID(t *testing.T, dir string) int {
 	return 0
 }
 
-func pool(p *Plan, name string) terraform.PoolChange {
+func pool(p *Plan, name string) terraform.PoolPlan {
 	for _, c := range p.Pools {
 		if string(c.Pool) == name {
 			return c
 		}
 	}
-	return terraform.PoolChange{}
+	return terraform.PoolPlan{}
 }
 
 // TestCredentials inits a module whose state backend refuses allot's

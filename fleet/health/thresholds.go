@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Policy holds the thresholds and times the decision uses.
-type Policy struct {
+// Thresholds are the limits and times the health decision uses.
+type Thresholds struct {
 	// MaxTemperatureC fails CheckTemperature at or above it; 0: the GPU's own
 	// slowdown threshold (and no check on a GPU that reports none).
 	MaxTemperatureC uint32
@@ -25,12 +25,12 @@ type Policy struct {
 	XIDs XIDTable
 }
 
-// DefaultPolicy returns the defaults: the GPU's own slowdown temperature,
+// DefaultThresholds returns the defaults: the GPU's own slowdown temperature,
 // hardware thermal, hardware slowdown and power-brake throttling (and software
 // thermal slowdown) as faults once they last a minute, the same minute for
 // temperature, recovery after ten minutes passing, and the default XID table.
-func DefaultPolicy() Policy {
-	return Policy{
+func DefaultThresholds() Thresholds {
+	return Thresholds{
 		ThrottleFaults: []ThrottleReason{ThrottleHWSlowdown, ThrottleHWThermal, ThrottleHWPowerBrake, ThrottleSWThermal},
 		Debounce:       map[Check]time.Duration{CheckTemperature: time.Minute, CheckThrottle: time.Minute},
 		RecoverAfter:   10 * time.Minute,
@@ -39,7 +39,7 @@ func DefaultPolicy() Policy {
 }
 
 // Validate says what is wrong with p, if anything.
-func (p Policy) Validate() error {
+func (p Thresholds) Validate() error {
 	if p.RecoverAfter < 0 {
 		return fmt.Errorf("recover-after %s: must not be negative", p.RecoverAfter)
 	}

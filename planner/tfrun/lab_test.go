@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"context"
@@ -112,7 +112,7 @@ func (l *lab) size(nodes map[string]int64) {
 	l.writeFile(filepath.Join(l.dir, terraform.ModuleFile), string(b), 0o644)
 }
 
-func (l *lab) runner(ctx context.Context, opts ...Option) *Runner {
+func (l *lab) runner(ctx context.Context, opts ...Option) *Module {
 	l.t.Helper()
 	opts = append([]Option{
 		WithVars(map[string]string{"command": filepath.Join(l.hook, "hook.sh")}),
@@ -127,7 +127,7 @@ func (l *lab) runner(ctx context.Context, opts ...Option) *Runner {
 
 // applied is where most tests start: the module sized to nodes, a runner
 // with opts, init, and the plan of the first apply.
-func (l *lab) applied(ctx context.Context, nodes map[string]int64, opts ...Option) (*Runner, *Plan) {
+func (l *lab) applied(ctx context.Context, nodes map[string]int64, opts ...Option) (*Module, *Plan) {
 	l.t.Helper()
 	l.size(nodes)
 	r := l.runner(ctx, opts...)
@@ -149,7 +149,7 @@ func (l *lab) command(args ...string) *exec.Cmd {
 }
 
 // converge plans and applies, and fails the test on any error.
-func (l *lab) converge(ctx context.Context, r *Runner) *Plan {
+func (l *lab) converge(ctx context.Context, r *Module) *Plan {
 	l.t.Helper()
 	p, err := r.Plan(ctx, PlanOptions{})
 	if err != nil {

@@ -1,4 +1,4 @@
-package runner
+package tfrun
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/allot-dev/allot/planner/runner/statetest"
+	"github.com/allot-dev/allot/planner/tfrun/statetest"
 )
 
 // TestStaleLockRemote kills terraform mid-apply with a remote backend, whose

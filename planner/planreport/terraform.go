@@ -1,4 +1,4 @@
-package report
+package planreport
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ type TerraformCluster struct {
 	Add     int                    `json:"add"`
 	Change  int                    `json:"change"`
 	Destroy int                    `json:"destroy"`
-	Pools   []terraform.PoolChange `json:"pools"`
+	Pools   []terraform.PoolPlan `json:"pools"`
 	// Drift says how the state differs from what allot last applied.
 	Drift string `json:"drift,omitempty"`
 	// Error is why the cluster could not be planned.
