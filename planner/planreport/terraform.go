@@ -14,10 +14,10 @@ import (
 type TerraformCluster struct {
 	Cluster schema.ClusterName `json:"cluster"`
 	// Changes is false when Terraform has nothing to do.
-	Changes bool                   `json:"changes"`
-	Add     int                    `json:"add"`
-	Change  int                    `json:"change"`
-	Destroy int                    `json:"destroy"`
+	Changes bool                 `json:"changes"`
+	Add     int                  `json:"add"`
+	Change  int                  `json:"change"`
+	Destroy int                  `json:"destroy"`
 	Pools   []terraform.PoolPlan `json:"pools"`
 	// Drift says how the state differs from what allot last applied.
 	Drift string `json:"drift,omitempty"`
