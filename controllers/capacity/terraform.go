@@ -759,19 +759,3 @@ func (w logWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
-
-// Revision is what a step's capacity change is made from: the revision's
-// configuration and plan, and the node targets in force before it.
-type Revision struct {
-	// ID names the revision, e.g. main@sha1:0123abc.
-	ID     string
-	Config *schema.Config
-	Plan   *planner.Plan
-	// Current are the node targets of the Pools in the cluster before this
-	// revision, by pool name.
-	Current map[string]int64
-	// Gone are the Pools in the cluster the revision no longer declares, and
-	// Prune whether the source removes what it no longer declares.
-	Gone  []*allotv1.Pool
-	Prune bool
-}
