@@ -20,6 +20,13 @@ export ALLOT_SHARED ?= $(abspath $(SHARED))
 # other warnings, not those (about a hundred lines on every fresh build).
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
+# fluxcd/pkg/ssa's kstatus poller imports kubectl, and through it kustomize's Go
+# plugin loader (package plugin): a cgo binary that imports plugin is linked with
+# immediate binding (-z now), and then allot, whose NVML calls are bound lazily
+# (go-nvml), no longer starts on a machine without libnvidia-ml. This tag leaves
+# kustomize's Go plugins out; run go build/test by hand with the same GOFLAGS.
+export GOFLAGS += -tags=kustomize_disable_go_plugin_support
+
 # What allot version prints (cmd/allot/version.go).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -67,7 +74,7 @@ $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 IMAGE ?= ghcr.io/allot-dev/allot
 
 .PHONY: image
-image: build terraform ## bin/allot-image.tar: allot, terraform and git on an empty base, non-root, no Docker needed (hack/image).
+image: build terraform ## bin/allot-image.tar: allot and terraform on an empty base (no git), non-root, no Docker needed (hack/image).
 	$(GO) run ./hack/image -allot $(ALLOT) -tag $(IMAGE):$(VERSION) -o $(BIN)/allot-image.tar
 
 .PHONY: release

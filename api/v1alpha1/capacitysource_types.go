@@ -25,8 +25,9 @@ type CapacitySourceSpec struct {
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
-	// SourceRef names a Flux GitRepository (source.toolkit.fluxcd.io/v1) whose
-	// artifact holds the capacity repository.
+	// SourceRef names a Flux source (source.toolkit.fluxcd.io/v1
+	// GitRepository, OCIRepository or Bucket) whose artifact holds the
+	// capacity repository: a new artifact is applied at once.
 	// +optional
 	SourceRef *SourceReference `json:"sourceRef,omitempty"`
 
@@ -77,14 +78,16 @@ type LocalObjectReference struct {
 
 // SourceReference names a Flux source object.
 type SourceReference struct {
-	// Kind of the source; only GitRepository is supported.
-	// +kubebuilder:validation:Enum=GitRepository
+	// Kind of the source.
+	// +kubebuilder:validation:Enum=GitRepository;OCIRepository;Bucket
 	Kind string `json:"kind"`
 	// Name of the source.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// Namespace of the source; default: the CapacitySource's.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
 }
 

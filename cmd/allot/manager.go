@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/pool"
@@ -140,6 +142,9 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 	if err := allotv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := sourcev1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {
 		// Metrics name teams, pools and their sizes: only those allowed to
@@ -189,7 +194,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		r := &capacity.Reconciler{
 			Client:   mgr.GetClient(),
 			Reader:   mgr.GetAPIReader(),
-			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
+			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: o.gitCache}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 			Cluster:  schema.ClusterName(o.cluster),

@@ -30,7 +30,14 @@ const (
 	// revision no longer declares it (finding "prune-skipped"). allot stops
 	// managing it; Pools are sized by Terraform and are not covered.
 	AnnotationPrune = "allot.dev/prune"
+	// AnnotationFluxPrune is Flux's own opt-out, honoured as AnnotationPrune:
+	// kustomize.toolkit.fluxcd.io/prune: disabled.
+	AnnotationFluxPrune = "kustomize.toolkit.fluxcd.io/prune"
 )
+
+// pruneDisabled are the annotations (or labels) that keep an object from
+// being pruned.
+var pruneDisabled = map[string]string{AnnotationPrune: "disabled", AnnotationFluxPrune: "disabled"}
 
 // Secrets are left out on purpose: the manager reads no Secret but its own
 // (docs/security.md), so a Namespace no longer declared is kept unless the
@@ -130,8 +137,12 @@ func (r *Reconciler) keepOnPrune(ctx context.Context, src *allotv1.CapacitySourc
 	kept := func(rule, format string, args ...any) (*allotv1.Finding, error) {
 		return &allotv1.Finding{Severity: string(allotschema.SeverityWarning), Rule: rule, Message: fmt.Sprintf(format, args...)}, nil
 	}
-	if _, pool := obj.(*allotv1.Pool); !pool && obj.GetAnnotations()[AnnotationPrune] == "disabled" {
-		return kept("prune-skipped", "%s %s is no longer declared but has %s=disabled: kept, and no longer managed", kindOf(obj), obj.GetName(), AnnotationPrune)
+	if _, pool := obj.(*allotv1.Pool); !pool {
+		for k, v := range pruneDisabled {
+			if obj.GetAnnotations()[k] == v {
+				return kept("prune-skipped", "%s %s is no longer declared but has %s=disabled: kept, and no longer managed", kindOf(obj), obj.GetName(), k)
+			}
+		}
 	}
 	if _, ok := obj.(*corev1.Namespace); !ok {
 		return nil, nil

@@ -1,15 +1,11 @@
 package capacity
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,13 +13,16 @@ import (
 	"strings"
 	"testing/fstest"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	fluxgit "github.com/fluxcd/pkg/git"
 	"github.com/fluxcd/pkg/git/gogit"
 	"github.com/fluxcd/pkg/git/repository"
+	"github.com/fluxcd/pkg/http/fetch"
+	"github.com/fluxcd/pkg/tar"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/schema/source"
@@ -307,86 +306,85 @@ func redactError(err error, raw string, extra ...string) error {
 	return errors.New(msg)
 }
 
-// GitRepositoryKind is the Flux source a CapacitySource may name.
-var GitRepositoryKind = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
-
-// FluxFetcher downloads the artifact of a Flux GitRepository.
+// FluxFetcher downloads the artifact of a Flux source (GitRepository,
+// OCIRepository or Bucket) with fluxcd/pkg/http/fetch: its digest checked, its
+// size bounded, and untarred by fluxcd/pkg/tar (bounded, no path outside the
+// directory, symbolic links skipped) into a fresh directory under Dir.
 type FluxFetcher struct {
-	Client client.Client
-	HTTP   *http.Client
+	// Client reads the source objects.
+	Client client.Reader
+	// Dir holds the artifacts while they are read; default: the system's
+	// temporary directory.
+	Dir string
+	// MaxBytes bounds an artifact, packed and unpacked; default
+	// source.MaxArchiveBytes.
+	MaxBytes int
 }
 
 // ArtifactNotReadyError says the Flux source has no artifact yet.
 type ArtifactNotReadyError struct{ Source string }
 
 func (e *ArtifactNotReadyError) Error() string {
-	return "GitRepository " + e.Source + " has no artifact yet"
+	return e.Source + " has no artifact yet"
 }
 
 // Fetch implements Fetcher.
 func (f *FluxFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (Artifact, error) {
 	ref := src.Spec.SourceRef
-	if ref.Kind != GitRepositoryKind.Kind {
-		return Artifact{}, &SpecError{fmt.Sprintf("spec.sourceRef.kind %q: only GitRepository is supported", ref.Kind)}
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = src.Namespace
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(GitRepositoryKind)
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, u); err != nil {
-		return Artifact{}, fmt.Errorf("GitRepository %s/%s: %w", ns, ref.Name, err)
-	}
-	url, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "url")
-	rev, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "revision")
-	digest, _, _ := unstructured.NestedString(u.Object, "status", "artifact", "digest")
-	if url == "" || rev == "" {
-		return Artifact{}, &ArtifactNotReadyError{ns + "/" + ref.Name}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	obj, err := NewFluxSource(ref.Kind)
 	if err != nil {
 		return Artifact{}, err
 	}
-	hc := f.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	key := client.ObjectKey{Namespace: cmp.Or(ref.Namespace, src.Namespace), Name: ref.Name}
+	name := ref.Kind + " " + key.String()
+	if err := f.Client.Get(ctx, key, obj); err != nil {
+		return Artifact{}, fmt.Errorf("%s: %w", name, err)
 	}
-	resp, err := hc.Do(req)
+	a := obj.GetArtifact()
+	if a == nil || a.URL == "" || a.Revision == "" {
+		return Artifact{}, &ArtifactNotReadyError{name}
+	}
+	if f.Dir != "" {
+		if err := os.MkdirAll(f.Dir, 0o700); err != nil {
+			return Artifact{}, err
+		}
+	}
+	dir, err := os.MkdirTemp(f.Dir, "artifact-")
 	if err != nil {
-		return Artifact{}, fmt.Errorf("downloading the artifact of GitRepository %s/%s: %w", ns, ref.Name, err)
+		return Artifact{}, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Artifact{}, fmt.Errorf("downloading the artifact of GitRepository %s/%s: %s", ns, ref.Name, resp.Status)
+	defer os.RemoveAll(dir)
+	max := cmp.Or(f.MaxBytes, source.MaxArchiveBytes)
+	fetcher := fetch.New(
+		fetch.WithMaxDownloadSize(max),
+		fetch.WithUntar(tar.WithMaxUntarSize(max)),
+		fetch.WithLogger(log.FromContext(ctx)),
+	)
+	if err := fetcher.FetchWithContext(ctx, a.URL, a.Digest, dir); err != nil {
+		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, source.MaxArchiveBytes+1))
+	files, err := readCUE(filepath.Join(dir, filepath.FromSlash(src.Spec.Path)))
 	if err != nil {
-		return Artifact{}, fmt.Errorf("downloading the artifact of GitRepository %s/%s: %w", ns, ref.Name, err)
+		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}
-	if err := verifyDigest(data, digest); err != nil {
-		return Artifact{}, fmt.Errorf("artifact of GitRepository %s/%s: %w", ns, ref.Name, err)
-	}
-	files, err := source.Tarball(bytes.NewReader(data), src.Spec.Path)
-	if err != nil {
-		return Artifact{}, fmt.Errorf("artifact of GitRepository %s/%s: %w", ns, ref.Name, err)
-	}
-	return Artifact{Revision: rev, Files: files}, nil
+	return Artifact{Revision: a.Revision, Files: files}, nil
 }
 
-// verifyDigest checks data against a digest "sha256:<hex>"; an empty digest
-// (a Flux older than v1) is not checked.
-func verifyDigest(data []byte, digest string) error {
-	if digest == "" {
-		return nil
+// FluxSourceKinds are the Flux sources a CapacitySource may name.
+var FluxSourceKinds = []string{sourcev1.GitRepositoryKind, sourcev1.OCIRepositoryKind, sourcev1.BucketKind}
+
+// NewFluxSource returns an empty object of the Flux source kind.
+func NewFluxSource(kind string) (interface {
+	client.Object
+	GetArtifact() *meta.Artifact
+}, error) {
+	switch kind {
+	case sourcev1.GitRepositoryKind:
+		return &sourcev1.GitRepository{}, nil
+	case sourcev1.OCIRepositoryKind:
+		return &sourcev1.OCIRepository{}, nil
+	case sourcev1.BucketKind:
+		return &sourcev1.Bucket{}, nil
 	}
-	algo, want, ok := strings.Cut(digest, ":")
-	if !ok || algo != "sha256" {
-		return fmt.Errorf("digest %q: only sha256 is supported", digest)
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != want {
-		return fmt.Errorf("digest mismatch: got sha256:%s, want %s", got, digest)
-	}
-	return nil
+	return nil, &SpecError{fmt.Sprintf("spec.sourceRef.kind %q: not one of %s", kind, strings.Join(FluxSourceKinds, ", "))}
 }

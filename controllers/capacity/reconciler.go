@@ -9,23 +9,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
-	"github.com/fluxcd/pkg/runtime/predicates"
+	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
@@ -38,9 +37,12 @@ import (
 // Labels on every object a CapacitySource applies: they select what it owns,
 // for pruning, as Flux's kustomize-controller does.
 const (
-	LabelSourceName      = "capacity.allot.dev/name"
-	LabelSourceNamespace = "capacity.allot.dev/namespace"
+	LabelSourceName      = ownerGroup + "/name"
+	LabelSourceNamespace = ownerGroup + "/namespace"
 )
+
+// ownerGroup prefixes the ownership labels (fluxcd/pkg/ssa's Owner.Group).
+const ownerGroup = "capacity.allot.dev"
 
 // DefaultFieldManager is the server-side apply field manager of allot.
 const DefaultFieldManager = "allot"
@@ -89,7 +91,7 @@ type DriftChecker interface {
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets,verbs=get;list;watch
 
 // Reconciler reconciles CapacitySources.
 type Reconciler struct {
@@ -113,17 +115,6 @@ type Reconciler struct {
 	Cluster schema.ClusterName
 }
 
-// SetupWithManager registers the reconciler.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.FieldManager == "" {
-		r.FieldManager = DefaultFieldManager
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&allotv1.CapacitySource{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, approvalChanged))).
-		Named("capacitysource").
-		Complete(r)
-}
-
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	start := time.Now()
@@ -132,9 +123,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patcher := patch.NewSerialPatcher(src, r.Client)
+	owned := patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReconcilingCondition, allotv1.StalledCondition, allotv1.StateUnlockedCondition}}
 	defer func() {
-		if err := patcher.Patch(ctx, src,
-			patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReconcilingCondition, allotv1.StalledCondition, allotv1.StateUnlockedCondition}},
+		// A reconcile request is handled once its work is done: 'allot
+		// reconcile source' waits for this.
+		if v, ok := meta.ReconcileAnnotationValue(src.GetAnnotations()); ok {
+			src.Status.LastHandledReconcileAt = v
+		}
+		if err := patcher.Patch(ctx, src, owned,
 			patch.WithStatusObservedGeneration{},
 			patch.WithFieldOwner(r.fieldManager()),
 		); err != nil && !apierrors.IsNotFound(err) {
@@ -142,12 +138,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		r.Metrics.observe(src, time.Since(start))
 	}()
-	if v, ok := meta.ReconcileAnnotationValue(src.GetAnnotations()); ok {
-		src.Status.LastHandledReconcileAt = v
-	}
 	if src.Spec.Suspend {
 		log.FromContext(ctx).V(1).Info("suspended")
 		return ctrl.Result{}, nil
+	}
+	// Reconciling is visible while the work runs (a fetch, a Terraform
+	// apply), not only once it is over.
+	conditions.MarkReconciling(src, ReasonProgressing, "reconciling: fetching the source; %s", inForce(src))
+	if err := patcher.Patch(ctx, src, owned, patch.WithFieldOwner(r.fieldManager())); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// Bound the fetch, the checks and the apply (Terraform included); the
 	// status patch above keeps the outer context.
@@ -166,7 +165,6 @@ func (r *Reconciler) fieldManager() string {
 func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	interval := ctrl.Result{RequeueAfter: src.Spec.Interval.Duration}
-	conditions.MarkReconciling(src, ReasonProgressing, "fetching the source")
 
 	art, err := r.Fetcher.Fetch(ctx, src)
 	if err != nil {
@@ -232,6 +230,9 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
 		k, reason, err := r.run(ctx, src, rev, step)
 		kept = append(kept, k...)
+		// What this step applied is owned from now on, even if a later
+		// step fails: a revision that removes it prunes it.
+		src.Status.Inventory = withApplied(src.Status.Inventory, step)
 		if err != nil {
 			return r.failStep(src, reason, fmt.Sprintf("revision %s, step %s: %v; the steps before it are applied, the rest waits", art.Revision, step.Phase, err), err)
 		}
@@ -388,6 +389,17 @@ func all(o *kube.Objects) []client.Object {
 	return out
 }
 
+// withApplied adds to inv the objects step applied.
+func withApplied(inv []string, step Step) []string {
+	for _, obj := range step.Apply {
+		if e := kindOf(obj) + "/" + obj.GetName(); !slices.Contains(inv, e) {
+			inv = append(inv, e)
+		}
+	}
+	slices.Sort(inv)
+	return inv
+}
+
 func inventory(o *kube.Objects) []string {
 	var out []string
 	for _, obj := range all(o) {
@@ -415,58 +427,93 @@ func kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// state lists what src owns in the cluster now.
+// state reads what src owns in the cluster now: the objects its status
+// inventory names that still carry its ownership labels (an object someone
+// else took over, or deleted, is not its any more).
 func (r *Reconciler) state(ctx context.Context, src *allotv1.CapacitySource) (State, error) {
-	sel := client.MatchingLabels{LabelSourceName: src.Name, LabelSourceNamespace: src.Namespace}
-	var (
-		st      State
-		nss     corev1.NamespaceList
-		pcs     schedulingv1.PriorityClassList
-		cohorts allotv1.CohortList
-		tiers   allotv1.TierList
-		pools   allotv1.PoolList
-		teams   allotv1.TeamList
-	)
-	for _, l := range []client.ObjectList{&nss, &pcs, &cohorts, &tiers, &pools, &teams} {
-		if err := r.Client.List(ctx, l, sel); err != nil {
-			return st, fmt.Errorf("listing what the source owns: %w", err)
+	st := State{
+		Namespaces:      map[string]*corev1.Namespace{},
+		PriorityClasses: map[string]*schedulingv1.PriorityClass{},
+		Cohorts:         map[string]*allotv1.Cohort{},
+		Tiers:           map[string]*allotv1.Tier{},
+		Pools:           map[string]*allotv1.Pool{},
+		Teams:           map[string]*allotv1.Team{},
+	}
+	for _, entry := range src.Status.Inventory {
+		kind, name, _ := strings.Cut(entry, "/")
+		obj, forget := st.slot(kind, name)
+		if obj == nil || name == "" {
+			continue // not a kind allot applies: nothing of it to prune
+		}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			forget()
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return st, fmt.Errorf("reading %s of the inventory: %w", entry, err)
+		}
+		if l := obj.GetLabels(); l[LabelSourceName] != src.Name || l[LabelSourceNamespace] != src.Namespace {
+			forget()
 		}
 	}
-	st.Namespaces = index(nss.Items)
-	st.PriorityClasses = index(pcs.Items)
-	st.Cohorts = index(cohorts.Items)
-	st.Tiers = index(tiers.Items)
-	st.Pools = index(pools.Items)
-	st.Teams = index(teams.Items)
 	return st, nil
 }
 
-func index[T any, P interface {
-	*T
-	client.Object
-}](items []T) map[string]P {
-	m := make(map[string]P, len(items))
-	for i := range items {
-		p := P(&items[i])
-		m[p.GetName()] = p
+// slot returns an empty object of a kind a CapacitySource applies, by the name
+// its inventory gives the kind (kindOf), already in st under name, and the
+// function that takes it out again; nil for another kind.
+func (st State) slot(kind, name string) (client.Object, func()) {
+	switch kind {
+	case "Namespace":
+		return put(st.Namespaces, name)
+	case "PriorityClass":
+		return put(st.PriorityClasses, name)
+	case "Cohort":
+		return put(st.Cohorts, name)
+	case "Tier":
+		return put(st.Tiers, name)
+	case "Pool":
+		return put(st.Pools, name)
+	case "Team":
+		return put(st.Teams, name)
 	}
-	return m
+	return nil, nil
 }
 
-// run applies one step: objects, then the capacity changes, then the Pools
-// whose size changed, then deletions.
+func put[T any, P interface {
+	*T
+	client.Object
+}](m map[string]P, name string) (client.Object, func()) {
+	o := P(new(T))
+	m[name] = o
+	return o, func() { delete(m, name) }
+}
+
+// run applies one step through fluxcd/pkg/ssa: objects (Namespaces and
+// PriorityClasses first, waited for with kstatus), then the capacity changes,
+// then the Pools whose size changed, then deletions.
 // It returns a finding per object it kept instead of deleting (keepOnPrune),
 // and the reason of a failure.
 func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev Revision, s Step) ([]allotv1.Finding, string, error) {
+	rm := r.resources()
 	// A Pool's node target is recorded once its capacity is real: a resize that
 	// fails leaves the old target in force, and the retry resizes again.
-	var pools []client.Object
+	var objs, pools []*unstructured.Unstructured
 	for _, obj := range s.Apply {
-		if _, ok := obj.(*allotv1.Pool); ok && r.Capacity != nil {
-			pools = append(pools, obj)
-			continue
+		u, err := r.unstructured(obj)
+		if err != nil {
+			return nil, ReasonApplyFailed, err
 		}
-		if err := r.apply(ctx, obj); err != nil {
+		if _, ok := obj.(*allotv1.Pool); ok && r.Capacity != nil {
+			pools = append(pools, u)
+		} else {
+			objs = append(objs, u)
+		}
+	}
+	opts := ssa.DefaultApplyOptions()
+	opts.WaitInterval = 500 * time.Millisecond
+	if len(objs) > 0 {
+		if _, err := rm.ApplyAllStaged(ctx, objs, opts); err != nil {
 			return nil, ReasonApplyFailed, err
 		}
 	}
@@ -475,8 +522,8 @@ func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev R
 			return nil, ReasonCapacityFailed, err
 		}
 	}
-	for _, obj := range pools {
-		if err := r.apply(ctx, obj); err != nil {
+	if len(pools) > 0 {
+		if _, err := rm.ApplyAll(ctx, pools, opts); err != nil {
 			return nil, ReasonApplyFailed, err
 		}
 	}
@@ -490,40 +537,39 @@ func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev R
 			kept = append(kept, *why)
 			continue
 		}
-		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		u, err := r.unstructured(obj)
+		if err != nil {
+			return kept, ReasonApplyFailed, err
+		}
+		if _, err := rm.Delete(ctx, u, ssa.DeleteOptions{PropagationPolicy: metav1.DeletePropagationBackground, Exclusions: pruneDisabled}); err != nil {
 			return kept, ReasonApplyFailed, fmt.Errorf("deleting %s/%s: %w", kindOf(obj), obj.GetName(), err)
 		}
 	}
 	return kept, "", nil
 }
 
-// apply server-side applies obj under the field manager, taking ownership of
-// fields another manager changed (the Git revision is the source of truth).
-func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
+// resources is the ResourceManager that applies and deletes for r: its
+// field manager, and the ownership labels capacity.allot.dev/name and
+// capacity.allot.dev/namespace.
+func (r *Reconciler) resources() *ssa.ResourceManager {
+	poller := polling.NewStatusPoller(r.Client, r.Client.RESTMapper(), polling.Options{})
+	return ssa.NewResourceManager(r.Client, poller, ssa.Owner{Field: r.fieldManager(), Group: ownerGroup})
+}
+
+// unstructured converts obj for server-side apply: its kind set, no status,
+// no creation time.
+func (r *Reconciler) unstructured(obj client.Object) (*unstructured.Unstructured, error) {
 	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(gvk)
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(r.fieldManager()), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s/%s: %w", gvk.Kind, obj.GetName(), err)
-	}
-	return nil
-}
-
-// approvalChanged lets a new disruption approval or lock release start a
-// reconcile at once.
-var approvalChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		before, after := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-		return before[AnnotationApproveDisruption] != after[AnnotationApproveDisruption] ||
-			before[AnnotationForceUnlock] != after[AnnotationForceUnlock]
-	},
+	return u, nil
 }

@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	r := &capacity.Reconciler{
 		Client:   mgr.GetClient(),
-		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: dir, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient()}},
+		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: dir, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: dir, MaxBytes: fluxMaxBytes}},
 		Recorder: mgr.GetEventRecorder("allot-capacity"),
 		Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 	}

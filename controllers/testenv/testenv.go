@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -56,11 +58,13 @@ func Assets() string {
 	return filepath.Join(Root(), "bin")
 }
 
-// NewScheme returns a scheme with the core Kubernetes types and allot's.
+// NewScheme returns a scheme with the core Kubernetes types, allot's and
+// Flux's sources (source.toolkit.fluxcd.io/v1).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(s))
 	must(allotv1.AddToScheme(s))
+	must(sourcev1.AddToScheme(s))
 	return s
 }
 
@@ -104,7 +108,10 @@ func start() (*Env, func() error, error) {
 	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd")},
+		// Flux's source CRDs (GitRepository, OCIRepository, Bucket, copied
+		// from source-controller v1.9.6, the version of its API in go.mod):
+		// CapacitySources may name them.
+		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd"), filepath.Join(Root(), "controllers", "testenv", "testdata", "fluxcrd")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := te.Start()

@@ -2,8 +2,10 @@
 // registry (go-containerregistry): an empty base plus the files the manager and
 // the agent need at run time, taken from this machine: allot and the C library it
 // is linked with (the agent dlopens the driver's libnvidia-ml, so allot stays a
-// cgo binary), terraform, git with its https helper and their libraries, the CA
-// certificates, and a non-root user (65532). It writes a tarball that docker
+// cgo binary), terraform and their libraries, the CA certificates, and a
+// non-root user (65532). No git: the manager fetches Git with go-git
+// (fluxcd/pkg/git) and Flux artifacts over HTTP, and the rendered Terraform
+// modules name no Git module sources. It writes a tarball that docker
 // load, podman load, crane push and skopeo copy docker-archive: all read.
 //
 //	go run ./hack/image -allot bin/allot -tag ghcr.io/allot-dev/allot:v1 -o bin/allot-image.tar
@@ -25,7 +27,6 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -43,7 +44,6 @@ const User = 65532
 type Options struct {
 	Allot     string // the allot binary
 	Terraform string // the terraform binary
-	Git       string // the git binary; its https helper is found beside it (git --exec-path)
 	CACerts   string // the CA bundle for https (Git, cloud APIs)
 }
 
@@ -53,7 +53,6 @@ func main() {
 	out := flag.String("o", "bin/allot-image.tar", "the tarball to write")
 	flag.StringVar(&o.Allot, "allot", "bin/allot", "the allot binary")
 	flag.StringVar(&o.Terraform, "terraform", "", "the terraform binary (default: bin/terraform, else the one on PATH)")
-	flag.StringVar(&o.Git, "git", "", "the git binary (default: the one on PATH)")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "the CA certificate bundle")
 	flag.Parse()
 	if err := run(o, *tag, *out); err != nil {
@@ -68,12 +67,6 @@ func run(o Options, tag, out string) error {
 			o.Terraform = "bin/terraform"
 		} else if o.Terraform, err = exec.LookPath("terraform"); err != nil {
 			return errors.New("no terraform in bin/ or on PATH (make terraform builds one)")
-		}
-	}
-	if o.Git == "" {
-		var err error
-		if o.Git, err = exec.LookPath("git"); err != nil {
-			return errors.New("no git on PATH")
 		}
 	}
 	ref, err := name.NewTag(tag)
@@ -108,13 +101,7 @@ func Build(o Options) (v1.Image, error) {
 	if err := fs.copy(o.CACerts, "/etc/ssl/certs/ca-certificates.crt"); err != nil {
 		return nil, err
 	}
-	bins := map[string]string{o.Allot: "/usr/local/bin/allot", o.Terraform: "/usr/local/bin/terraform", o.Git: "/usr/bin/git"}
-	execPath, err := exec.Command(o.Git, "--exec-path").Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s --exec-path: %w", o.Git, err)
-	}
-	gitCore := strings.TrimSpace(string(execPath))
-	bins[filepath.Join(gitCore, "git-remote-http")] = filepath.Join(gitCore, "git-remote-http")
+	bins := map[string]string{o.Allot: "/usr/local/bin/allot", o.Terraform: "/usr/local/bin/terraform"}
 	for src, dst := range bins {
 		if err := fs.copy(src, dst); err != nil {
 			return nil, err
@@ -123,7 +110,6 @@ func Build(o Options) (v1.Image, error) {
 			return nil, err
 		}
 	}
-	fs.symlink(filepath.Join(gitCore, "git-remote-https"), "git-remote-http")
 	layer, err := fs.layer()
 	if err != nil {
 		return nil, err
@@ -182,11 +168,6 @@ func (t *tree) dir(p string, mode int64, owner int) {
 func (t *tree) file(p string, mode int64, data []byte) {
 	t.parents(p)
 	t.entries[p] = entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: p[1:], Mode: mode, Size: int64(len(data)), ModTime: epoch}, data: data}
-}
-
-func (t *tree) symlink(p, target string) {
-	t.parents(p)
-	t.entries[p] = entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: p[1:], Linkname: target, Mode: 0o777, ModTime: epoch}}
 }
 
 // copy puts the file src (symbolic links followed) at dst with its mode.
