@@ -210,6 +210,10 @@ func newWorld(in Input) (*world, error) {
 			return nil, fmt.Errorf("target %s: no team or tier is named %s", t, t.Name)
 		}
 	}
+	w.borrowOnly = map[string]bool{}
+	for n, t := range cfg.Tiers {
+		w.borrowOnly[string(n)] = t.BorrowOnly
+	}
 	w.jobs = slices.Clone(in.Jobs)
 	for i := range w.jobs {
 		w.jobs[i].Flavors = slices.Clone(w.jobs[i].Flavors)
@@ -433,10 +437,17 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		unit[i], capU[i] = w.unit(p.flavor), w.capUnits(p.flavor)
 		before[i] = w.cfg.Teams[p.team].Quota[p.flavor].Nominal
 	}
+	// A pair that misses its target even at the most its pools carry keeps
+	// today's quota: more quota does not serve it, and holding it at the most
+	// would lend the others capacity they would not have.
+	unreachable := make([]bool, n)
 	gpus := func(u []int64) vector {
 		v := make(vector, n)
 		for i := range u {
 			v[i] = u[i] * unit[i]
+			if unreachable[i] {
+				v[i] = before[i]
+			}
 		}
 		return v
 	}
@@ -447,7 +458,6 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		widest = max(widest, hi[i])
 	}
 	s.estimate = 8 + int(math.Ceil(math.Log(float64(widest+1))/math.Log(float64(s.parallel+1))))
-	unreachable := make([]bool, n)
 	var base *outcome
 	// Grow until every pair meets its target, or sits at its cap.
 	for {

@@ -1,6 +1,7 @@
 package recommend
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -13,6 +14,10 @@ import (
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 )
+
+// ErrInvariant is returned when a replay breaks an invariant of the scheduling
+// core (a partial gang, a quota or a required topology level): a bug, not bad input.
+var ErrInvariant = errors.New("invariants broken")
 
 // pair is a team's quota of one flavor: what the search sizes.
 type pair struct {
@@ -43,6 +48,9 @@ type world struct {
 	opts   scheduler.Options
 	pairs  []pair
 	cons   map[pair][]constraint
+	// borrowOnly tiers: their jobs always run on borrowed capacity, so no quota
+	// of their team serves them; only a target of their own tier judges them.
+	borrowOnly map[string]bool
 }
 
 // vector is a nominal quota in GPUs per searched pair (in w.pairs order).
@@ -103,7 +111,7 @@ func (w *world) replay(v vector) (*outcome, error) {
 		return nil, err
 	}
 	if s := rep.Summary; s.GangViolations+s.QuotaViolations+s.TopologyViolations > 0 {
-		return nil, fmt.Errorf("invariants broken: %d gang, %d quota, %d topology violations", s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+		return nil, fmt.Errorf("%w: %d gang, %d quota, %d topology violations", ErrInvariant, s.GangViolations, s.QuotaViolations, s.TopologyViolations)
 	}
 	return w.judge(plan, layout, rep), nil
 }
@@ -122,7 +130,9 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 	byFlavor := map[schema.Flavor][]float64{}
 	unfinished := map[pair]int{}
 	add := func(p pair, tier string, s float64) {
-		waits[key{p, ""}] = append(waits[key{p, ""}], s)
+		if !w.borrowOnly[tier] {
+			waits[key{p, ""}] = append(waits[key{p, ""}], s)
+		}
 		waits[key{p, tier}] = append(waits[key{p, tier}], s)
 	}
 	for _, j := range rep.Jobs {
@@ -134,14 +144,18 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 		if j.WaitS != nil && len(j.Nodes) > 0 {
 			f := cmpOr(ji.named, flavorOf[j.Nodes[0]])
 			add(pair{ji.team, f}, ji.tier, *j.WaitS)
-			byFlavor[f] = append(byFlavor[f], *j.WaitS)
+			if !w.borrowOnly[ji.tier] {
+				byFlavor[f] = append(byFlavor[f], *j.WaitS)
+			}
 			continue
 		}
 		for _, f := range ji.anyOf {
 			p := pair{ji.team, f}
 			add(p, ji.tier, math.Inf(1))
 			unfinished[p]++
-			byFlavor[f] = append(byFlavor[f], math.Inf(1))
+			if !w.borrowOnly[ji.tier] {
+				byFlavor[f] = append(byFlavor[f], math.Inf(1))
+			}
 		}
 	}
 	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, flavorP95: map[schema.Flavor]float64{}, unfinished: unfinished}
