@@ -390,9 +390,12 @@ func (w *world) capUnits(f schema.Flavor) int64 {
 	return g / w.unit(f)
 }
 
-// peakUnits is the most GPUs a pair's jobs would hold at once if each started on
-// arrival, in nodes (rounded up): where the search starts.
-func (w *world) peakUnits() []int64 {
+// demandUnits bounds where the search starts, per pair, in nodes: the GPUs its
+// jobs hold on average over the history (rounded down) and the most they would
+// hold at once if each started on arrival (rounded up). Below the mean a team
+// queues ever more unless it borrows; the search does not try it, which also
+// keeps every trial fleet from drowning in its queue (such replays are slow).
+func (w *world) demandUnits() (mean, peak []int64) {
 	type edge struct {
 		at float64
 		d  int64
@@ -406,7 +409,11 @@ func (w *world) peakUnits() []int64 {
 		p := pair{ji.team, f}
 		edges[p] = append(edges[p], edge{ji.submit, ji.gpus}, edge{ji.submit + ji.running, -ji.gpus})
 	}
-	out := make([]int64, len(w.pairs))
+	first, last := math.Inf(1), math.Inf(-1)
+	for _, ji := range w.info {
+		first, last = math.Min(first, ji.submit), math.Max(last, ji.submit+ji.running)
+	}
+	mean, peak = make([]int64, len(w.pairs)), make([]int64, len(w.pairs))
 	for i, p := range w.pairs {
 		es := edges[p]
 		slices.SortFunc(es, func(a, b edge) int {
@@ -415,15 +422,20 @@ func (w *world) peakUnits() []int64 {
 			}
 			return int(a.d - b.d) // ends first
 		})
-		var cur, peak int64
+		var cur, most int64
+		var gpuSec float64
 		for _, e := range es {
 			cur += e.d
-			peak = max(peak, cur)
+			most = max(most, cur)
+			gpuSec -= float64(e.d) * e.at // an end adds d*end, a start subtracts d*start
 		}
 		u := w.unit(p.flavor)
-		out[i] = (peak + u - 1) / u
+		peak[i] = (most + u - 1) / u
+		if last > first {
+			mean[i] = int64(gpuSec / (last - first) / float64(u))
+		}
 	}
-	return out
+	return mean, peak
 }
 
 // search finds the quotas, in GPUs per pair. It returns them, the outcome of
@@ -451,10 +463,11 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		}
 		return v
 	}
-	lo, hi := make([]int64, n), w.peakUnits()
+	lo, hi := w.demandUnits()
 	var widest int64
 	for i := range hi {
 		hi[i] = min(hi[i], capU[i])
+		lo[i] = min(lo[i], hi[i])
 		widest = max(widest, hi[i])
 	}
 	s.estimate = 8 + int(math.Ceil(math.Log(float64(widest+1))/math.Log(float64(s.parallel+1))))
@@ -492,7 +505,7 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		}
 	}
 	// Narrow every pair's range at once: s.parallel replays per round, each
-	// trying one point of every open range.
+	// trying one point of every open range (every round closes some of it).
 	for s.replays < s.limit {
 		k := int64(s.parallel)
 		var vs []vector
@@ -541,7 +554,14 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 	q := slices.Clone(hi)
 	tight := make([]bool, n)
 	confirmed := make([]bool, n)
+	// Teams that trade a node back and forth (one meets its target with a node
+	// less only while another has one more) would loop: a state seen thrice ends
+	// the search, not converged.
+	seen := map[string]int{}
 	for s.replays < s.limit {
+		if seen[fmt.Sprint(q, tight, confirmed)]++; seen[fmt.Sprint(q, tight, confirmed)] > 2 {
+			break
+		}
 		out, err := s.eval(gpus(q))
 		if err != nil {
 			return nil, nil, false, err
@@ -608,13 +628,16 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		if err != nil {
 			return nil, nil, false, err
 		}
+		// Lower one team at a time: two that each meet their target with a node
+		// less may not both meet it together.
 		lowered := false
 		for j, i := range check {
-			if outs[j].pass[w.pairs[i]] {
+			switch {
+			case !outs[j].pass[w.pairs[i]]:
+				confirmed[i] = true
+			case !lowered:
 				q[i]--
 				lowered = true
-			} else {
-				confirmed[i] = true
 			}
 		}
 		if lowered {
