@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 
@@ -11,13 +12,14 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 
 	"github.com/allot-dev/allot/planner/finance"
+	"github.com/allot-dev/allot/planner/recommend"
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
 func init() { commands = append(commands, newReportCommand) }
 
 func newReportCommand() *cobra.Command {
-	var base, output, observed, usage string
+	var base, output, observed, usage, recommendation string
 	var simulate simulateFlags
 	c := &cobra.Command{
 		Use:   "report DIR -o FILE",
@@ -30,7 +32,8 @@ repository containing DIR) also the change: before, after and the approvals it
 needs; with --simulate, the what-if of replaying a workload on both; with
 --usage (the Teams as the cluster has them), each team's cost of quota beside
 the cost of what its pods used, metered by the scheduler, so idle quota shows
-in money.
+in money; with --recommendation (the JSON of allot recommend), the
+cost-versus-wait curve of each flavor as a chart.
 
 -o - writes the page to stdout.
 Exit status: 0 no errors, 1 the configuration has errors (the report shows
@@ -57,7 +60,13 @@ them), 2 bad usage.`,
 					return usageError{err}
 				}
 			}
-			rep := finance.Build(finance.Input{Input: in, BaseConfig: pl.base.cfg, Metered: metered})
+			fin := finance.Input{Input: in, BaseConfig: pl.base.cfg, Metered: metered}
+			if recommendation != "" {
+				if fin.Recommendation, err = readRecommendation(recommendation); err != nil {
+					return usageError{err}
+				}
+			}
+			rep := finance.Build(fin)
 			var page bytes.Buffer
 			if err := finance.HTML(&page, rep); err != nil {
 				return fmt.Errorf("rendering the report: %w", err)
@@ -82,6 +91,7 @@ them), 2 bad usage.`,
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
 	c.Flags().StringVar(&usage, "usage", "", "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml), for quota against use")
+	c.Flags().StringVar(&recommendation, "recommendation", "", "what allot recommend -o json found: the report draws its cost-versus-wait curves")
 	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	return c
@@ -98,6 +108,19 @@ func reportSummary(file string, r *finance.Report) string {
 		s += fmt.Sprintf(" (%s against %s)", quantity.SignedUSD(r.Delta), r.BaseName)
 	}
 	return s
+}
+
+// readRecommendation reads the JSON of allot recommend.
+func readRecommendation(file string) (*recommend.Result, error) {
+	b, err := readInput(file)
+	if err != nil {
+		return nil, fmt.Errorf("--recommendation: %w", err)
+	}
+	var r recommend.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("--recommendation %s: not the JSON of allot recommend: %w", file, err)
+	}
+	return &r, nil
 }
 
 // readMetered reads what the teams used from a TeamList (JSON or YAML): the

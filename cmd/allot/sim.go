@@ -179,14 +179,17 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func progressBar(w io.Writer) func(done, total int) {
+func progressBar(w io.Writer) func(done, total int) { return progressBarOf(w, "jobs") }
+
+// progressBarOf draws done out of total things named unit.
+func progressBarOf(w io.Writer, unit string) func(done, total int) {
 	return func(done, total int) {
 		if total == 0 {
 			return
 		}
 		const width = 40
 		n := done * width / total
-		fmt.Fprintf(w, "\r[%s%s] %d/%d jobs", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d %s", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total, unit)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/planreport"
+	"github.com/allot-dev/allot/planner/recommend"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -22,6 +23,9 @@ type Input struct {
 	// Metered, when given, is what the teams used (the Teams' status): the
 	// report sets it beside what their quota costs.
 	Metered []Metered
+	// Recommendation, when given, is what `allot recommend` found: the report
+	// draws its cost-versus-wait curves.
+	Recommendation *recommend.Result
 }
 
 // Report is the finance report's content, every figure computed. Money is exact;
@@ -51,6 +55,8 @@ type Report struct {
 	TeamChart, PoolChart, SpendChart, FlavorChart Chart
 
 	WhatIf *WhatIf
+	// Sizing is capacity sized from demand, when a recommendation was given.
+	Sizing *Sizing
 	// Showback is quota against use, when the usage was given.
 	Showback *Showback
 }
@@ -177,6 +183,9 @@ func Build(in Input) *Report {
 	}
 	r.Flavors = flavorRows(in.Plan, base)
 	r.charts()
+	if in.Recommendation != nil {
+		r.Sizing = sizing(in.Recommendation)
+	}
 	if in.WhatIf != nil {
 		r.WhatIf = whatIfRows(in.WhatIf)
 	}

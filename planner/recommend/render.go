@@ -1,0 +1,139 @@
+package recommend
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/allot-dev/allot/planner/whatif"
+	"github.com/allot-dev/allot/schema/quantity"
+)
+
+// table is a rendering of the result's sections as rows of cells, shared by
+// the text and Markdown writers.
+type table struct {
+	title string
+	head  []string
+	rows  [][]string
+	note  string
+}
+
+func (r *Result) tables() []table {
+	teams := table{title: "Quotas", head: []string{"team", "flavor", "nominal GPUs", "wait p95", "target", "bound"},
+		note: "Wait p95 of the team's jobs of the flavor, today → with the recommended quotas; \"never\": more than one job in twenty never started."}
+	for _, t := range r.Teams {
+		teams.rows = append(teams.rows, []string{string(t.Team), string(t.Flavor), change(fmt.Sprint(t.NominalBefore), fmt.Sprint(t.NominalAfter)),
+			change(wait(t.WaitP95SBefore), wait(t.WaitP95SAfter)), whatif.Duration(t.TargetWaitP95S), t.Bound})
+	}
+	pools := table{title: "Pools", head: []string{"pool", "flavor", "nodes", "monthly"}}
+	for _, p := range r.Pools {
+		pools.rows = append(pools.rows, []string{string(p.Pool), string(p.Flavor), change(fmt.Sprint(p.NodesBefore), fmt.Sprint(p.NodesAfter)),
+			change(quantity.USD(p.MonthlyUSDBefore), quantity.USD(p.MonthlyUSDAfter))})
+	}
+	pools.rows = append(pools.rows, []string{"total", "", "", change(quantity.USD(r.MonthlyUSDBefore), quantity.USD(r.MonthlyUSDAfter))})
+	out := []table{teams, pools}
+	if len(r.Committed) > 0 {
+		c := table{title: "Committed nodes", head: []string{"pool", "committed", "break-even use", "monthly (replayed use)", "saved"},
+			note: "Priced on the replayed use of the recommended fleet: committed nodes every hour, on-demand nodes while busy (and nodes.min always). A committed node pays off above the break-even use."}
+		for _, m := range r.Committed {
+			c.rows = append(c.rows, []string{string(m.Pool), change(fmt.Sprint(m.CommittedNodesBefore), fmt.Sprint(m.CommittedNodesAfter)),
+				fmt.Sprintf("%.0f%%", 100*m.BreakEvenUtilization), change(quantity.USD(m.MonthlyUSDBefore), quantity.USD(m.MonthlyUSDAfter)), quantity.USD(m.MonthlyUSDSaved)})
+		}
+		out = append(out, c)
+	}
+	if len(r.Curve) > 0 {
+		c := table{title: "Cost against wait", head: []string{"flavor", "nominal GPUs", "capacity GPUs", "monthly", "wait p95", ""},
+			note: "The searched teams' recommended quotas of one flavor scaled together; monthly cost of the flavor's pools; wait p95 of the flavor's jobs."}
+		for _, p := range r.Curve {
+			mark := ""
+			if p.Recommended {
+				mark = "← recommended"
+			}
+			c.rows = append(c.rows, []string{string(p.Flavor), fmt.Sprint(p.NominalGPUs), fmt.Sprint(p.GPUs), quantity.USD(p.MonthlyUSD), wait(p.WaitP95S), mark})
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (r *Result) headline() string {
+	var ts []string
+	for _, t := range r.Targets {
+		ts = append(ts, t.String())
+	}
+	s := fmt.Sprintf("%d jobs of %s replayed %d times for %s", r.Jobs, r.Workload, r.Replays, strings.Join(ts, ", "))
+	if !r.Converged {
+		s += " (the search stopped at its replay budget: not every quota is the least)"
+	}
+	return s
+}
+
+func (r *Result) costLine() string {
+	return fmt.Sprintf("Monthly cost %s → %s (%s)", quantity.USD(r.MonthlyUSDBefore), quantity.USD(r.MonthlyUSDAfter),
+		quantity.SignedUSD(r.MonthlyUSDAfter.Sub(r.MonthlyUSDBefore)))
+}
+
+// Text writes the recommendation as aligned terminal tables.
+func Text(w io.Writer, r *Result) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "Recommendation: %s\n%s\n", r.headline(), r.costLine())
+	for _, t := range r.tables() {
+		fmt.Fprintf(b, "\n%s\n", t.title)
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.ToUpper(strings.Join(t.head, "\t")))
+		for _, row := range t.rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+		tw.Flush()
+		if t.note != "" {
+			fmt.Fprintln(b, t.note)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Markdown writes the recommendation as Markdown tables.
+func Markdown(w io.Writer, r *Result) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "### Recommendation\n\n%s.\n\n**%s**\n", md(r.headline()), r.costLine())
+	for _, t := range r.tables() {
+		fmt.Fprintf(b, "\n#### %s\n\n| %s |\n|", t.title, strings.Join(t.head, " | "))
+		for range t.head {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
+		for _, row := range t.rows {
+			cells := make([]string, len(row))
+			for i, c := range row {
+				cells[i] = md(c)
+			}
+			fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
+		}
+		if t.note != "" {
+			fmt.Fprintf(b, "\n<sub>%s</sub>\n", md(t.note))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func change(before, after string) string {
+	if before == after {
+		return after
+	}
+	return before + " → " + after
+}
+
+func wait(s *float64) string {
+	if s == nil {
+		return "never"
+	}
+	return whatif.Duration(*s)
+}
+
+// md escapes text for Markdown.
+func md(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;", "`", "'").Replace(s)
+}

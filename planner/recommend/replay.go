@@ -1,0 +1,200 @@
+package recommend
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/sim"
+	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
+)
+
+// ErrInvariant is returned when a replay breaks an invariant of the scheduling
+// core (a partial gang, a quota or a required topology level): a bug, not bad input.
+var ErrInvariant = errors.New("invariants broken")
+
+// pair is a team's quota of one flavor: what the search sizes.
+type pair struct {
+	team   schema.TeamName
+	flavor schema.Flavor
+}
+
+// jobInfo is what the search knows of a job before any replay: its pair when
+// it names one flavor, else the flavors it might run on.
+type jobInfo struct {
+	team    schema.TeamName
+	tier    string
+	named   schema.Flavor   // the one flavor the job asks for, or ""
+	anyOf   []schema.Flavor // the flavors a job that never ran is counted against
+	gpus    int64
+	submit  float64
+	running float64 // duration
+}
+
+// world is the fixed part of every replay: the configuration, the jobs
+// (assigned to its teams and tiers once) and the pairs searched.
+type world struct {
+	cfg    *schema.Config
+	jobs   []workload.Spec
+	info   []jobInfo
+	index  map[string]int // job ID -> position in jobs
+	events []sim.Event
+	opts   scheduler.Options
+	pairs  []pair
+	cons   map[pair][]constraint
+	// borrowOnly tiers: their jobs always run on borrowed capacity, so no quota
+	// of their team serves them; only a target of their own tier judges them.
+	borrowOnly map[string]bool
+}
+
+// vector is a nominal quota in GPUs per searched pair (in w.pairs order).
+type vector []int64
+
+func (v vector) key() string { return fmt.Sprint([]int64(v)) }
+
+// outcome is what one replay says about each pair, the fleet it ran and what
+// the committed-node analysis needs of it.
+type outcome struct {
+	plan *planner.Plan
+	// waits per pair: of all its jobs (+Inf for one that never started), and per tier.
+	p95        map[pair]float64
+	pass       map[pair]bool
+	flavorP95  map[schema.Flavor]float64
+	unfinished map[pair]int
+	use        *usage
+}
+
+// config returns w.cfg with the pairs' nominal quotas set to v.
+func (w *world) config(v vector) *schema.Config {
+	c := *w.cfg
+	c.Teams = maps.Clone(w.cfg.Teams)
+	cloned := map[schema.TeamName]bool{}
+	for i, p := range w.pairs {
+		t := c.Teams[p.team]
+		if !cloned[p.team] {
+			tc := *t
+			tc.Quota = maps.Clone(t.Quota)
+			t, cloned[p.team] = &tc, true
+			c.Teams[p.team] = t
+		}
+		q, had := t.Quota[p.flavor]
+		if !had && v[i] == 0 {
+			// No quota entry means the team may not use the flavor at all; an entry
+			// of 0 would let it borrow. Keep the repository's meaning.
+			continue
+		}
+		q.Nominal = v[i]
+		t.Quota[p.flavor] = q
+	}
+	return &c
+}
+
+// replay runs the jobs against the configuration with quotas v.
+func (w *world) replay(v vector) (*outcome, error) {
+	cfg := w.config(v)
+	plan := planner.Build(cfg)
+	layout := fleet.Layout(cfg, plan.NodesTargets())
+	nodes := sim.FromFleet(layout)
+	q := sim.QuotaFromSchema(cfg)
+	core, err := sim.NewCore(q, nodes, w.opts)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q}, sim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if s := rep.Summary; s.GangViolations+s.QuotaViolations+s.TopologyViolations > 0 {
+		return nil, fmt.Errorf("%w: %d gang, %d quota, %d topology violations", ErrInvariant, s.GangViolations, s.QuotaViolations, s.TopologyViolations)
+	}
+	return w.judge(plan, layout, rep), nil
+}
+
+// judge derives the pairs' waits and verdicts from a replay.
+func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) *outcome {
+	flavorOf := make(map[string]schema.Flavor, len(layout))
+	for _, n := range layout {
+		flavorOf[n.Name] = n.Flavor
+	}
+	type key struct {
+		p    pair
+		tier string
+	}
+	waits := map[key][]float64{}
+	byFlavor := map[schema.Flavor][]float64{}
+	unfinished := map[pair]int{}
+	add := func(p pair, tier string, s float64) {
+		if !w.borrowOnly[tier] {
+			waits[key{p, ""}] = append(waits[key{p, ""}], s)
+		}
+		waits[key{p, tier}] = append(waits[key{p, tier}], s)
+	}
+	for _, j := range rep.Jobs {
+		i, ok := w.index[j.ID]
+		if !ok {
+			continue
+		}
+		ji := w.info[i]
+		if j.WaitS != nil && len(j.Nodes) > 0 {
+			f := cmpOr(ji.named, flavorOf[j.Nodes[0]])
+			add(pair{ji.team, f}, ji.tier, *j.WaitS)
+			if !w.borrowOnly[ji.tier] {
+				byFlavor[f] = append(byFlavor[f], *j.WaitS)
+			}
+			continue
+		}
+		for _, f := range ji.anyOf {
+			p := pair{ji.team, f}
+			add(p, ji.tier, math.Inf(1))
+			unfinished[p]++
+			if !w.borrowOnly[ji.tier] {
+				byFlavor[f] = append(byFlavor[f], math.Inf(1))
+			}
+		}
+	}
+	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, flavorP95: map[schema.Flavor]float64{}, unfinished: unfinished}
+	for _, p := range w.pairs {
+		out.p95[p] = p95(waits[key{p, ""}])
+		ok := true
+		for _, c := range w.cons[p] {
+			if p95(waits[key{p, c.tier}]) > c.waitS {
+				ok = false
+			}
+		}
+		out.pass[p] = ok
+	}
+	for f, ws := range byFlavor {
+		out.flavorP95[f] = p95(ws)
+	}
+	out.use = measure(layout, rep)
+	return out
+}
+
+// p95 is the nearest-rank 95th percentile (0 for no jobs); +Inf when more than
+// one job in twenty never started.
+func p95(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	i := int(math.Ceil(0.95*float64(len(xs)))) - 1
+	v := xs[max(0, min(i, len(xs)-1))]
+	if math.IsInf(v, 1) {
+		return v
+	}
+	return math.Round(v*1000) / 1000
+}
+
+func cmpOr(a, b schema.Flavor) schema.Flavor {
+	if a != "" {
+		return a
+	}
+	return b
+}
