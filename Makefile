@@ -50,7 +50,15 @@ terraform: ## Make sure terraform is on PATH or in bin/.
 # The test control plane: kube-apiserver and etcd built from the Go module proxy
 # (config/controlplane), rebuilt only when its pinned versions change.
 KUBE_VERSION  := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$$/\1/p' config/controlplane/go.mod)
-CONTROLPLANE  := $(BIN)/.controlplane-$(KUBE_VERSION)
+CONTROLPLANE  := $(BIN)/.controlplane-$(KUBE_VERSION)-versioned
+# The API server reports its version (Kueue refuses to start against one that says
+# v0.0.0-master): stamp it as a release build does.
+KUBE_MINOR    := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+KUBE_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
+  -X k8s.io/component-base/version.gitTreeState=clean \
+  -X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
 export KUBEBUILDER_ASSETS ?= $(abspath $(BIN))
 
 .PHONY: controlplane
@@ -59,9 +67,22 @@ controlplane: $(CONTROLPLANE) ## Build kube-apiserver, etcd and kube-scheduler i
 $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	@echo "building the control plane $(KUBE_VERSION) from the module proxy"
 	cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
-	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	rm -f $(BIN)/.controlplane-* && touch $@
+
+# Kueue, for the Kueue backend's tests: the controller built from the module proxy
+# (config/kueue pins the release), rebuilt only when that pin changes.
+KUEUE_VERSION := $(shell sed -n 's/^require sigs.k8s.io\/kueue \(v[^ ]*\)$$/\1/p' config/kueue/go.mod)
+KUEUE         := $(BIN)/.kueue-$(KUEUE_VERSION)
+
+.PHONY: kueue
+kueue: $(KUEUE) ## Build the Kueue controller into bin/ (cached; a few minutes the first time).
+
+$(KUEUE): config/kueue/go.mod config/kueue/go.sum
+	@echo "building Kueue $(KUEUE_VERSION) from the module proxy"
+	cd config/kueue && $(GO) build -o ../../$(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
+	rm -f $(BIN)/.kueue-* && touch $@
 
 # The image reference make image tags and make release writes into the manifests.
 IMAGE ?= ghcr.io/allot-dev/allot
@@ -96,7 +117,7 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
 
 .PHONY: test
-test: build controlplane terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
+test: build controlplane kueue terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 $(PKGS)
 	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
 	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi
