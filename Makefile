@@ -77,11 +77,14 @@ KUEUE_VERSION := $(shell sed -n 's/^require sigs.k8s.io\/kueue \(v[^ ]*\)$$/\1/p
 KUEUE         := $(BIN)/.kueue-$(KUEUE_VERSION)
 
 .PHONY: kueue
-kueue: $(KUEUE) ## Build the Kueue controller into bin/ (cached; a few minutes the first time).
+kueue: $(KUEUE) ## Build the Kueue controller and copy its CRDs into bin/ (cached; a few minutes the first time).
 
 $(KUEUE): config/kueue/go.mod config/kueue/go.sum
 	@echo "building Kueue $(KUEUE_VERSION) from the module proxy"
 	cd config/kueue && $(GO) build -o ../../$(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
+	rm -rf $(BIN)/kueue-crds && mkdir -p $(BIN)/kueue-crds
+	cp "$$(cd config/kueue && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"/config/components/crd/bases/*.yaml $(BIN)/kueue-crds/
+	chmod u+w $(BIN)/kueue-crds/*.yaml
 	rm -f $(BIN)/.kueue-* && touch $@
 
 # The image reference make image tags and make release writes into the manifests.

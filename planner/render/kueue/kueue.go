@@ -1,6 +1,7 @@
 package kueue
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -139,6 +141,31 @@ func Manifests(o *Objects) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%s: %w", f.file, err)
 		}
 		out[f.file] = b
+	}
+	return out, nil
+}
+
+// Unstructured returns o's objects in apply order (what they refer to before
+// them: namespaces, topologies, flavors, priority classes, cohorts, then the
+// ClusterQueues and LocalQueues), as the API server reads them.
+func (o *Objects) Unstructured() ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, objs := range [][]any{
+		anys(o.Namespaces), anys(o.Topologies), anys(o.ResourceFlavors), anys(o.WorkloadPriorityClasses),
+		anys(o.Cohorts), anys(o.ClusterQueues), anys(o.LocalQueues),
+	} {
+		for _, obj := range objs {
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return nil, fmt.Errorf("encoding %T: %w", obj, err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := json.Unmarshal(b, &u.Object); err != nil {
+				return nil, fmt.Errorf("decoding %T: %w", obj, err)
+			}
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+			out = append(out, u)
+		}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/internal/testfiles"
 	"github.com/allot-dev/allot/planner"
@@ -270,5 +271,38 @@ func TestBadNames(t *testing.T) {
 	cfg.Teams["vision"].Weight = quantity.MustParse("1")
 	if _, err := Build(cfg, plan); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnstructuredOrder: the objects come in apply order, each with its kind
+// and the rendered fields (quantities as the API server reads them).
+func TestUnstructuredOrder(t *testing.T) {
+	cfg, plan := load(t, examples)
+	o := build(t, cfg, plan)[0]
+	objs, err := o.Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{"Namespace", "Topology", "ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue"}
+	last := 0
+	for _, u := range objs {
+		i := slices.Index(order, u.GetKind())
+		if i < last {
+			t.Fatalf("%s %s after a %s", u.GetKind(), u.GetName(), order[last])
+		}
+		last = i
+		if _, ok := u.Object["metadata"].(map[string]any)["creationTimestamp"]; ok {
+			t.Errorf("%s %s has a creationTimestamp", u.GetKind(), u.GetName())
+		}
+	}
+	want := len(o.Namespaces) + len(o.Topologies) + len(o.ResourceFlavors) + len(o.WorkloadPriorityClasses) +
+		len(o.Cohorts) + len(o.ClusterQueues) + len(o.LocalQueues)
+	if len(objs) != want {
+		t.Errorf("%d objects, want %d", len(objs), want)
+	}
+	cq := objs[slices.IndexFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "ClusterQueue" })]
+	flavors, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	if len(flavors) != 1 {
+		t.Errorf("ClusterQueue %s: resourceGroups %v", cq.GetName(), flavors)
 	}
 }
