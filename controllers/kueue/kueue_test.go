@@ -91,18 +91,27 @@ func active(t *testing.T, c client.Client, o *rkueue.Objects) {
 // TestKueue runs the real Kueue on a test control plane: the rendered
 // examples are accepted (every queue Active), and Kueue admits suspended Jobs
 // as a rendered repository's quotas say.
+//
+// Each cluster of the examples runs its own Kueue, as in a fleet: one
+// cluster's Topology and ResourceFlavor of a flavor differ from another's,
+// and Kueue makes both immutable once a flavor names a topology. The
+// admission and manager tests share the first cluster's (their names do not
+// meet the examples').
 func TestKueue(t *testing.T) {
+	clusters := render(t, filepath.Join(testenv.Root(), "examples"))
 	env := testenv.Start(t)
 	testenv.StartKueue(t, env)
-
-	t.Run("ExamplesAccepted", func(t *testing.T) {
-		for _, o := range render(t, filepath.Join(testenv.Root(), "examples")) {
-			t.Run(string(o.Cluster), func(t *testing.T) {
-				apply(t, env.Client, o)
-				active(t, env.Client, o)
-			})
-		}
-	})
+	for i, o := range clusters {
+		t.Run("ExamplesAccepted/"+string(o.Cluster), func(t *testing.T) {
+			here := env
+			if i > 0 {
+				here = testenv.Start(t)
+				testenv.StartKueue(t, here)
+			}
+			apply(t, here.Client, o)
+			active(t, here.Client, o)
+		})
+	}
 	t.Run("Admission", func(t *testing.T) { testAdmission(t, env) })
 	t.Run("Manager", func(t *testing.T) { testManager(t, env) })
 }
