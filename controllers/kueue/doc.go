@@ -1,5 +1,5 @@
-// Package kueue applies the Kueue objects allot renders for a cluster
-// (planner/render/kueue) to it, for clusters whose workloads Kueue admits
-// instead of allot's embedded scheduler. The suite in this package runs the
-// real Kueue (bin/kueue, 'make kueue') on a test control plane.
+// Package kueue serves allot manager --scheduler=kueue: it copies each team's
+// usage and pending workloads from its Kueue ClusterQueue's status into its
+// Team status. The CapacitySource reconciler applies the Kueue objects
+// (planner/render/kueue) in its safe order.
 package kueue
