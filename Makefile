@@ -57,7 +57,15 @@ terraform: ## Make sure terraform is on PATH or in bin/.
 # The test control plane: kube-apiserver and etcd built from the Go module proxy
 # (config/controlplane), rebuilt only when its pinned versions change.
 KUBE_VERSION  := $(shell sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$$/\1/p' config/controlplane/go.mod)
-CONTROLPLANE  := $(BIN)/.controlplane-$(KUBE_VERSION)
+CONTROLPLANE  := $(BIN)/.controlplane-$(KUBE_VERSION)-versioned
+# The API server reports its version (Kueue refuses to start against one that says
+# v0.0.0-master): stamp it as a release build does.
+KUBE_MINOR    := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+KUBE_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
+  -X k8s.io/component-base/version.gitTreeState=clean \
+  -X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
+  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
 export KUBEBUILDER_ASSETS ?= $(abspath $(BIN))
 
 .PHONY: controlplane
@@ -66,9 +74,25 @@ controlplane: $(CONTROLPLANE) ## Build kube-apiserver, etcd and kube-scheduler i
 $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	@echo "building the control plane $(KUBE_VERSION) from the module proxy"
 	cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
-	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	cd config/controlplane && $(GO) build -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	rm -f $(BIN)/.controlplane-* && touch $@
+
+# Kueue, for the Kueue backend's tests: the controller built from the module proxy
+# (config/kueue pins the release), rebuilt only when that pin changes.
+KUEUE_VERSION := $(shell sed -n 's/^require sigs.k8s.io\/kueue \(v[^ ]*\)$$/\1/p' config/kueue/go.mod)
+KUEUE         := $(BIN)/.kueue-$(KUEUE_VERSION)
+
+.PHONY: kueue
+kueue: $(KUEUE) ## Build the Kueue controller and copy its CRDs into bin/ (cached; a few minutes the first time).
+
+$(KUEUE): config/kueue/go.mod config/kueue/go.sum
+	@echo "building Kueue $(KUEUE_VERSION) from the module proxy"
+	cd config/kueue && $(GO) build -o ../../$(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
+	rm -rf $(BIN)/kueue-crds && mkdir -p $(BIN)/kueue-crds
+	cp "$$(cd config/kueue && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"/config/components/crd/bases/*.yaml $(BIN)/kueue-crds/
+	chmod u+w $(BIN)/kueue-crds/*.yaml
+	rm -f $(BIN)/.kueue-* && touch $@
 
 # The image reference make image tags and make release writes into the manifests.
 IMAGE ?= ghcr.io/allot-dev/allot

@@ -31,6 +31,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/kueue"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -52,6 +53,7 @@ type managerOptions struct {
 	gitCache       string
 	schedulerName  string
 	noScheduler    bool
+	scheduler      string
 	noGitOps       bool
 	statusInterval time.Duration
 	notReadyGrace  time.Duration
@@ -107,6 +109,7 @@ in-cluster service account.`,
 	f.StringVar(&o.gitCache, "git-cache-dir", filepath.Join(os.TempDir(), "allot-git"), "directory of the Git mirrors of CapacitySources")
 	f.StringVar(&o.schedulerName, "scheduler-name", runner.SchedulerName, "spec.schedulerName of the pods allot schedules")
 	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
+	f.StringVar(&o.scheduler, "scheduler", "allot", "what admits the workloads: allot (the embedded scheduler) or kueue (Kueue, already in the cluster: the manager applies its ClusterQueues and the rest in the safe order, and reads the teams' usage from their status; docs/kueue.md)")
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
@@ -187,6 +190,17 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 // setupManager wires the reconcilers and the scheduler into mgr: the one place
 // where the manager's parts are put together.
 func setupManager(mgr ctrl.Manager, o managerOptions) error {
+	switch o.scheduler {
+	case "allot":
+	case "kueue":
+		o.noScheduler = true
+		st := &kueue.StatusReconciler{Client: mgr.GetClient()}
+		if err := st.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the Kueue team status reconciler: %w", err)
+		}
+	default:
+		return usageError{fmt.Errorf("--scheduler %q: want allot or kueue", o.scheduler)}
+	}
 	if !o.noGitOps {
 		if err := os.MkdirAll(o.gitCache, 0o755); err != nil {
 			return usageError{fmt.Errorf("--git-cache-dir: %w", err)}
@@ -198,6 +212,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 			Cluster:  schema.ClusterName(o.cluster),
+			Kueue:    o.scheduler == "kueue",
 		}
 		if o.cluster != "" && len(o.tfClusters) == 0 {
 			o.tfClusters = []string{o.cluster}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/allot-dev/allot/planner/render"
 	"github.com/allot-dev/allot/planner/render/kube"
+	"github.com/allot-dev/allot/planner/render/kueue"
 	"github.com/allot-dev/allot/planner/render/terraform"
 	"github.com/allot-dev/allot/schema"
 )
@@ -22,6 +23,7 @@ func init() { commands = append(commands, newRenderCommand) }
 func newRenderCommand() *cobra.Command {
 	var out, owners string
 	var backend backendFlags
+	var target targetFlag
 	c := &cobra.Command{
 		Use:   "render DIR -o OUT",
 		Short: "Write the Kubernetes manifests and one Terraform root module per cluster",
@@ -45,6 +47,7 @@ the platform approvers; the CI templates check that the committed one is current
 
 Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write failure.`,
 		Example: `  allot render examples -o out
+  allot render examples -o out --target kueue
   allot render . -o rendered --backend gcs --backend-config bucket=acme-tf --backend-config prefix=allot/{cluster}
   allot render . --codeowners .github/CODEOWNERS
   allot render . -o rendered && terraform -chdir=rendered/terraform/dgx-onprem plan`,
@@ -54,10 +57,15 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 			if out == "" && owners == "" {
 				return usageHint(cmd, errors.New("render needs -o OUT, the directory to write to"))
 			}
+			tg, err := target.target()
+			if err != nil {
+				return err
+			}
 			c, err := checkDir(dir, nil)
 			if err != nil {
 				return err
 			}
+			addTargetFindings(&c, tg)
 			stderr := cmd.ErrOrStderr()
 			printFindings(stderr, dir, c.findings)
 			if c.cfg == nil || c.findings.HasErrors() {
@@ -81,7 +89,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 			if err != nil {
 				return err
 			}
-			files, err := render.Render(c.cfg, c.plan, render.Options{Terraform: tf})
+			files, err := render.Render(c.cfg, c.plan, render.Options{Terraform: tf, Target: tg})
 			if err != nil {
 				var pe *terraform.PoolError
 				if errors.As(err, &pe) {
@@ -105,6 +113,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 	c.Flags().StringVarP(&out, "output", "o", "", "directory to write to (required)")
 	c.Flags().StringVar(&owners, "codeowners", "", "also write a GitHub CODEOWNERS file (- for stdout) from the teams' owners and the policy's approvers")
 	backend.register(c)
+	target.register(c)
 	return c
 }
 
@@ -122,8 +131,9 @@ func writeOut(cmd *cobra.Command, file string, data []byte) error {
 
 // writeRendered writes files under out, each through a temporary file and a
 // rename in its own directory, so a reader never sees half a file; a file whose
-// content is unchanged is not touched. Kubernetes manifests allot no longer
-// renders (a kind without objects) are removed; nothing else under out is.
+// content is unchanged is not touched. Kubernetes and Kueue manifests allot no
+// longer renders (a kind without objects, the other target's) are removed;
+// nothing else under out is.
 // It returns the number of files written or removed.
 func writeRendered(out string, files []render.File) (int, error) {
 	changed := 0
@@ -139,8 +149,17 @@ func writeRendered(out string, files []render.File) (int, error) {
 		}
 		changed++
 	}
+	var stale []string
 	for _, name := range kube.FileNames() {
-		p := filepath.Join(out, render.KubernetesDir, name)
+		stale = append(stale, filepath.Join(out, render.KubernetesDir, name))
+	}
+	clusters, _ := filepath.Glob(filepath.Join(out, render.KueueDir, "*"))
+	for _, dir := range clusters {
+		for _, name := range kueue.FileNames() {
+			stale = append(stale, filepath.Join(dir, name))
+		}
+	}
+	for _, p := range stale {
 		if want[p] {
 			continue
 		}
@@ -184,18 +203,24 @@ func writeAtomic(path string, data []byte) error {
 // renderSummary is the one line render prints, e.g.
 // "out: 6 Kubernetes manifests, 2 Terraform modules (eks-use1, gke-usc1); 8 files changed".
 func renderSummary(out string, files []render.File, changed int) string {
-	var manifests int
+	var manifests, queues int
 	var clusters []string
 	for _, f := range files {
 		switch dir, rest, _ := strings.Cut(f.Path, "/"); dir {
 		case render.KubernetesDir:
 			manifests++
+		case render.KueueDir:
+			queues++
 		case render.TerraformDir:
 			cluster, _, _ := strings.Cut(rest, "/")
 			clusters = append(clusters, cluster)
 		}
 	}
 	slices.Sort(clusters)
-	return fmt.Sprintf("%s: %d Kubernetes manifests, %d Terraform modules (%s); %d files changed",
-		out, manifests, len(clusters), strings.Join(clusters, ", "), changed)
+	kind := fmt.Sprintf("%d Kubernetes manifests", manifests)
+	if queues > 0 {
+		kind = fmt.Sprintf("%d Kueue manifests", queues)
+	}
+	return fmt.Sprintf("%s: %s, %d Terraform modules (%s); %d files changed",
+		out, kind, len(clusters), strings.Join(clusters, ", "), changed)
 }

@@ -12,6 +12,7 @@ func init() { commands = append(commands, newValidateCommand) }
 
 func newValidateCommand() *cobra.Command {
 	var base string
+	var target targetFlag
 	c := &cobra.Command{
 		Use:   "validate DIR",
 		Short: "Check a capacity repository against the schema and the policies",
@@ -21,13 +22,20 @@ Every finding is printed as path:line:col: severity: rule: message, with the pat
 relative to DIR; under GitHub Actions (GITHUB_ACTIONS=true) also as an annotation.
 With --base (a directory, or a Git ref of the repository containing DIR), findings
 about sums are also reported at the quotas the change raised.
+With --target kueue, also the rules of the repository that Kueue cannot enforce
+as allot's scheduler does (warnings: docs/kueue.md).
 
 Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 		Example: `  allot validate examples
-  allot validate . --base origin/main`,
+  allot validate . --base origin/main
+  allot validate examples --target kueue`,
 		Args: exactArgs(1, "DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			tg, err := target.target()
+			if err != nil {
+				return err
+			}
 			var baseCfg *schema.Config
 			if base != "" {
 				b, err := loadBase(cmd.ErrOrStderr(), dir, base)
@@ -40,6 +48,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 			if err != nil {
 				return err
 			}
+			addTargetFindings(&c, tg)
 			printFindings(cmd.OutOrStdout(), dir, c.findings)
 			errs, warns := c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning)
 			if errs > 0 {
@@ -52,6 +61,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 		},
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
+	target.register(c)
 	return c
 }
 

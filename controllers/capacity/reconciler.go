@@ -113,6 +113,10 @@ type Reconciler struct {
 	// of each team's quota (planner.ForCluster). Empty: the whole
 	// configuration applies here.
 	Cluster schema.ClusterName
+	// Kueue: the cluster's workloads are admitted by Kueue (allot manager
+	// --scheduler=kueue), so each step also applies the Kueue objects of the
+	// cluster (planner/render/kueue) with the allot ones.
+	Kueue bool
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -225,8 +229,19 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			rev.Gone = append(rev.Gone, p)
 		}
 	}
+	steps := Steps(cur, objs, src.PruneEnabled())
+	if r.Kueue {
+		ko, err := kueueObjects(judged.Config, judged.Plan, r.Cluster)
+		if err == nil {
+			steps, err = withKueue(steps, ko)
+		}
+		if err != nil {
+			r.stall(src, ReasonRenderFailed, fmt.Sprintf("revision %s: rendering for Kueue: %v", art.Revision, err))
+			return interval, nil
+		}
+	}
 	var kept []allotv1.Finding
-	for _, step := range Steps(cur, objs, src.PruneEnabled()) {
+	for _, step := range steps {
 		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
 		k, reason, err := r.run(ctx, src, rev, step)
 		kept = append(kept, k...)
@@ -423,6 +438,8 @@ func kindOf(obj client.Object) string {
 		return "Pool"
 	case *allotv1.Team:
 		return "Team"
+	case *unstructured.Unstructured:
+		return obj.GetObjectKind().GroupVersionKind().Kind
 	}
 	return fmt.Sprintf("%T", obj)
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Root is the repository's root directory.
@@ -39,3 +42,25 @@ func Path(rel string) (path string, full bool) {
 
 // Local is rel in testdata/, whether or not ../shared is there.
 func Local(rel string) string { return filepath.Join(Root(), "testdata", rel) }
+
+// Golden compares got with the file at path, or (update, a test's -update
+// flag) rewrites it.
+func Golden(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the golden file (run go test -update): %v", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
+	}
+}

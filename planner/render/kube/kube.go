@@ -108,7 +108,7 @@ func Manifests(o *Objects) (map[string][]byte, error) {
 		if len(objs) == 0 {
 			return nil
 		}
-		b, err := yamlDocuments(objs)
+		b, err := YAMLDocuments(objs)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
@@ -145,10 +145,10 @@ func ptrs[T any, P interface {
 	return out
 }
 
-// yamlDocuments writes objs as a multi-document YAML stream. Fields a rendered
+// YAMLDocuments writes objs as a multi-document YAML stream. Fields a rendered
 // object never sets (creationTimestamp, an empty status) are left out, so the
 // files hold only what allot declares; keys are sorted.
-func yamlDocuments(objs []runtime.Object) ([]byte, error) {
+func YAMLDocuments[T any](objs []T) ([]byte, error) {
 	var buf bytes.Buffer
 	for i, obj := range objs {
 		j, err := json.Marshal(obj)

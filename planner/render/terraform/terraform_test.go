@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/allot-dev/allot/internal/testfiles"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
 )
@@ -44,23 +45,7 @@ func render(t *testing.T, dir string, opts Options) map[schema.ClusterName][]byt
 // golden compares got with testdata/name, or rewrites it under -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the golden file (run go test -update): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, diff)
-	}
+	testfiles.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 func TestGolden(t *testing.T) {

@@ -1,0 +1,110 @@
+package kueue
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	rkueue "github.com/allot-dev/allot/planner/render/kueue"
+)
+
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=clusterqueues,verbs=get;list;watch
+// +kubebuilder:rbac:groups=allot.dev,resources=teams,verbs=get;list;watch
+// +kubebuilder:rbac:groups=allot.dev,resources=teams/status,verbs=get;update;patch
+
+// ClusterQueueGVK is the kind of a team's queue.
+var ClusterQueueGVK = schema.GroupVersionKind{Group: rkueue.Group, Version: rkueue.Version, Kind: "ClusterQueue"}
+
+// Usage is what a ClusterQueue's status says of its team.
+type Usage struct {
+	Flavors           []allotv1.FlavorUsage
+	PendingWorkloads  int64
+	AdmittedWorkloads int64
+}
+
+// UsageOf reads the GPUs a ClusterQueue's admitted workloads use per flavor
+// (and how many are borrowed), and its pending and admitted workloads.
+// Kueue does not say what a queue lends: LentGPUs stays 0.
+func UsageOf(cq *unstructured.Unstructured) Usage {
+	var u Usage
+	u.PendingWorkloads, _, _ = unstructured.NestedInt64(cq.Object, "status", "pendingWorkloads")
+	u.AdmittedWorkloads, _, _ = unstructured.NestedInt64(cq.Object, "status", "admittedWorkloads")
+	flavors, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsUsage")
+	for _, f := range flavors {
+		fm, _ := f.(map[string]any)
+		name, _ := fm["name"].(string)
+		res, _, _ := unstructured.NestedSlice(fm, "resources")
+		for _, r := range res {
+			rm, _ := r.(map[string]any)
+			if rm["name"] != string(rkueue.ResourceGPU) {
+				continue
+			}
+			u.Flavors = append(u.Flavors, allotv1.FlavorUsage{Flavor: name,
+				UsedGPUs: quantity(rm["total"]), BorrowedGPUs: quantity(rm["borrowed"])})
+		}
+	}
+	slices.SortFunc(u.Flavors, func(a, b allotv1.FlavorUsage) int { return cmp.Compare(a.Flavor, b.Flavor) })
+	return u
+}
+
+func quantity(v any) int64 {
+	s, ok := v.(string)
+	if !ok {
+		return 0
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0
+	}
+	return q.Value()
+}
+
+// StatusReconciler writes each team's usage and pending workloads, as Kueue's
+// ClusterQueue status says them, into its Team's status: the finance report's
+// showback and the dashboards read them there whichever scheduler admits.
+type StatusReconciler struct {
+	Client client.Client
+}
+
+// SetupWithManager watches the ClusterQueues.
+func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	cq := &unstructured.Unstructured{}
+	cq.SetGroupVersionKind(ClusterQueueGVK)
+	return ctrl.NewControllerManagedBy(mgr).For(cq).Named("kueue-team-status").Complete(r)
+}
+
+// Reconcile copies one ClusterQueue's usage to its team's status.
+func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cq := &unstructured.Unstructured{}
+	cq.SetGroupVersionKind(ClusterQueueGVK)
+	if err := r.Client.Get(ctx, req.NamespacedName, cq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	name := cq.GetLabels()[allotv1.LabelTeam]
+	if name == "" {
+		return ctrl.Result{}, nil // not one of allot's
+	}
+	team := &allotv1.Team{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, team); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	u := UsageOf(cq)
+	if slices.Equal(team.Status.Flavors, u.Flavors) && team.Status.PendingWorkloads == u.PendingWorkloads &&
+		team.Status.AdmittedWorkloads == u.AdmittedWorkloads {
+		return ctrl.Result{}, nil
+	}
+	patched := team.DeepCopy()
+	patched.Status.Flavors, patched.Status.PendingWorkloads, patched.Status.AdmittedWorkloads = u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads
+	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(team)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
