@@ -127,7 +127,7 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
 
 .PHONY: test
-test: build controlplane terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
+test: build controlplane kueue terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 $(PKGS)
 	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
 	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi

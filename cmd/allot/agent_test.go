@@ -217,7 +217,7 @@ func TestAgentDryRunWatches(t *testing.T) {
 	withMockNVML(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- runContext(ctx, []string{"agent", "--dry-run", "--node", "gpu-3", "--boot-id-file", agentBootID(t), "--interval", "1h",
@@ -244,7 +244,7 @@ func TestAgentDryRunWatches(t *testing.T) {
 }
 
 // agentStops cancels a running agent and expects it to exit 0 soon.
-func agentStops(t *testing.T, cancel func(), code <-chan int, stderr *syncBuffer) {
+func agentStops(t *testing.T, cancel func(), code <-chan int, stderr *testenv.SyncBuffer) {
 	t.Helper()
 	cancel()
 	select {
@@ -288,7 +288,7 @@ func TestAgentOnNode(t *testing.T) {
 	metrics := freePort(t)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- runContext(runCtx, []string{"agent", "--kubeconfig", kubeconfig, "--node", name, "--interval", "200ms",

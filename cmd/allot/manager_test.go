@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,24 +31,6 @@ import (
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
-
-// syncBuffer is a bytes.Buffer safe for the manager's logging goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // allot manager, started as the binary would be, against a real API server, as
 // the service account of config/ with only the rights of its generated
@@ -85,7 +65,7 @@ func TestManager(t *testing.T) {
 
 	metrics, probes := freePort(t), freePort(t)
 	runCtx, cancel := context.WithCancel(ctx)
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- runContext(runCtx, []string{"manager", "--kubeconfig", kubeconfig, "--leader-elect=true", "--leader-election-namespace", "allot-system",

@@ -1,0 +1,124 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/internal/gittest"
+)
+
+// testManager runs what allot manager --scheduler=kueue wires (the
+// CapacitySource reconciler applying Kueue's objects, the team status from
+// the ClusterQueues; no embedded scheduler) against Kueue: a repository in Git
+// becomes ClusterQueues Kueue admits by, the teams' usage and pending counts
+// reach their Team status, and a quota lowered in Git is applied.
+func testManager(t *testing.T, env *testenv.Env) {
+	ctx := context.Background()
+	repo := t.TempDir()
+	gittest.Run(t, repo, "init", "-q", "-b", "main")
+	lab := strings.NewReplacer("alpha", "gamma", "beta", "delta", "cohorts: lab", "cohorts: lab2", `cohort: "lab"`, `cohort: "lab2"`)
+	write := func(alpha, borrow int) {
+		t.Helper()
+		writeLab(t, repo, alpha, borrow)
+		b, err := os.ReadFile(filepath.Join(repo, "capacity.cue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, "capacity.cue"), []byte(lab.Replace(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gittest.Run(t, repo, "add", "-A")
+		gittest.Run(t, repo, "commit", "-q", "-m", fmt.Sprintf("gamma nominal %d", alpha))
+	}
+	write(8, 4)
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &capacity.Reconciler{
+		Client:   mgr.GetClient(),
+		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: t.TempDir(), Secrets: mgr.GetAPIReader()}},
+		Recorder: mgr.GetEventRecorder("allot-capacity"),
+		Metrics:  capacity.NewMetrics(prometheus.NewRegistry()),
+		Kueue:    true,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&StatusReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	c := env.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "lab"}}
+	src.Spec.URL = "file://" + repo
+	src.Spec.Ref = &allotv1.GitReference{Branch: "main"}
+	src.Spec.Interval = metav1.Duration{Duration: time.Second}
+	if err := c.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	nominal := func(want string) func() error {
+		return func() error {
+			cq := &unstructured.Unstructured{}
+			cq.SetGroupVersionKind(ClusterQueueGVK)
+			if err := c.Get(ctx, client.ObjectKey{Name: "gamma"}, cq); err != nil {
+				return err
+			}
+			groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+			if got := fmt.Sprint(groups); !strings.Contains(got, "nominalQuota:"+want+"]") {
+				return fmt.Errorf("gamma's resource groups: %s", got)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, 60*time.Second, "the manager applies gamma's ClusterQueue", nominal("8"))
+
+	job(t, c, "gamma", "g1", "batch", 4)
+	waitRunning(t, c, "gamma", "g1")
+	job(t, c, "gamma", "g2", "batch", 9) // 13 > 8 + 4
+	waitPending(t, c, "gamma", "g2")
+	testenv.Eventually(t, 30*time.Second, "gamma's Team status from its ClusterQueue", func() error {
+		team := &allotv1.Team{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "gamma"}, team); err != nil {
+			return err
+		}
+		s := team.Status
+		if len(s.Flavors) != 1 || s.Flavors[0].Flavor != "t4-16gb" || s.Flavors[0].UsedGPUs != 4 || s.AdmittedWorkloads != 1 || s.PendingWorkloads != 1 {
+			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+
+	// Lowered in Git: applied to the ClusterQueue.
+	write(4, 0)
+	testenv.Eventually(t, 60*time.Second, "gamma's quota lowered", nominal("4"))
+}
