@@ -60,8 +60,8 @@ func (s *Scheduler) dropViews(f *flavorState) {
 func (s *Scheduler) attach(v *view, n *node) {
 	start := len(n.groups)
 	n.groups = append(n.groups, v.all)
-	var parent *group
-	for depth, d := range n.spec.Domains {
+	var parent, cluster *group
+	for depth, d := range n.domains() {
 		li := v.levels[d.Level]
 		if li == nil {
 			li = &levelIndex{name: d.Level, depth: depth, domains: map[string]*group{}}
@@ -69,13 +69,25 @@ func (s *Scheduler) attach(v *view, n *node) {
 			v.order = append(v.order, d.Level)
 			slices.SortStableFunc(v.order, func(a, b string) int { return cmp.Compare(v.levels[a].depth, v.levels[b].depth) })
 		}
-		g := li.domains[d.Name]
+		key := n.domainKey(d)
+		g := li.domains[key]
 		if g == nil {
-			g = &group{dom: d, level: li}
-			li.domains[d.Name] = g
+			g = &group{dom: d, level: li, cluster: cluster}
+			li.domains[key] = g
 			if parent != nil {
 				parent.children = append(parent.children, g)
 			}
+			if d.Level == ClusterLevel {
+				g.cluster, g.cost = g, n.spec.Cost
+				v.clusters = append(v.clusters, g)
+			}
+		}
+		if d.Level == ClusterLevel {
+			cluster = g
+			g.cost = min(g.cost, n.spec.Cost)
+			slices.SortStableFunc(v.clusters, func(a, b *group) int {
+				return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.dom.Name, b.dom.Name))
+			})
 		}
 		n.groups = append(n.groups, g)
 		parent = g

@@ -158,7 +158,7 @@ func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Doma
 	} else {
 		w.started = true
 	}
-	a := Admission{Workload: w.spec.ID, Flavor: f.name, Domain: dom, Preempted: victims}
+	a := Admission{Workload: w.spec.ID, Flavor: f.name, Domain: dom, Cluster: pl[0].node.spec.Cluster, Preempted: victims}
 	for _, p := range pl {
 		a.Pods = append(a.Pods, PodPlacement{Node: p.node.spec.Name, Pods: p.pods, GPUs: p.pods * w.spec.GPUsPerPod})
 	}

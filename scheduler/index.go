@@ -62,6 +62,11 @@ type group struct {
 	lvlSlot  int32
 	lvlKey   int
 	inLevel  bool
+	// cluster is the domain's cluster (the cluster's own group for a cluster),
+	// nil when the nodes name no cluster.
+	cluster *group
+	// cost, of a cluster, is its cheapest node's cost per GPU-hour.
+	cost int64
 }
 
 func (g *group) add(n *node, slot int) {
@@ -160,13 +165,14 @@ func (l *levelIndex) next(k int) int {
 	return -1
 }
 
-// bestFit returns the domain with the least free GPUs that still fits the pods.
-func (l *levelIndex) bestFit(gpp GPUs, pods int64) *group {
+// bestFit returns the domain with the least free GPUs that still fits the
+// pods, inside cluster within when that is not nil.
+func (l *levelIndex) bestFit(gpp GPUs, pods int64, within *group) *group {
 	need := gpp * pods
 	for k := l.next(freeKey(need)); k >= 0; k = l.next(k + 1) {
 		var best *group
 		for _, g := range l.byFree[k] {
-			if g.free >= need && (best == nil || g.free < best.free) && g.fits(gpp, pods) {
+			if g.free >= need && (best == nil || g.free < best.free) && (within == nil || g.cluster == within) && g.fits(gpp, pods) {
 				best = g
 				if k < exactBuckets {
 					return best
@@ -231,6 +237,9 @@ type view struct {
 	// set says, per class of the flavor by number, whether the view admits it
 	// ('1') or not ('0'); empty for the flavor's own view.
 	set string
+	// clusters are the view's clusters, cheapest first (then by name); empty
+	// when its nodes name no cluster.
+	clusters []*group
 }
 
 func newView() *view { return &view{all: &group{}, levels: map[string]*levelIndex{}} }

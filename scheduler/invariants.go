@@ -23,6 +23,12 @@ func (s *Scheduler) checkInvariants() error {
 			if p.node.flavor != w.flavor {
 				return fmt.Errorf("gang %s spans flavors", w.spec.ID)
 			}
+			if c := w.placements[0].node.spec.Cluster; p.node.spec.Cluster != c {
+				return fmt.Errorf("gang %s spans clusters %s and %s", w.spec.ID, c, p.node.spec.Cluster)
+			}
+			if w.spec.Cluster != "" && p.node.spec.Cluster != w.spec.Cluster && !w.restored {
+				return fmt.Errorf("gang %s pinned to cluster %s runs in %s", w.spec.ID, w.spec.Cluster, p.node.spec.Cluster)
+			}
 			if w.spec.Rules != nil && !w.restored && !w.spec.Rules.Admits(p.node.spec.Class) {
 				return fmt.Errorf("gang %s on node %s of class %q its rules do not admit", w.spec.ID, p.node.spec.Name, p.node.spec.Class)
 			}

@@ -12,13 +12,33 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 	v := s.viewOf(w, f)
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
 	if v.empty {
-		return nil, nil, PendingReason{Code: ReasonNoMatchingNodes, Flavor: f.name, Requested: w.GPUs()}, false
+		return nil, nil, PendingReason{Code: ReasonNoMatchingNodes, Flavor: f.name, Requested: w.GPUs(), Cluster: w.spec.Cluster}, false
+	}
+	if g, clustered := v.route(w); clustered {
+		if g == nil {
+			return nil, nil, s.clusterReason(w, f, v), false
+		}
+		if w.spec.Require != "" {
+			d := g.dom
+			return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
+		}
+		if lvl := w.spec.Prefer; lvl != "" {
+			if i := slices.Index(v.order, lvl); i >= 0 {
+				for ; i >= 0 && v.order[i] != ClusterLevel; i-- {
+					if d := v.levels[v.order[i]].bestFit(gpp, pods, g); d != nil {
+						dom := d.dom
+						return s.pick(descend(d, gpp, pods), gpp, pods), &dom, PendingReason{}, true
+					}
+				}
+			}
+		}
+		return s.pick(descend(g, gpp, pods), gpp, pods), nil, PendingReason{}, true
 	}
 	if lvl := w.spec.Require; lvl != "" {
 		li := v.levels[lvl]
 		var g *group
 		if li != nil {
-			g = li.bestFit(gpp, pods)
+			g = li.bestFit(gpp, pods, nil)
 		}
 		if g == nil {
 			r := PendingReason{Code: ReasonNoTopologyDomain, Flavor: f.name, Level: lvl, Requested: w.GPUs()}
@@ -33,7 +53,7 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 	if lvl := w.spec.Prefer; lvl != "" {
 		if i := slices.Index(v.order, lvl); i >= 0 {
 			for ; i >= 0; i-- {
-				if g := v.levels[v.order[i]].bestFit(gpp, pods); g != nil {
+				if g := v.levels[v.order[i]].bestFit(gpp, pods, nil); g != nil {
 					d := g.dom
 					return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 				}

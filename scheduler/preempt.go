@@ -116,7 +116,7 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, cands []candida
 			if i < 0 {
 				continue
 			}
-			if g := li.domains[doms[i].Name]; g != nil {
+			if g := li.domains[p.node.domainKey(doms[i])]; g != nil {
 				room[g] += p.pods * c.w.spec.GPUsPerPod
 				if g.free+room[g] >= need {
 					return true
@@ -136,11 +136,15 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 	if v.empty || v.all.free < w.GPUs() {
 		return false
 	}
-	// As placeOn would find: a domain of the required level, else any room
-	// (a preferred level only orders the search).
+	// As placeOn would find: a domain of the required level (in one cluster,
+	// when the nodes name clusters), else any room (a preferred level only
+	// orders the search).
+	if g, clustered := v.route(w); clustered {
+		return g != nil
+	}
 	if l := w.spec.Require; l != "" {
 		li := v.levels[l]
-		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods) != nil
+		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods, nil) != nil
 	}
 	return v.all.fits(w.spec.GPUsPerPod, w.spec.Pods)
 }

@@ -49,10 +49,13 @@ func (s *Scheduler) stillReservable(w *workload, f *flavorState, nodes []*node) 
 	}
 	var pods int64
 	for _, n := range nodes {
-		if n.flavor != f || n.spec.Unhealthy || !n.listed {
+		if n.flavor != f || n.spec.Unhealthy || !n.listed || n.spec.Cluster != nodes[0].spec.Cluster {
 			return false
 		}
 		pods += n.capacity() / w.spec.GPUsPerPod
+	}
+	if w.spec.Cluster != "" && nodes[0].spec.Cluster != w.spec.Cluster {
+		return false
 	}
 	if l := w.spec.Require; l != "" {
 		d, ok := domainAt(nodes[0], l)
@@ -111,6 +114,8 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
 	var levels []string
 	switch {
+	case len(v.clusters) == 0 && w.spec.Cluster != "":
+		return nil
 	case w.spec.Require != "":
 		levels = []string{w.spec.Require}
 	case w.spec.Prefer != "":
@@ -122,6 +127,10 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 			}
 		}
 	}
+	if w.spec.Require == "" && len(v.clusters) > 0 && (len(levels) == 0 || levels[len(levels)-1] != ClusterLevel) {
+		// Held to one cluster: its cluster is the widest domain it may use.
+		levels = append(levels, ClusterLevel)
+	}
 	for _, lvl := range levels {
 		li := v.levels[lvl]
 		if li == nil {
@@ -132,7 +141,7 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 		}
 		for k := len(li.byFree) - 1; k >= 0; k-- {
 			for _, g := range li.byFree[k] {
-				if g.capacity < gpp*pods {
+				if g.capacity < gpp*pods || !inCluster(g, w.spec.Cluster) {
 					continue
 				}
 				if nodes := s.mostFree(g, gpp, pods); nodes != nil {
@@ -141,7 +150,7 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 			}
 		}
 	}
-	if w.spec.Require != "" {
+	if w.spec.Require != "" || len(v.clusters) > 0 {
 		return nil
 	}
 	return s.mostFree(v.all, gpp, pods)

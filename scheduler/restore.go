@@ -47,6 +47,8 @@ func (s *Scheduler) restorePlacement(w *workload, pods []PodPlacement) ([]placem
 			f = nd.flavor
 		} else if nd.flavor != f {
 			return nil, nil, fmt.Errorf("workload %s spans flavors %s and %s", w.spec.ID, f.name, nd.flavor.name)
+		} else if c := pl[0].node.spec.Cluster; nd.spec.Cluster != c {
+			return nil, nil, fmt.Errorf("workload %s spans clusters %s and %s", w.spec.ID, c, nd.spec.Cluster)
 		}
 		if nd.spec.Unhealthy {
 			return nil, nil, fmt.Errorf("workload %s: node %s is unhealthy", w.spec.ID, p.Node)

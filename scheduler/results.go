@@ -20,7 +20,9 @@ type Admission struct {
 	Pods     []PodPlacement
 	// Domain is the domain at the level the workload required or preferred, when
 	// one was used.
-	Domain    *Domain
+	Domain *Domain
+	// Cluster is the cluster of the nodes, when the fleet names clusters.
+	Cluster   string
 	Preempted []WorkloadID
 }
 
@@ -118,6 +120,8 @@ type PendingReason struct {
 	Limit     GPUs `json:"limit,omitempty"`
 	// Holder is the workload a reservation is for, when Code is BlockedByReservation.
 	Holder WorkloadID `json:"holder,omitempty"`
+	// Cluster is the cluster the workload is pinned to, when it is.
+	Cluster string `json:"cluster,omitempty"`
 	// Held, when Code is InsufficientNodes, are the flavor's GPUs held by work
 	// the scheduler does not place (see Scheduler.Hold).
 	Held GPUs `json:"held,omitempty"`
@@ -137,6 +141,12 @@ func (r PendingReason) String() string {
 		if r.Held > 0 {
 			held = fmt.Sprintf(", %d more held (other schedulers' pods, cordoned or not-Ready nodes, unhealthy GPUs)", r.Held)
 		}
+		switch {
+		case r.Cluster != "":
+			return fmt.Sprintf("not enough healthy nodes of %s in cluster %s: requests %d GPUs, %d usable free there, %d healthy in the flavor%s", r.Flavor, r.Cluster, r.Requested, r.Available, r.Limit, held)
+		case r.Level == ClusterLevel:
+			return fmt.Sprintf("not enough healthy nodes of %s in any one cluster (a gang never spans clusters): requests %d GPUs, %d usable free in the best cluster, %d healthy in all%s", r.Flavor, r.Requested, r.Available, r.Limit, held)
+		}
 		return fmt.Sprintf("not enough healthy nodes of %s: requests %d GPUs, %d usable free, %d healthy in all%s", r.Flavor, r.Requested, r.Available, r.Limit, held)
 	case ReasonBehindHigherTier:
 		return fmt.Sprintf("waiting behind workloads ordered first on %s: requests %d GPUs, %d left", r.Flavor, r.Requested, r.Available)
@@ -149,6 +159,9 @@ func (r PendingReason) String() string {
 	case ReasonBackoff:
 		return fmt.Sprintf("backing off after a gang timeout (requests %d GPUs)", r.Requested)
 	case ReasonNoMatchingNodes:
+		if r.Cluster != "" {
+			return fmt.Sprintf("no node of %s in cluster %s admits the pods (requests %d GPUs): the cluster has none of the flavor, or the pods' placement rules match none there", r.Flavor, r.Cluster, r.Requested)
+		}
 		return fmt.Sprintf("no node of %s admits the pods: their tolerations, nodeSelector or node affinity match none (requests %d GPUs)", r.Flavor, r.Requested)
 	}
 	return string(r.Code)

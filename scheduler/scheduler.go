@@ -55,6 +55,7 @@ type shapeKey struct {
 	flavors string
 	require string
 	prefer  string
+	cluster string
 	rules   string
 }
 
@@ -223,6 +224,9 @@ func (s *Scheduler) AddNode(spec Node) error {
 		return fmt.Errorf("node %s: negative GPUs", spec.Name)
 	}
 	fs := s.flavor(spec.Flavor)
+	if len(fs.nodes) > 0 && (fs.nodes[0].spec.Cluster == "") != (spec.Cluster == "") {
+		return fmt.Errorf("node %s: the nodes of flavor %s either all name a cluster or none does (node %s names %q, this one %q)", spec.Name, spec.Flavor, fs.nodes[0].spec.Name, fs.nodes[0].spec.Cluster, spec.Cluster)
+	}
 	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
 	n.spec.Domains = slices.Clone(spec.Domains)
 	s.nodes = append(s.nodes, n)
@@ -394,7 +398,7 @@ func (s *Scheduler) Submit(spec Workload) error {
 	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
 	s.seq++
-	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer}
+	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer, cluster: spec.Cluster}
 	for _, f := range spec.Flavors {
 		w.shape.flavors += string(f) + "|"
 	}

@@ -40,6 +40,16 @@ type Node struct {
 	// its taints and labels): nodes of one class are alike to every workload's
 	// Rules. Empty is a class too.
 	Class string
+	// Cluster names the cluster the node is in. A cluster is a hard boundary:
+	// no gang spans clusters, and a workload that names no cluster goes to the
+	// cheapest cluster where it fits (see Cost), then the best fit. Empty: the
+	// fleet is one cluster. The nodes of one flavor either all name a cluster
+	// or none does.
+	Cluster string
+	// Cost is what one GPU of the node costs an hour, in any fixed unit (allot
+	// uses millionths of a dollar); only its order matters. A cluster's cost
+	// for a flavor is its cheapest node's.
+	Cost int64
 }
 
 // Rules say on which node classes a workload's pods may run: Kubernetes'
@@ -112,6 +122,9 @@ type Workload struct {
 	Require string
 	// Prefer names a topology level to try first, then each wider level, then none.
 	Prefer string
+	// Cluster pins the workload to one cluster of the fleet; empty lets the
+	// scheduler route it (see Node.Cluster).
+	Cluster string
 	// Rules restrict the node classes the pods may run on; nil admits every
 	// class.
 	Rules Rules

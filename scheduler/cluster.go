@@ -1,0 +1,124 @@
+package scheduler
+
+// Clusters. A fleet may span several clusters (Node.Cluster); a cluster is a
+// hard boundary: no gang spans two. The core keeps a cluster as the widest
+// topology domain of its nodes, at ClusterLevel, above the levels the nodes
+// name, and qualifies the names of the narrower domains by it (rack r0 of one
+// cluster is not rack r0 of another). A workload that requires no level is
+// held to one cluster as if it required this one. Routing: a workload that
+// names no cluster goes to the cheapest cluster (Node.Cost) where it fits now,
+// and among equally cheap ones to the best fit (the domain it requires, else
+// the cluster, with the least free GPUs); a pinned one (Workload.Cluster) goes
+// to its cluster or waits. Reservations stay inside one cluster too.
+
+// ClusterLevel is the level of the cluster domains (a name no node label can
+// give a topology level).
+const ClusterLevel = "allot.dev/cluster"
+
+// domains are n's topology domains as the core indexes them: its cluster's
+// first, when it names one.
+func (n *node) domains() []Domain {
+	if n.spec.Cluster == "" {
+		return n.spec.Domains
+	}
+	return append([]Domain{{Level: ClusterLevel, Name: n.spec.Cluster}}, n.spec.Domains...)
+}
+
+// domainKey is the key of n's domain d in its level's index: its name,
+// qualified by n's cluster below the cluster level.
+func (n *node) domainKey(d Domain) string {
+	if n.spec.Cluster == "" || d.Level == ClusterLevel {
+		return d.Name
+	}
+	return n.spec.Cluster + "\x00" + d.Name
+}
+
+// route finds where w fits on v when v's nodes name clusters (clustered):
+// the best-fit domain of the level w requires, else the cluster itself, in the
+// cheapest cluster (w's own when it is pinned) where one fits; nil when none
+// does. A pinned workload on nodes that name no cluster fits nowhere.
+func (v *view) route(w *workload) (g *group, clustered bool) {
+	if len(v.clusters) == 0 {
+		return nil, w.spec.Cluster != ""
+	}
+	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
+	var li *levelIndex
+	if l := w.spec.Require; l != "" {
+		if li = v.levels[l]; li == nil {
+			return nil, true
+		}
+	}
+	var best *group
+	for _, c := range v.clusters {
+		if best != nil && c.cost > best.cluster.cost {
+			break
+		}
+		if w.spec.Cluster != "" && c.dom.Name != w.spec.Cluster {
+			continue
+		}
+		if c.free < gpp*pods || !c.fits(gpp, pods) {
+			continue
+		}
+		d := c
+		if li != nil {
+			if d = li.bestFit(gpp, pods, c); d == nil {
+				continue
+			}
+		}
+		if best == nil || d.free < best.free {
+			best = d
+		}
+	}
+	return best, true
+}
+
+// cluster returns v's cluster of the name, or nil.
+func (v *view) cluster(name string) *group {
+	for _, c := range v.clusters {
+		if c.dom.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// clusterReason explains why w fits in no cluster of v.
+func (s *Scheduler) clusterReason(w *workload, f *flavorState, v *view) PendingReason {
+	gpp := w.spec.GPUsPerPod
+	if w.spec.Cluster != "" && v.cluster(w.spec.Cluster) == nil {
+		return PendingReason{Code: ReasonNoMatchingNodes, Flavor: f.name, Requested: w.GPUs(), Cluster: w.spec.Cluster}
+	}
+	if l := w.spec.Require; l != "" {
+		r := PendingReason{Code: ReasonNoTopologyDomain, Flavor: f.name, Level: l, Requested: w.GPUs(), Cluster: w.spec.Cluster}
+		if li := v.levels[l]; li != nil {
+			r.Available, r.Limit = li.largestFree(), li.maxCap
+		}
+		return r
+	}
+	r := s.nodeReason(w, f, v)
+	switch r.Code {
+	case ReasonBehindHigherTier:
+		// What was free at the start of the cycle is known for the flavor,
+		// not per cluster.
+		r.Code = ReasonInsufficientNodes
+	case ReasonInsufficientNodes:
+	default:
+		return r
+	}
+	r.Available = 0
+	for _, c := range v.clusters {
+		if w.spec.Cluster == "" || c.dom.Name == w.spec.Cluster {
+			r.Available = max(r.Available, usable(c.buckets, gpp, 1<<62)*gpp)
+		}
+	}
+	if r.Cluster = w.spec.Cluster; r.Cluster == "" {
+		r.Level = ClusterLevel
+	}
+	return r
+}
+
+// inCluster says whether domain g may hold a workload pinned to cluster
+// (empty: any).
+func inCluster(g *group, cluster string) bool {
+	return cluster == "" || (g.cluster != nil && g.cluster.dom.Name == cluster)
+}
