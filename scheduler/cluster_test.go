@@ -262,3 +262,18 @@ func TestPropertiesAcrossClusters(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCycleClusters is BenchmarkCycle's 10,000 nodes as one fleet of ten
+// clusters of 1,000 nodes at three prices: what routing adds to a decision.
+func BenchmarkCycleClusters(b *testing.B) {
+	for _, clusters := range []int{1, 10} {
+		b.Run(fmt.Sprintf("clusters=%d", clusters), func(b *testing.B) {
+			benchCycles(b, func() *Scheduler {
+				return benchWorldWith(b, 10_000, func(n *Node, i int) {
+					c := i * clusters / 10_000
+					n.Cluster, n.Cost = fmt.Sprintf("c%d", c), int64(c%3)
+				})
+			})
+		})
+	}
+}

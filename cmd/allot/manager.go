@@ -268,7 +268,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 	if !o.noScheduler {
 		core := scheduler.DefaultOptions()
 		core.GangTimeout = o.gangTimeout
-		s := runner.New(runner.Options{SchedulerName: o.schedulerName, Core: &core, StrictTenancy: o.strictTenancy, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
+		s := runner.New(runner.Options{SchedulerName: o.schedulerName, Core: &core, StrictTenancy: o.strictTenancy, Cluster: o.cluster, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
 		if err := s.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the scheduler: %w", err)
 		}

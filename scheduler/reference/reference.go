@@ -17,7 +17,10 @@ type FirstFit struct {
 	jobs    map[scheduler.WorkloadID]*refWorkload
 	free    map[scheduler.Flavor]int64
 	flavors []scheduler.Flavor
-	dirty   bool
+	// clusters in the order their first node is listed ("" when the nodes
+	// name none): a gang never spans two.
+	clusters []string
+	dirty    bool
 }
 
 type node struct {
@@ -43,6 +46,9 @@ func New(nodes []scheduler.Node) *FirstFit {
 		p.byName[n.Name] = nd
 		if !slices.Contains(p.flavors, n.Flavor) {
 			p.flavors = append(p.flavors, n.Flavor)
+		}
+		if !slices.Contains(p.clusters, n.Cluster) {
+			p.clusters = append(p.clusters, n.Cluster)
 		}
 		if nd.healthy {
 			p.free[n.Flavor] += n.GPUs
@@ -187,7 +193,7 @@ func (p *FirstFit) allowed(j *refWorkload, f scheduler.Flavor) bool {
 }
 
 // fit places each pod on the first node with room whose class the job's
-// placement rules admit.
+// placement rules admit, all in one cluster (the job's, when it names one).
 func (p *FirstFit) fit(j *refWorkload) ([]scheduler.PodPlacement, bool) {
 	var free int64
 	for f, n := range p.free {
@@ -203,18 +209,23 @@ func (p *FirstFit) fit(j *refWorkload) ([]scheduler.PodPlacement, bool) {
 		if !p.allowed(j, f) || p.free[f] < j.spec.GPUs() {
 			continue
 		}
-		var out []scheduler.PodPlacement
-		left := j.spec.Pods
-		for _, n := range p.nodes {
-			if !n.healthy || n.spec.Flavor != f || (j.spec.Rules != nil && !j.spec.Rules.Admits(n.spec.Class)) {
+		for _, c := range p.clusters {
+			if j.spec.Cluster != "" && c != j.spec.Cluster {
 				continue
 			}
-			k := min((n.spec.GPUs-n.used)/g, left)
-			if k > 0 {
-				out = append(out, scheduler.PodPlacement{Node: n.spec.Name, Pods: k, GPUs: k * g})
-				left -= k
-				if left == 0 {
-					return out, true
+			var out []scheduler.PodPlacement
+			left := j.spec.Pods
+			for _, n := range p.nodes {
+				if !n.healthy || n.spec.Flavor != f || n.spec.Cluster != c || (j.spec.Rules != nil && !j.spec.Rules.Admits(n.spec.Class)) {
+					continue
+				}
+				k := min((n.spec.GPUs-n.used)/g, left)
+				if k > 0 {
+					out = append(out, scheduler.PodPlacement{Node: n.spec.Name, Pods: k, GPUs: k * g})
+					left -= k
+					if left == 0 {
+						return out, true
+					}
 				}
 			}
 		}

@@ -395,7 +395,7 @@ type metaOwner struct{ Kind, APIVersion, Name string }
 
 func allotLabels(l map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{LabelTeam, LabelTier, LabelGang, LabelGangSize, LabelRequire, LabelPrefer, LabelFlavor} {
+	for _, k := range []string{LabelTeam, LabelTier, LabelGang, LabelGangSize, LabelRequire, LabelPrefer, LabelFlavor, LabelCluster} {
 		if v, ok := l[k]; ok {
 			out[k] = v
 		}

@@ -34,6 +34,9 @@ const (
 	LabelRequire  = "allot.dev/require"
 	LabelPrefer   = "allot.dev/prefer"
 	LabelFlavor   = fleet.LabelFlavor // a pod's flavor, named as its nodes' label
+	// LabelCluster on a node names its cluster; on a pod it pins the gang to
+	// that cluster.
+	LabelCluster = fleet.LabelCluster
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
@@ -112,7 +115,7 @@ func (m nodeModel) closed() bool { return m.cordoned || !m.graceEnds.IsZero() }
 // (fleet/nodestate.Read): unhealthy when not Ready, tainted allot.dev/gpu-fault,
 // or without a healthy GPU; a node not Ready for less than grace is closed,
 // not unhealthy, and so is a cordoned one.
-func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, now time.Time) (nodeModel, bool) {
+func modelNode(n *corev1.Node, pools map[string]poolInfo, cluster string, grace time.Duration, now time.Time) (nodeModel, bool) {
 	c := nodestate.Read(n)
 	if c.GPUs <= 0 {
 		return nodeModel{}, false
@@ -125,7 +128,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, grace time.Duration, n
 	if flavor == "" {
 		return nodeModel{}, false
 	}
-	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n)}}
+	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n), Cluster: cmp.Or(n.Labels[LabelCluster], cluster)}}
 	if havePool {
 		// Domain names are qualified by their wider domains: rack r0 of block b1
 		// is not rack r0 of block b2.

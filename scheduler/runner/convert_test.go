@@ -46,7 +46,7 @@ func TestModelNodeHealth(t *testing.T) {
 		{"GPU fault on a node not ready: no grace", node(corev1.ConditionUnknown, time.Second, true, false), grace, true, false, nodestate.ReasonGPUFault},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, ok := modelNode(tc.n, pools, tc.grace, now)
+			m, ok := modelNode(tc.n, pools, "", tc.grace, now)
 			if !ok {
 				t.Fatal("node not modelled")
 			}
@@ -67,7 +67,7 @@ func TestModelNodeFaultyGPUs(t *testing.T) {
 		Annotations: map[string]string{nodestate.AnnotationHealthyGPUs: "6"}}}
 	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	m, ok := modelNode(n, map[string]poolInfo{"a": {flavor: "h100"}}, time.Minute, time.Now())
+	m, ok := modelNode(n, map[string]poolInfo{"a": {flavor: "h100"}}, "", time.Minute, time.Now())
 	if !ok || m.spec.GPUs != 8 || m.faulty != 2 || m.spec.Unhealthy || m.closed() {
 		t.Errorf("model = %+v, want 8 GPUs of which 2 faulty, healthy, open", m)
 	}

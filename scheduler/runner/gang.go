@@ -117,7 +117,7 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo) (scheduler.Worklo
 	for _, l := range []struct {
 		label string
 		to    *string
-	}{{LabelRequire, &w.Require}, {LabelPrefer, &w.Prefer}} {
+	}{{LabelRequire, &w.Require}, {LabelPrefer, &w.Prefer}, {LabelCluster, &w.Cluster}} {
 		if *l.to, err = agree(l.label); err != nil {
 			return w, err
 		}
@@ -325,7 +325,7 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 // sameShape says whether two submissions of a gang ask for the same thing.
 func sameShape(a, b scheduler.Workload) bool {
 	return a.Team == b.Team && a.Tier == b.Tier && a.Pods == b.Pods && a.GPUsPerPod == b.GPUsPerPod &&
-		a.Require == b.Require && a.Prefer == b.Prefer && slices.Equal(a.Flavors, b.Flavors) && rulesKeyOf(a) == rulesKeyOf(b)
+		a.Require == b.Require && a.Prefer == b.Prefer && a.Cluster == b.Cluster && slices.Equal(a.Flavors, b.Flavors) && rulesKeyOf(a) == rulesKeyOf(b)
 }
 
 // setStuck marks a running gang the core could not take (why says why), or

@@ -52,6 +52,10 @@ type Options struct {
 	// team's own, or one the capacity repository maps to it); without it their
 	// allot.dev/team label names their team. A team's namespace always decides.
 	StrictTenancy bool
+	// Cluster names the cluster of the nodes that carry no allot.dev/cluster
+	// label (the manager's --cluster). The core keeps every gang inside one
+	// cluster, and a pod labelled allot.dev/cluster runs only in that one.
+	Cluster string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -414,7 +418,7 @@ func (r *Runner) model(name string) (nodeModel, bool) {
 	if n == nil {
 		return nodeModel{}, false
 	}
-	return modelNode(n, r.st.pools, r.opts.NotReadyGrace, r.opts.Now())
+	return modelNode(n, r.st.pools, r.opts.Cluster, r.opts.NotReadyGrace, r.opts.Now())
 }
 
 // setKnown records a node as the core has it; a change of whether it is

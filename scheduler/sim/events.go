@@ -13,8 +13,12 @@ import (
 	"github.com/allot-dev/allot/scheduler/workload"
 )
 
+// ClusterPrefix in the node column of an events file names a whole cluster:
+// the event applies to each of its nodes (a cluster lost, or back).
+const ClusterPrefix = "cluster/"
+
 // ReadEvents reads an events file: CSV time,node,event with event fail or
-// recover; name is used in errors.
+// recover (node may be cluster/NAME); name is used in errors.
 func ReadEvents(in io.Reader, name string) ([]Event, error) {
 	cr := csv.NewReader(in)
 	cr.FieldsPerRecord = -1
@@ -59,7 +63,7 @@ func ReadEvents(in io.Reader, name string) ([]Event, error) {
 			return nil, &workload.Error{File: name, Line: line, Err: fmt.Errorf("time %q is not a non-negative number of seconds", get("time"))}
 		}
 		e := Event{Time: t, Node: scheduler.NodeName(get("node")), Kind: EventKind(get("event"))}
-		if e.Node == "" {
+		if e.Node == "" || string(e.Node) == ClusterPrefix {
 			return nil, &workload.Error{File: name, Line: line, Err: errors.New("node is empty")}
 		}
 		if e.Kind != Fail && e.Kind != Recover {

@@ -5,6 +5,7 @@ import (
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into
@@ -37,16 +38,25 @@ func QuotaFromSchema(cfg *schema.Config) scheduler.Config {
 
 // FleetFromSchema builds the simulated fleet: every pool at its node target
 // (the planner's, given by the caller: the simulator sits below the planner),
-// nodes named <pool>-<index> and laid out in topology domains in index order.
+// nodes named <pool>-<index> and laid out in topology domains in index order,
+// each in its pool's cluster at its pool's on-demand price per GPU-hour.
 func FleetFromSchema(cfg *schema.Config, targets map[schema.PoolName]int64) []scheduler.Node {
-	return FromFleet(fleet.Layout(cfg, targets))
+	layout := fleet.Layout(cfg, targets)
+	nodes := FromFleet(layout)
+	for i, n := range layout {
+		if p := cfg.Pools[n.Pool]; p != nil && p.GPUsPerNode > 0 {
+			// Millionths of a dollar per GPU-hour: exact enough to order.
+			nodes[i].Cost = p.Price.OnDemandPerNodeHour.MulInt(1_000_000).Quo(quantity.Int(p.GPUsPerNode)).Floor()
+		}
+	}
+	return nodes
 }
 
 // FromFleet converts fleet nodes into scheduler nodes.
 func FromFleet(nodes []fleet.Node) []scheduler.Node {
 	out := make([]scheduler.Node, 0, len(nodes))
 	for _, n := range nodes {
-		sn := scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(n.Flavor), GPUs: n.GPUs}
+		sn := scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(n.Flavor), GPUs: n.GPUs, Cluster: string(n.Cluster)}
 		for _, d := range n.Domains {
 			sn.Domains = append(sn.Domains, scheduler.Domain{Level: d.Level, Name: d.Name})
 		}

@@ -6,6 +6,20 @@ type Report struct {
 	Summary Summary      `json:"summary"`
 	Teams   []TeamReport `json:"teams"`
 	Jobs    []JobReport  `json:"jobs"`
+	// Clusters extends the contract: one row per cluster, when the nodes name
+	// clusters.
+	Clusters []ClusterReport `json:"clusters,omitempty"`
+}
+
+// ClusterReport is what ran in one cluster.
+type ClusterReport struct {
+	Cluster string `json:"cluster"`
+	// Jobs whose last placement was in the cluster.
+	Jobs       int     `json:"jobs"`
+	GPUSeconds float64 `json:"gpu_seconds"`
+	// MovedIn counts the jobs that ran elsewhere before they last ran here
+	// (moved after a fault or preemption, as when their cluster was lost).
+	MovedIn int `json:"moved_in"`
 }
 
 // Summary holds the run's totals. The violation counters come from invariant
@@ -56,6 +70,9 @@ type JobReport struct {
 	Preempted int               `json:"preempted"`
 	Nodes     []string          `json:"nodes"`
 	Domain    map[string]string `json:"domain"`
+	// Cluster is the cluster of the last placement ("" when the job never ran
+	// or the nodes name no cluster).
+	Cluster string `json:"cluster"`
 	// Reason and ReasonCode extend the contract for jobs that did not complete.
 	Reason     string `json:"reason,omitempty"`
 	ReasonCode string `json:"reason_code,omitempty"`

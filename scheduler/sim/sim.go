@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/allot-dev/allot/scheduler"
@@ -126,6 +128,9 @@ type simWorkload struct {
 	pods      []scheduler.PodPlacement
 	gpuSec    float64
 	rejected  string
+	// cluster is where the job last ran; moved: it ran in another before.
+	cluster string
+	moved   bool
 }
 
 type simNode struct {
@@ -158,12 +163,14 @@ type replay struct {
 	done     int
 	decided  int
 	whole    *wholeDomains
+	// clusterSec are the GPU-seconds used per cluster.
+	clusterSec map[string]float64
 }
 
 // Run replays in through p.
 func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 	r := &replay{p: p, in: in, opts: opts, jobs: map[scheduler.WorkloadID]*simWorkload{}, nodes: map[scheduler.NodeName]*simNode{},
-		usage: map[scheduler.TeamName]map[scheduler.Flavor]int64{}, quota: map[scheduler.TeamName]scheduler.Team{}, cohortOf: map[scheduler.TeamName]string{}}
+		usage: map[scheduler.TeamName]map[scheduler.Flavor]int64{}, quota: map[scheduler.TeamName]scheduler.Team{}, cohortOf: map[scheduler.TeamName]string{}, clusterSec: map[string]float64{}}
 	var wallStart time.Time
 	if opts.Clock != nil {
 		wallStart = opts.Clock()
@@ -200,13 +207,33 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		r.jobs[id] = j
 		order = append(order, j)
 	}
-	for _, e := range in.Events {
-		if _, ok := r.nodes[e.Node]; !ok {
-			return nil, fmt.Errorf("event at %gs: node %s does not exist", e.Time, e.Node)
+	clusters := map[string][]scheduler.NodeName{}
+	for _, n := range in.Nodes {
+		if n.Cluster != "" {
+			clusters[n.Cluster] = append(clusters[n.Cluster], n.Name)
 		}
+	}
+	for _, j := range order {
+		if c := j.spec.Cluster; c != "" && clusters[c] == nil {
+			return nil, fmt.Errorf("job %s: cluster %s has no nodes in the fleet", j.spec.ID, c)
+		}
+	}
+	for _, e := range in.Events {
 		k := kFail
 		if e.Kind == Recover {
 			k = kRecover
+		}
+		if c, ok := strings.CutPrefix(string(e.Node), ClusterPrefix); ok {
+			if clusters[c] == nil {
+				return nil, fmt.Errorf("event at %gs: cluster %s has no nodes in the fleet", e.Time, c)
+			}
+			for _, n := range clusters[c] {
+				r.push(event{at: vt(e.Time), kind: k, node: n})
+			}
+			continue
+		}
+		if _, ok := r.nodes[e.Node]; !ok {
+			return nil, fmt.Errorf("event at %gs: node %s does not exist", e.Time, e.Node)
 		}
 		r.push(event{at: vt(e.Time), kind: k, node: e.Node})
 	}
@@ -300,7 +327,7 @@ func (r *replay) advance(t time.Time) {
 
 func (r *replay) arrive(j *simWorkload) {
 	w := scheduler.Workload{ID: scheduler.WorkloadID(j.spec.ID), Team: scheduler.TeamName(j.spec.Team), Tier: scheduler.TierName(j.spec.Tier),
-		Pods: j.spec.Pods, GPUsPerPod: j.spec.GPUsPerPod, Require: j.spec.Require, Prefer: j.spec.Prefer, Submitted: vt(j.spec.Submit)}
+		Pods: j.spec.Pods, GPUsPerPod: j.spec.GPUsPerPod, Require: j.spec.Require, Prefer: j.spec.Prefer, Cluster: j.spec.Cluster, Submitted: vt(j.spec.Submit)}
 	for _, f := range j.spec.Flavors {
 		w.Flavors = append(w.Flavors, scheduler.Flavor(f))
 	}
@@ -371,7 +398,11 @@ func (r *replay) stop(j *simWorkload) {
 	}
 	gpus := j.spec.GPUs()
 	r.usedGPU -= gpus
-	j.gpuSec += float64(gpus) * r.now.Sub(j.runStart).Seconds()
+	sec := float64(gpus) * r.now.Sub(j.runStart).Seconds()
+	j.gpuSec += sec
+	if j.cluster != "" {
+		r.clusterSec[j.cluster] += sec
+	}
 	j.running = false
 	j.run++
 	if u := r.usage[scheduler.TeamName(j.spec.Team)]; u != nil {
@@ -383,6 +414,17 @@ func (r *replay) requeue(j *simWorkload) {
 	r.stop(j)
 	r.running--
 	r.pending++
+}
+
+// clusterOf is the cluster of j's first node ("" when it runs nowhere).
+func (r *replay) clusterOf(j *simWorkload) string {
+	if len(j.pods) == 0 {
+		return ""
+	}
+	if n := r.nodes[j.pods[0].Node]; n != nil {
+		return n.spec.Cluster
+	}
+	return ""
 }
 
 func (r *replay) flavorOf(j *simWorkload) scheduler.Flavor {
@@ -428,6 +470,10 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 
 func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.running, j.pods = true, a.Pods
+	if c := r.clusterOf(j); c != j.cluster {
+		j.moved = j.moved || j.started
+		j.cluster = c
+	}
 	if !j.started {
 		j.started, j.firstRun = true, r.now
 	}
@@ -489,6 +535,14 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 		if lvl := j.spec.Require; lvl != "" {
 			if _, ok := r.commonDomains(j)[lvl]; !ok {
 				r.rep.Summary.TopologyViolations++
+			}
+		}
+		// A cluster is the widest domain of all: no gang spans two, and a
+		// pinned one runs in its own.
+		for _, p := range j.pods {
+			if n := r.nodes[p.Node]; n != nil && (n.spec.Cluster != j.cluster || (j.spec.Cluster != "" && n.spec.Cluster != j.spec.Cluster)) {
+				r.rep.Summary.TopologyViolations++
+				break
 			}
 		}
 	}
@@ -595,6 +649,10 @@ func (r *replay) report(order []*simWorkload) {
 	var waits []float64
 	teamWaits := map[string][]float64{}
 	teamStats := map[string]*TeamReport{}
+	clusterStats := map[string]*ClusterReport{}
+	for c, sec := range r.clusterSec {
+		clusterStats[c] = &ClusterReport{Cluster: c, GPUSeconds: round(sec, 3)}
+	}
 	var first, last float64 = math.Inf(1), 0
 	var totalSec float64
 	for _, j := range order {
@@ -629,6 +687,18 @@ func (r *replay) report(order []*simWorkload) {
 			}
 			slices.Sort(jr.Nodes)
 			jr.Domain = r.commonDomains(j)
+			jr.Cluster = j.cluster
+			if j.cluster != "" {
+				cs := clusterStats[j.cluster]
+				if cs == nil {
+					cs = &ClusterReport{Cluster: j.cluster}
+					clusterStats[j.cluster] = cs
+				}
+				cs.Jobs++
+				if j.moved {
+					cs.MovedIn++
+				}
+			}
 		}
 		if j.done && j.rejected == "" {
 			e := secs(j.end)
@@ -657,6 +727,9 @@ func (r *replay) report(order []*simWorkload) {
 	s.WaitP95S = Percentile(waits, 0.95)
 	if s.Completed > 0 {
 		s.MakespanS = round(last-first, 3)
+	}
+	for _, c := range slices.Sorted(maps.Keys(clusterStats)) {
+		r.rep.Clusters = append(r.rep.Clusters, *clusterStats[c])
 	}
 	var nominalTotal int64
 	nominal := map[string]int64{}

@@ -150,18 +150,19 @@ func TestInvariantsCatchABrokenPolicy(t *testing.T) {
 }
 
 func TestReadEvents(t *testing.T) {
-	got, err := ReadEvents(strings.NewReader("time,node,event\n10,a-0,fail\n20.5,a-0,recover\n"), "ev.csv")
+	got, err := ReadEvents(strings.NewReader("time,node,event\n10,a-0,fail\n20.5,a-0,recover\n30,cluster/east,fail\n"), "ev.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Event{{Time: 10, Node: "a-0", Kind: Fail}, {Time: 20.5, Node: "a-0", Kind: Recover}}
+	want := []Event{{Time: 10, Node: "a-0", Kind: Fail}, {Time: 20.5, Node: "a-0", Kind: Recover}, {Time: 30, Node: "cluster/east", Kind: Fail}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	for in, line := range map[string]string{
-		"time,node,event\n10,a-0,explode\n": "ev.csv:2:",
-		"time,node,event\n-1,a-0,fail\n":    "ev.csv:2:",
-		"t,n\n":                             "ev.csv:1:",
+		"time,node,event\n10,a-0,explode\n":  "ev.csv:2:",
+		"time,node,event\n-1,a-0,fail\n":     "ev.csv:2:",
+		"t,n\n":                              "ev.csv:1:",
+		"time,node,event\n1,cluster/,fail\n": "ev.csv:2:",
 	} {
 		if _, err := ReadEvents(strings.NewReader(in), "ev.csv"); err == nil || !strings.HasPrefix(err.Error(), line) {
 			t.Errorf("%q: err = %v, want %s", in, err, line)

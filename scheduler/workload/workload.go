@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,6 +28,9 @@ type Spec struct {
 	Flavors []string
 	Require string
 	Prefer  string
+	// Cluster pins the job to one cluster of the fleet; empty lets allot
+	// route it.
+	Cluster string
 	// User is the trace's user, when the source has one.
 	User string
 }
@@ -222,7 +226,7 @@ func parseAllot(r *row, _ *float64) (Spec, bool) {
 		ID: r.str("id"), Submit: r.num("submit", 0), Duration: r.num("duration", 0),
 		Team: r.str("team"), Tier: r.str("tier"),
 		Pods: r.count("pods", 1), GPUsPerPod: r.count("gpus_per_pod", 0),
-		Require: r.str("require"), Prefer: r.str("prefer"),
+		Require: r.str("require"), Prefer: r.str("prefer"), Cluster: r.str("cluster"),
 	}
 	if f := r.str("flavor"); f != "" {
 		j.Flavors = strings.Split(f, "|")
@@ -301,13 +305,23 @@ func parseOpenB(r *row, _ *float64) (Spec, bool) {
 	return j, true
 }
 
-// Write writes jobs in the project's CSV layout.
+// Write writes jobs in the project's CSV layout (with a cluster column when
+// a job names one).
 func Write(out io.Writer, jobs []Spec) error {
 	cw := csv.NewWriter(out)
-	_ = cw.Write([]string{"id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod", "flavor", "require", "prefer"})
+	header := []string{"id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod", "flavor", "require", "prefer"}
+	pinned := slices.ContainsFunc(jobs, func(j Spec) bool { return j.Cluster != "" })
+	if pinned {
+		header = append(header, "cluster")
+	}
+	_ = cw.Write(header)
 	for _, j := range jobs {
-		_ = cw.Write([]string{j.ID, fmtNum(j.Submit), fmtNum(j.Duration), j.Team, j.Tier,
-			strconv.FormatInt(j.Pods, 10), strconv.FormatInt(j.GPUsPerPod, 10), strings.Join(j.Flavors, "|"), j.Require, j.Prefer})
+		rec := []string{j.ID, fmtNum(j.Submit), fmtNum(j.Duration), j.Team, j.Tier,
+			strconv.FormatInt(j.Pods, 10), strconv.FormatInt(j.GPUsPerPod, 10), strings.Join(j.Flavors, "|"), j.Require, j.Prefer}
+		if pinned {
+			rec = append(rec, j.Cluster)
+		}
+		_ = cw.Write(rec)
 	}
 	cw.Flush()
 	return cw.Error()

@@ -132,6 +132,21 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(jobs, got); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
+	// A job pinned to a cluster adds the cluster column.
+	jobs[1].Cluster = "eks-use1"
+	buf.Reset()
+	if err := Write(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(buf.String(), "id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer,cluster\n") {
+		t.Errorf("header: %q", buf.String())
+	}
+	if got, _, err = Read(&buf, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(jobs, got); diff != "" {
+		t.Errorf("round trip with a cluster (-want +got):\n%s", diff)
+	}
 }
 
 func TestAssignKeepsUsersTogether(t *testing.T) {
