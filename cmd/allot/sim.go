@@ -34,10 +34,15 @@ node target, nodes named <pool>-<index>. Invariants (no over-committed node, no
 partial gang, quotas, required topology) are checked after every step.
 
 --workload takes the project CSV (id,submit,duration,team,tier,pods,gpus_per_pod,
-flavor,require,prefer), the normalized trace schema, or the raw Helios and openb
+flavor,require,prefer[,cluster]), the normalized trace schema, or the raw Helios and openb
 files; trace users are dealt onto the repository's teams. --nodes replaces the
 fleet with a node list (openb's sn,...,gpu,model, or name,gpus,flavor).
---events is a CSV time,node,event with event fail or recover.
+--events is a CSV time,node,event with event fail or recover; node may be
+cluster/NAME (every node of that cluster: a cluster lost, or back).
+
+A cluster is a hard boundary: no gang spans two. A job with a cluster column
+runs there; one without is routed to the cheapest cluster (its pool's on-demand
+price per GPU-hour) where it fits now, then the best fit.
 
 Output: text or json (nothing but JSON on stdout). A progress bar is shown on
 stderr when it is a terminal.
@@ -209,6 +214,15 @@ func writeSimText(w io.Writer, rep *sim.Report) {
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%.1f%%\t%.0f\t%d\t\n", t.Team, t.GPUSeconds/3600, 100*t.Share, 100*t.NominalShare, t.WaitP95S, t.Preempted)
 	}
 	tw.Flush()
+	if len(rep.Clusters) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "cluster\tjobs\tGPU-hours\tmoved in\t")
+		for _, c := range rep.Clusters {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t\n", c.Cluster, c.Jobs, c.GPUSeconds/3600, c.MovedIn)
+		}
+		tw.Flush()
+	}
 	var stuck []sim.JobReport
 	for _, j := range rep.Jobs {
 		if j.End == nil {
