@@ -345,7 +345,7 @@ func (r *Runner) upsertConfig(obj any) {
 	case *allotv1.Pool:
 		pi := poolInfoOf(o)
 		old, had := r.st.pools[o.Name]
-		changed = !had || old.flavor != pi.flavor || !slices.Equal(old.levels, pi.levels)
+		changed = !had || old.flavor != pi.flavor || old.cost != pi.cost || !slices.Equal(old.levels, pi.levels)
 		r.st.pools[o.Name] = pi
 	default:
 		return

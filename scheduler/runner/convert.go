@@ -20,6 +20,7 @@ import (
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // The cluster contract (DESIGN.md, "Cluster contracts").
@@ -69,14 +70,19 @@ func quotaConfig(teams []allotv1.Team, cohorts []allotv1.Cohort, tiers []allotv1
 	return cfg, nil
 }
 
-// poolInfo is what the scheduler needs of a Pool: its flavor and level order.
+// poolInfo is what the scheduler needs of a Pool: its flavor, level order
+// and price per GPU-hour (millionths of a dollar; it orders clusters).
 type poolInfo struct {
 	flavor string
 	levels []string
+	cost   int64
 }
 
 func poolInfoOf(p *allotv1.Pool) poolInfo {
 	pi := poolInfo{flavor: p.Spec.Flavor}
+	if price, err := quantity.Parse(string(p.Spec.Price.OnDemandPerNodeHour)); err == nil && p.Spec.GPUsPerNode > 0 && price.Sign() >= 0 {
+		pi.cost = price.MulInt(1_000_000).Quo(quantity.Int(p.Spec.GPUsPerNode)).Floor()
+	}
 	if p.Spec.Topology != nil {
 		for _, l := range p.Spec.Topology.Levels {
 			pi.levels = append(pi.levels, l.Name)
@@ -130,6 +136,7 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, cluster string, grace 
 	}
 	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n), Cluster: cmp.Or(n.Labels[LabelCluster], cluster)}}
 	if havePool {
+		m.spec.Cost = pool.cost
 		// Domain names are qualified by their wider domains: rack r0 of block b1
 		// is not rack r0 of block b2.
 		path := ""

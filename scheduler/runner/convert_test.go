@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -94,5 +95,18 @@ func TestJobDeletionDropsItsGangsRestarts(t *testing.T) {
 	r.deleteJob(job)
 	if n, ok := r.st.restarts["ns/gang/js"]; ok {
 		t.Errorf("restarts %d kept after the Job went", n)
+	}
+}
+
+// TestPoolPriceOrdersClusters: a node costs its Pool's on-demand price per
+// GPU-hour, in millionths of a dollar; a price that does not parse is 0.
+func TestPoolPriceOrdersClusters(t *testing.T) {
+	p := &allotv1.Pool{Spec: allotv1.PoolSpec{Flavor: "h100", GPUsPerNode: 8, Price: allotv1.Price{OnDemandPerNodeHour: "88.2532"}}}
+	if got := poolInfoOf(p).cost; got != 11_031_650 {
+		t.Errorf("cost %d, want 11031650", got)
+	}
+	p.Spec.Price.OnDemandPerNodeHour = "a lot"
+	if got := poolInfoOf(p).cost; got != 0 {
+		t.Errorf("cost of an unparsable price %d, want 0", got)
 	}
 }

@@ -19,6 +19,12 @@ import (
 // alpha with 8 GPUs each, their spec changed by rules (pod i's by rules(i, spec)).
 func (cl *cluster) rulePods(name string, pods int, rules func(i int, s *corev1.PodSpec)) []string {
 	cl.t.Helper()
+	return cl.podsWith(name, pods, func(i int, p *corev1.Pod) { rules(i, &p.Spec) })
+}
+
+// podsWith is rulePods with the whole pod changed by change.
+func (cl *cluster) podsWith(name string, pods int, change func(i int, p *corev1.Pod)) []string {
+	cl.t.Helper()
 	var names []string
 	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	for i := range pods {
@@ -37,7 +43,7 @@ func (cl *cluster) rulePods(name string, pods int, rules func(i int, s *corev1.P
 				}}},
 			},
 		}
-		rules(i, &p.Spec)
+		change(i, p)
 		cl.create(p)
 		names = append(names, pn)
 	}
@@ -120,5 +126,41 @@ func TestPlacementRules(t *testing.T) {
 		s.NodeSelector = map[string]string{corev1.LabelHostname: "a-2"}
 	})
 	cl.waitPending(host[0], "a label of single nodes")
+	cl.checkNoOvercommit(8)
+}
+
+// TestClustersInOneAPIServer: nodes of two clusters behind one API server (as
+// in the demo) are two clusters to the scheduler: a gang never spans them, a
+// gang that fits one lands in one, and a pod labelled allot.dev/cluster runs
+// in that cluster only (issue 17, finding 1).
+func TestClustersInOneAPIServer(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 4, 8, 4)
+	cluster := map[string]string{"a-0": "east", "a-1": "east", "a-2": "west", "a-3": "west"}
+	for n, c := range cluster {
+		cl.updateNode(n, false, func(n *corev1.Node) { n.Labels[runner.LabelCluster] = c })
+	}
+	cl.start(schedOptions{})
+
+	none := func(int, *corev1.PodSpec) {}
+	wide := cl.rulePods("wide", 3, none)
+	cl.waitPending(wide[0], "in any one cluster")
+	pair := cl.rulePods("pair", 2, none)
+	got := cl.waitBound(pair)
+	if cluster[got[0]] != cluster[got[1]] {
+		t.Errorf("gang pair bound to %v, in two clusters", got)
+	}
+	other := "east"
+	if cluster[got[0]] == "east" {
+		other = "west"
+	}
+	pinned := cl.podsWith("pinned", 1, func(_ int, p *corev1.Pod) { p.Labels[runner.LabelCluster] = other })
+	if n := cl.waitBound(pinned)[0]; cluster[n] != other {
+		t.Errorf("pod pinned to %s bound to %s of %s", other, n, cluster[n])
+	}
+	lost := cl.podsWith("lost", 1, func(_ int, p *corev1.Pod) { p.Labels[runner.LabelCluster] = "mars" })
+	cl.waitPending(lost[0], "in cluster mars")
 	cl.checkNoOvercommit(8)
 }
