@@ -47,6 +47,9 @@ const (
 	// annotation allot.dev/force-unlock=<lock ID> releases. Present once such
 	// a lock was seen.
 	StateUnlockedCondition = "StateUnlocked"
+	// ReachableCondition: the hub reached the worker Cluster's API server at
+	// its last probe.
+	ReachableCondition = "Reachable"
 )
 
 // CommonStatus is the part of every allot status the Flux runtime helpers read.

@@ -23,6 +23,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Tier{}, &TierList{},
 		&Pool{}, &PoolList{},
 		&CapacitySource{}, &CapacitySourceList{},
+		&Cluster{}, &ClusterList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -31,6 +31,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/kueue"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/scheduler"
@@ -68,6 +69,8 @@ type managerOptions struct {
 	readyTimeout   time.Duration
 	tfEnvSecret    string
 	staleLockAge   time.Duration
+	hub            bool
+	hubNamespace   string
 }
 
 func newManagerCommand() *cobra.Command {
@@ -118,6 +121,8 @@ in-cluster service account.`,
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)
+	f.BoolVar(&o.hub, "hub", false, "run as the fleet's hub in a management cluster: keep each registered worker Cluster's reachability (kubeconfig Secrets in --hub-namespace); routing jobs to the workers is not built yet (docs/scheduling.md)")
+	f.StringVar(&o.hubNamespace, "hub-namespace", "", "namespace of the workers' kubeconfig Secrets (default: --leader-election-namespace, else the pod's namespace)")
 	f.StringVar(&o.cluster, "cluster", "", "in a fleet of several clusters, the cluster this manager runs in: it applies that cluster's pools and its share of each team's quota (each flavor's quota split among the clusters by their planned GPUs of it)")
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
@@ -259,6 +264,20 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the CapacitySource reconciler: %w", err)
+		}
+	}
+	if o.hub {
+		ns := cmp.Or(o.hubNamespace, o.leaderNS)
+		if ns == "" {
+			b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+			if err != nil {
+				return usageError{errors.New("--hub needs --hub-namespace (the namespace of the workers' kubeconfig Secrets) outside a pod")}
+			}
+			ns = strings.TrimSpace(string(b))
+		}
+		h := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns, Metrics: hub.NewMetrics(ctrlmetrics.Registry)}
+		if err := h.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the hub's Cluster reconciler: %w", err)
 		}
 	}
 	pools := &pool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-pool")}

@@ -176,13 +176,21 @@ func (e *Env) WriteKubeconfig(path string) error { return e.WriteKubeconfigAs(pa
 // system:serviceaccount:allot-system:allot-manager), so that the process has
 // only the rights RBAC gives that user; "" is the administrator.
 func (e *Env) WriteKubeconfigAs(path, user string) error {
+	return clientcmd.WriteToFile(*e.kubeconfig(user), path)
+}
+
+// Kubeconfig is the kubeconfig WriteKubeconfigAs writes, with its credentials
+// inline, as bytes (say, for a Secret).
+func (e *Env) Kubeconfig(user string) ([]byte, error) { return clientcmd.Write(*e.kubeconfig(user)) }
+
+func (e *Env) kubeconfig(user string) *clientcmdapi.Config {
 	c := e.Config
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken, Impersonate: user}
 	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
 	cfg.CurrentContext = "envtest"
-	return clientcmd.WriteToFile(*cfg, path)
+	return cfg
 }
 
 // Eventually polls f every 50ms until it returns nil; after timeout the test

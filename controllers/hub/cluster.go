@@ -1,0 +1,342 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/nodestate"
+)
+
+// Condition reasons of a Cluster.
+const (
+	ReasonReachable         = "Reachable"
+	ReasonUnreachable       = "Unreachable"
+	ReasonLost              = "Lost"
+	ReasonSecretNotFound    = "SecretNotFound"
+	ReasonInvalidKubeconfig = "InvalidKubeconfig"
+)
+
+// FieldManager owns the Cluster status fields this reconciler writes.
+const FieldManager = "allot-hub-cluster"
+
+// Defaults of a Cluster and of the probes.
+const (
+	DefaultFailoverAfter = 5 * time.Minute
+	DefaultInterval      = 10 * time.Second
+	DefaultProbeTimeout  = 5 * time.Second
+	// MaxKubeconfigBytes bounds a worker's kubeconfig.
+	MaxKubeconfigBytes = 1 << 20
+	// maxNodePages bounds the node list a probe reads (500 a page).
+	maxNodePages = 200
+)
+
+// +kubebuilder:rbac:groups=allot.dev,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=allot.dev,resources=clusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ClusterReconciler probes each registered worker cluster's API server and
+// keeps its Cluster's conditions: Reachable, and Ready (False: Unreachable
+// within failoverAfter, Lost after it).
+type ClusterReconciler struct {
+	Client client.Client
+	// Reader reads the kubeconfig Secrets, uncached (the manager's API
+	// reader): the hub watches no Secret, and needs only get on the Secrets
+	// of its namespace (config/hub: a Role, not a ClusterRole).
+	Reader   client.Reader
+	Recorder events.EventRecorder
+	// Namespace holds the kubeconfig Secrets (the hub manager's own); a
+	// Cluster cannot name a Secret elsewhere.
+	Namespace string
+	// Interval between probes of a worker; default DefaultInterval.
+	Interval time.Duration
+	// ProbeTimeout bounds one probe; default DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Metrics, if set, receives the reachability of each worker.
+	Metrics *Metrics
+}
+
+// SetupWithManager registers the reconciler: a Cluster is reconciled when it
+// changes and every Interval (a changed Secret is read at the next probe).
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&allotv1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("hub-cluster").
+		Complete(r)
+}
+
+// Reconcile probes the worker and writes what it found.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	c := &allotv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) && r.Metrics != nil {
+			r.Metrics.forget(req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(c, r.Client)
+	before := c.DeepCopy()
+	defer func() {
+		if err := patcher.Patch(ctx, c,
+			patch.WithOwnedConditions{Conditions: []string{allotv1.ReadyCondition, allotv1.ReachableCondition}},
+			patch.WithStatusObservedGeneration{},
+			patch.WithFieldOwner(FieldManager),
+		); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	now := r.now()
+	seen, err := r.probe(ctx, c)
+	if err == nil {
+		c.Status.Nodes, c.Status.GPUs, c.Status.ServerVersion = seen.nodes, seen.gpus, seen.version
+		c.Status.LastSeen, c.Status.UnreachableSince = &metav1.Time{Time: now}, nil
+		msg := fmt.Sprintf("%d GPU nodes, %d GPUs (Kubernetes %s)", seen.nodes, seen.gpus, seen.version)
+		conditions.MarkTrue(c, allotv1.ReachableCondition, ReasonReachable, "%s", msg)
+		conditions.MarkTrue(c, allotv1.ReadyCondition, ReasonReachable, "%s", msg)
+	} else {
+		reason := ReasonUnreachable
+		var pe *probeError
+		if errors.As(err, &pe) {
+			reason = pe.reason
+		}
+		if c.Status.UnreachableSince == nil {
+			c.Status.UnreachableSince = &metav1.Time{Time: now}
+		}
+		conditions.MarkFalse(c, allotv1.ReachableCondition, reason, "%s", err)
+		grace := failoverAfter(c)
+		since := c.Status.UnreachableSince.Time
+		if left := since.Add(grace).Sub(now); left > 0 {
+			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonUnreachable, "unreachable since %s; its jobs stay there for %s more (failoverAfter %s): %s",
+				since.UTC().Format(time.RFC3339), left.Round(time.Second), grace, err)
+		} else {
+			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonLost, "unreachable since %s, longer than failoverAfter %s: its jobs go to other clusters: %s",
+				since.UTC().Format(time.RFC3339), grace, err)
+		}
+	}
+	r.announce(before, c)
+	if r.Metrics != nil {
+		r.Metrics.observe(c)
+	}
+	return ctrl.Result{RequeueAfter: r.requeueAfter(c, now)}, nil
+}
+
+// requeueAfter is the next probe: the interval, or sooner when the grace of
+// an unreachable worker ends first.
+func (r *ClusterReconciler) requeueAfter(c *allotv1.Cluster, now time.Time) time.Duration {
+	d := r.Interval
+	if d <= 0 {
+		d = DefaultInterval
+	}
+	if s := c.Status.UnreachableSince; s != nil {
+		if left := s.Add(failoverAfter(c)).Sub(now); left > 0 && left < d {
+			d = left
+		}
+	}
+	return d
+}
+
+func failoverAfter(c *allotv1.Cluster) time.Duration {
+	if f := c.Spec.FailoverAfter; f != nil && f.Duration > 0 {
+		return f.Duration
+	}
+	return DefaultFailoverAfter
+}
+
+func (r *ClusterReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// probeError is a probe's failure with the condition reason it stands for.
+type probeError struct {
+	reason string
+	err    error
+}
+
+func (e *probeError) Error() string { return e.err.Error() }
+func (e *probeError) Unwrap() error { return e.err }
+
+type seen struct {
+	nodes, gpus int64
+	version     string
+}
+
+// probe reads the worker's kubeconfig Secret and asks its API server for its
+// version and its GPU nodes.
+func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen, error) {
+	ref := c.Spec.KubeconfigSecretRef
+	key := ref.Key
+	if key == "" {
+		key = "kubeconfig"
+	}
+	var s corev1.Secret
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return seen{}, &probeError{ReasonSecretNotFound, fmt.Errorf("secret %s/%s not found", r.Namespace, ref.Name)}
+		}
+		return seen{}, err
+	}
+	data, ok := s.Data[key]
+	if !ok {
+		return seen{}, &probeError{ReasonSecretNotFound, fmt.Errorf("secret %s/%s has no key %q", r.Namespace, ref.Name, key)}
+	}
+	cfg, err := WorkerConfig(data)
+	if err != nil {
+		return seen{}, &probeError{ReasonInvalidKubeconfig, fmt.Errorf("secret %s/%s key %q: %w", r.Namespace, ref.Name, key, err)}
+	}
+	timeout := r.ProbeTimeout
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	cfg.Timeout = timeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return seen{}, &probeError{ReasonInvalidKubeconfig, err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return seen{}, fmt.Errorf("asking %s for its version: %w", cfg.Host, err)
+	}
+	out := seen{version: v.GitVersion}
+	opts := metav1.ListOptions{Limit: 500}
+	for range maxNodePages {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return seen{}, fmt.Errorf("listing the nodes of %s: %w", cfg.Host, err)
+		}
+		for _, n := range nodes.Items {
+			if q, ok := n.Status.Allocatable[nodestate.ResourceGPU]; ok && q.Value() > 0 {
+				out.nodes++
+				out.gpus += q.Value()
+			}
+		}
+		if opts.Continue = nodes.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	return out, nil
+}
+
+// WorkerConfig turns a worker's kubeconfig into a client configuration. The
+// kubeconfig is input from whoever may write the Secret: only its current
+// context is used, bounded in size, and it may carry credentials only inline;
+// one that would run a command (exec, auth-provider), read a file of the
+// manager's (token, certificate, key or CA file), or skip TLS verification is
+// refused. The error never quotes a credential.
+func WorkerConfig(data []byte) (*rest.Config, error) {
+	if len(data) > MaxKubeconfigBytes {
+		return nil, fmt.Errorf("kubeconfig of %d bytes: more than %d", len(data), MaxKubeconfigBytes)
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, errors.New("not a kubeconfig (it does not parse)")
+	}
+	ctxName := kc.CurrentContext
+	kctx := kc.Contexts[ctxName]
+	if kctx == nil {
+		return nil, fmt.Errorf("kubeconfig: current context %q not found", ctxName)
+	}
+	if ai := kc.AuthInfos[kctx.AuthInfo]; ai != nil {
+		switch {
+		case ai.Exec != nil:
+			return nil, fmt.Errorf("kubeconfig user %q runs a command (exec): only inline credentials are accepted", kctx.AuthInfo)
+		case ai.AuthProvider != nil:
+			return nil, fmt.Errorf("kubeconfig user %q uses an auth-provider plugin: only inline credentials are accepted", kctx.AuthInfo)
+		case ai.TokenFile != "" || ai.ClientCertificate != "" || ai.ClientKey != "":
+			return nil, fmt.Errorf("kubeconfig user %q reads a file (token, client certificate or key): only inline data is accepted", kctx.AuthInfo)
+		}
+	}
+	cl := kc.Clusters[kctx.Cluster]
+	if cl == nil {
+		return nil, fmt.Errorf("kubeconfig: cluster %q of the current context not found", kctx.Cluster)
+	}
+	switch {
+	case cl.CertificateAuthority != "":
+		return nil, fmt.Errorf("kubeconfig cluster %q reads its CA from a file: only certificate-authority-data is accepted", kctx.Cluster)
+	case cl.InsecureSkipTLSVerify:
+		return nil, fmt.Errorf("kubeconfig cluster %q skips TLS verification: refused", kctx.Cluster)
+	}
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*kc, ctxName, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// announce records an event when Ready changes status or reason.
+func (r *ClusterReconciler) announce(before, after *allotv1.Cluster) {
+	if r.Recorder == nil {
+		return
+	}
+	a, b := conditions.Get(before, allotv1.ReadyCondition), conditions.Get(after, allotv1.ReadyCondition)
+	if b == nil || (a != nil && a.Status == b.Status && a.Reason == b.Reason) {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if b.Status != metav1.ConditionTrue {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(after, nil, kind, b.Reason, allotv1.ReadyCondition, "%s", b.Message)
+}
+
+// Metrics are the hub's view of its workers.
+type Metrics struct {
+	reachable *prometheus.GaugeVec
+	lost      *prometheus.GaugeVec
+	gpus      *prometheus.GaugeVec
+}
+
+// NewMetrics registers the hub's cluster metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reachable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_reachable", Help: "1 when the hub reached the worker cluster's API server at its last probe."}, []string{"cluster"}),
+		lost:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_lost", Help: "1 when the worker cluster has been unreachable longer than its failoverAfter."}, []string{"cluster"}),
+		gpus:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_gpus", Help: "GPUs of the worker cluster's GPU nodes at its last successful probe."}, []string{"cluster"}),
+	}
+	reg.MustRegister(m.reachable, m.lost, m.gpus)
+	return m
+}
+
+func (m *Metrics) observe(c *allotv1.Cluster) {
+	b := func(ok bool) float64 {
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	m.reachable.WithLabelValues(c.Name).Set(b(conditions.IsTrue(c, allotv1.ReachableCondition)))
+	m.lost.WithLabelValues(c.Name).Set(b(conditions.GetReason(c, allotv1.ReadyCondition) == ReasonLost))
+	m.gpus.WithLabelValues(c.Name).Set(float64(c.Status.GPUs))
+}
+
+func (m *Metrics) forget(name string) {
+	m.reachable.DeleteLabelValues(name)
+	m.lost.DeleteLabelValues(name)
+	m.gpus.DeleteLabelValues(name)
+}

@@ -1,0 +1,160 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/hub"
+	"github.com/allot-dev/allot/controllers/testenv"
+)
+
+const ns = "allot-system"
+
+// TestClusterReachability runs a hub and a worker, each a real API server:
+// the hub reads the worker's kubeconfig from a Secret, reaches it and counts
+// its GPU nodes; a kubeconfig that would run a command is refused without
+// quoting a credential; when the worker's API server stops, the Cluster is
+// Unreachable, then Lost once failoverAfter has passed (issue 17, item 4).
+func TestClusterReachability(t *testing.T) {
+	hubEnv := testenv.Start(t)
+	worker, stopWorker, err := testenv.StartMain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = stopWorker()
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 2 {
+		if _, err := testenv.CreateNode(ctx, worker.Client, fmt.Sprintf("w-%d", i), 8, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := hubEnv.Client
+	kc, err := worker.Kubeconfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secretToken = "s3cr3t-t0ken-never-shown"
+	evil := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: w, cluster: {server: %q}}]
+users: [{name: u, user: {token: %q, exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch /tmp/pwned"]}}}]
+contexts: [{name: w, context: {cluster: w, user: u}}]
+current-context: w
+`, worker.Config.Host, secretToken)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "west"}, Data: map[string][]byte{"kubeconfig": kc}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evil"}, Data: map[string][]byte{"kubeconfig": []byte(evil)}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(hubEnv.Config, ctrl.Options{Scheme: hubEnv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := hub.NewMetrics(reg)
+	r := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns,
+		Interval: 200 * time.Millisecond, ProbeTimeout: time.Second, Metrics: metrics}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	for _, cl := range []*allotv1.Cluster{
+		{ObjectMeta: metav1.ObjectMeta{Name: "west"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "west"}, FailoverAfter: &metav1.Duration{Duration: 2 * time.Second}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "evil"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "evil"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nosecret"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "missing"}}},
+	} {
+		if err := c.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) *allotv1.Cluster {
+		var cl allotv1.Cluster
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		return &cl
+	}
+	reason := func(name, cond, want string) func() error {
+		return func() error {
+			cl := get(name)
+			if got := conditions.Get(cl, cond); got == nil || got.Reason != want {
+				return fmt.Errorf("%s %s: %+v", name, cond, got)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, 20*time.Second, "west reachable", reason("west", allotv1.ReadyCondition, hub.ReasonReachable))
+	if w := get("west"); w.Status.Nodes != 2 || w.Status.GPUs != 16 || w.Status.LastSeen == nil || !strings.HasPrefix(w.Status.ServerVersion, "v1.") {
+		t.Errorf("west status %+v, want 2 nodes, 16 GPUs, seen, a version", w.Status)
+	}
+	testenv.Eventually(t, 20*time.Second, "evil refused", reason("evil", allotv1.ReachableCondition, hub.ReasonInvalidKubeconfig))
+	if m := conditions.GetMessage(get("evil"), allotv1.ReachableCondition); !strings.Contains(m, "runs a command") || strings.Contains(m, secretToken) {
+		t.Errorf("evil's message %q: want the refusal, never the token", m)
+	}
+	testenv.Eventually(t, 20*time.Second, "nosecret", reason("nosecret", allotv1.ReachableCondition, hub.ReasonSecretNotFound))
+	if v := gauge(t, reg, "allot_hub_cluster_reachable", "west"); v != 1 {
+		t.Errorf("allot_hub_cluster_reachable{cluster=west} = %v", v)
+	}
+
+	// The worker's API server stops: Unreachable (its jobs stay), then Lost.
+	stopped = true
+	if err := stopWorker(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "west unreachable", reason("west", allotv1.ReachableCondition, hub.ReasonUnreachable))
+	testenv.Eventually(t, 20*time.Second, "west lost", reason("west", allotv1.ReadyCondition, hub.ReasonLost))
+	if w := get("west"); w.Status.UnreachableSince == nil || w.Status.LastSeen == nil || w.Status.UnreachableSince.Before(w.Status.LastSeen) {
+		t.Errorf("west status %+v: want unreachable since, not before last seen (seconds)", w.Status)
+	}
+	if v := gauge(t, reg, "allot_hub_cluster_lost", "west"); v != 1 {
+		t.Errorf("allot_hub_cluster_lost{cluster=west} = %v", v)
+	}
+}
+
+// gauge is the value of a metric for one cluster in reg (-1 when absent).
+func gauge(t *testing.T, reg *prometheus.Registry, name, cluster string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cluster" && l.GetValue() == cluster {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
