@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
-	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -36,10 +34,7 @@ func (s *simulateFlags) run(base, head *schema.Config) (*whatif.Result, error) {
 		}
 		return nil, nil
 	}
-	jobs, err := readWith(s.workload, func(r io.Reader, name string) ([]workload.Spec, error) {
-		jobs, _, err := workload.Read(r, name)
-		return jobs, err
-	})
+	jobs, err := readWorkload(s.workload, head)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--simulate: %w", err)}
 	}

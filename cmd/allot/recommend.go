@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/planner/recommend"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
-	"github.com/allot-dev/allot/scheduler/workload"
 )
 
 func init() { commands = append(commands, newRecommendCommand) }
@@ -79,10 +77,7 @@ broken, 2 bad usage or unreadable input.`,
 				return exitError{exitFindings}
 			}
 			in.Config, in.Workload, in.Options = ck.cfg, workloadFile, &opts
-			if in.Jobs, err = readWith(workloadFile, func(r io.Reader, name string) ([]workload.Spec, error) {
-				jobs, _, err := workload.Read(r, name)
-				return jobs, err
-			}); err != nil {
+			if in.Jobs, err = readWorkload(workloadFile, ck.cfg); err != nil {
 				return usageError{err}
 			}
 			if eventsFile != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/allot-dev/allot/scheduler/reference"
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
 )
 
 func init() { commands = append(commands, newSimCommand) }
@@ -82,10 +83,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			} else {
 				in.Nodes = sim.FleetFromSchema(c.cfg, c.plan.NodesTargets())
 			}
-			jobs, err := readWith(workloadFile, func(r io.Reader, name string) ([]workload.Spec, error) {
-				jobs, _, err := workload.Read(r, name)
-				return jobs, err
-			})
+			jobs, err := readWorkload(workloadFile, c.cfg)
 			if err != nil {
 				return usageError{err}
 			}
@@ -145,6 +143,40 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 	f.DurationVar(&opts.ReserveAfter, "reserve-after", opts.ReserveAfter, "wait after which a gang that does not fit gets its nodes reserved (negative: never)")
 	f.DurationVar(&opts.BorrowFirstAfter, "borrow-first-after", opts.BorrowFirstAfter, "wait on the cohort's idle quota after which a gang borrows before other teams' later, smaller work (0: never)")
 	return c
+}
+
+// readWorkload reads a workload file. A job of the project's own layout names
+// what it asks for: a team, tier, flavor or cluster cfg does not declare is an
+// error at its line (a trace's users and priorities are dealt onto the
+// repository's teams and tiers instead, by sim.AssignToConfig).
+func readWorkload(file string, cfg *schema.Config) ([]workload.Spec, error) {
+	flavors := map[string]bool{}
+	for _, p := range cfg.Pools {
+		flavors[string(p.Flavor)] = true
+	}
+	return readWith(file, func(r io.Reader, name string) ([]workload.Spec, error) {
+		jobs, _, err := workload.ReadChecked(r, name, func(f workload.Format, j workload.Spec) error {
+			if f != workload.FormatAllot {
+				return nil
+			}
+			if cfg.Teams[schema.TeamName(j.Team)] == nil {
+				return fmt.Errorf("team %q is not declared in the repository", j.Team)
+			}
+			if cfg.Tiers[schema.TierName(j.Tier)] == nil {
+				return fmt.Errorf("tier %q is not declared in the repository", j.Tier)
+			}
+			for _, fl := range j.Flavors {
+				if !flavors[fl] {
+					return fmt.Errorf("flavor %q is not the flavor of any pool in the repository", fl)
+				}
+			}
+			if j.Cluster != "" && cfg.Clusters[schema.ClusterName(j.Cluster)] == nil {
+				return fmt.Errorf("cluster %q is not declared in the repository", j.Cluster)
+			}
+			return nil
+		})
+		return jobs, err
+	})
 }
 
 // MaxInputBytes bounds what a verb reads from one input file (a workload, a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,12 +74,23 @@ func TestSimUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("id,submit,duration,team,tier,pods,gpus_per_pod\nj1,0,60,nlp,production,1,8\nj2,zero,60,nlp,production,1,8\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	undeclared := func(row string) string {
+		f := filepath.Join(dir, fmt.Sprintf("undeclared-%d.csv", len(row)))
+		if err := os.WriteFile(f, []byte("id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer,cluster\nj1,0,60,nlp,production,1,8,,,,\n"+row+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
 	for name, tc := range map[string]struct {
 		args     []string
 		wantCode int
 		wantErr  string
 	}{
 		"bad row names file and line": {args: []string{"sim", contractRepo, "--workload", bad}, wantCode: 2, wantErr: bad + ":3: column submit"},
+		"undeclared team":             {args: []string{"sim", contractRepo, "--workload", undeclared("j2,0,60,nobody,production,1,8,,,,")}, wantCode: 2, wantErr: `:3: job j2: team "nobody" is not declared`},
+		"undeclared tier":             {args: []string{"sim", contractRepo, "--workload", undeclared("j2,0,60,nlp,urgent,1,8,,,,")}, wantCode: 2, wantErr: `:3: job j2: tier "urgent" is not declared`},
+		"undeclared flavor":           {args: []string{"sim", contractRepo, "--workload", undeclared("j2,0,60,nlp,production,1,8,tpu-v5,,,")}, wantCode: 2, wantErr: `:3: job j2: flavor "tpu-v5"`},
+		"undeclared cluster":          {args: []string{"sim", contractRepo, "--workload", undeclared("j2,0,60,nlp,production,1,8,,,,mars")}, wantCode: 2, wantErr: `:3: job j2: cluster "mars" is not declared`},
 		"no workload":                 {args: []string{"sim", contractRepo}, wantCode: 2, wantErr: "--workload"},
 		"bad output":                  {args: []string{"sim", contractRepo, "--workload", bad, "-o", "yaml"}, wantCode: 2, wantErr: "want text or json"},
 		"missing file":                {args: []string{"sim", contractRepo, "--workload", filepath.Join(dir, "nope.csv")}, wantCode: 2, wantErr: "nope.csv"},

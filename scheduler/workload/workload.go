@@ -128,7 +128,11 @@ func (r *row) err() error {
 }
 
 // Read reads a workload file of any known layout; name is used in errors.
-func Read(in io.Reader, name string) ([]Spec, Format, error) {
+func Read(in io.Reader, name string) ([]Spec, Format, error) { return ReadChecked(in, name, nil) }
+
+// ReadChecked is Read with check called on every job read (with the file's
+// layout): its error is the file's, at the job's line.
+func ReadChecked(in io.Reader, name string, check func(Format, Spec) error) ([]Spec, Format, error) {
 	cr := csv.NewReader(in)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -178,6 +182,11 @@ func Read(in io.Reader, name string) ([]Spec, Format, error) {
 		}
 		if first, dup := ids[job.ID]; dup {
 			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s already defined at line %d", job.ID, first)}
+		}
+		if check != nil {
+			if err := check(format, job); err != nil {
+				return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s: %w", job.ID, err)}
+			}
 		}
 		ids[job.ID] = line
 		if len(jobs) >= MaxJobs {
