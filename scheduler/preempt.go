@@ -32,7 +32,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if !ok {
 		return false
 	}
-	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search.all()) {
+	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
 		// A gang held to one domain that no domain could hold with every
 		// candidate there evicted: no search can make it fit.
 		return false
@@ -96,11 +96,13 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 }
 
 // roomInOneDomain says whether some domain of the level w requires could hold
-// it were every candidate in cands evicted: one with enough free GPUs already
-// (quota may be what it lacks), or whose free GPUs and its candidates' GPUs
-// there are enough.
-func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, cands []candidate) bool {
-	li := s.viewOf(w, f).levels[w.spec.Require]
+// it were every candidate of the search evicted: one with enough free GPUs
+// already (quota may be what it lacks), or whose free GPUs and its
+// candidates' GPUs there are enough. It reads the candidates in place (the
+// search yields them all after, in order).
+func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimSearch) bool {
+	v := s.viewOf(w, f)
+	li := v.levels[w.spec.Require]
 	if li == nil {
 		return false
 	}
@@ -109,22 +111,36 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, cands []candida
 		return true
 	}
 	room := map[*group]GPUs{}
-	for _, c := range cands {
+	enough := false
+	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
-			doms := p.node.spec.Domains
-			i := slices.IndexFunc(doms, func(d Domain) bool { return d.Level == li.name })
-			if i < 0 {
+			g := domainOf(p.node, v == f.view, li)
+			if g == nil {
 				continue
 			}
-			if g := li.domains[p.node.domainKey(doms[i])]; g != nil {
-				room[g] += p.pods * c.w.spec.GPUsPerPod
-				if g.free+room[g] >= need {
-					return true
-				}
+			room[g] += p.pods * c.w.spec.GPUsPerPod
+			if g.free+room[g] >= need {
+				enough = true
+				return false
 			}
 		}
+		return true
+	})
+	return enough
+}
+
+// domainOf is n's domain at level li: on the flavor's own view (own) its
+// group at the level's depth, else by name.
+func domainOf(n *node, own bool, li *levelIndex) *group {
+	if i := 1 + li.depth; own && i < n.base && n.groups[i].level == li {
+		return n.groups[i]
 	}
-	return false
+	for _, d := range n.spec.Domains {
+		if d.Level == li.name {
+			return li.domains[n.domainKey(d)]
+		}
+	}
+	return nil
 }
 
 // fitsNow says whether w fits flavor f's quota and nodes as they are.

@@ -202,6 +202,43 @@ func (vs *victimSearch) next() (candidate, bool) {
 	return vs.pull()
 }
 
+// each calls yield on every candidate next has still to yield, in no
+// particular order, until yield returns false; it takes none of them.
+func (vs *victimSearch) each(yield func(*candidate) bool) {
+	for _, c := range vs.ahead {
+		if !yield(&c) {
+			return
+		}
+	}
+	for _, st := range vs.reclaim {
+		for i := st.i; i < len(st.borrowOnly); i++ {
+			if !yield(&st.borrowOnly[i]) {
+				return
+			}
+		}
+		if !st.all {
+			continue
+		}
+		budget := st.budget
+		for j := st.j; j < len(st.rest) && budget > 0; j++ {
+			if !yield(&st.rest[j]) {
+				return
+			}
+			budget -= st.rest[j].w.GPUs()
+		}
+	}
+	for _, l := range [][]candidate{vs.own.borrowOnly[vs.own.i:], vs.own.rest[vs.own.j:]} {
+		for i := range l {
+			if l[i].prio >= vs.prio {
+				break
+			}
+			if l[i].w.tier.spec.Preemptible && !yield(&l[i]) {
+				return
+			}
+		}
+	}
+}
+
 // all returns the candidates next has still to yield (it yields them after).
 func (vs *victimSearch) all() []candidate {
 	for c, ok := vs.pull(); ok; c, ok = vs.pull() {

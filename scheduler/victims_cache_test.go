@@ -173,8 +173,20 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 				if !ok {
 					continue
 				}
+				// each reads the candidates all yields, without taking any.
+				var seen []WorkloadID
+				vs.each(func(c *candidate) bool { seen = append(seen, c.w.spec.ID); return true })
+				room := b.s.roomInOneDomain(w, f, vs)
 				cands := vs.all()
-				room := b.s.roomInOneDomain(w, f, cands)
+				var want []WorkloadID
+				for _, c := range cands {
+					want = append(want, c.w.spec.ID)
+				}
+				slices.Sort(seen)
+				slices.Sort(want)
+				if !slices.Equal(seen, want) {
+					t.Fatalf("step %d: each yields %v, all %v", step, seen, want)
+				}
 				all, _ := fromScratch(b.s, w, f)
 				var ids []WorkloadID
 				for _, c := range all {
