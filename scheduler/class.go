@@ -71,7 +71,8 @@ func (s *Scheduler) attach(v *view, n *node) {
 		}
 		key := n.domainKey(d)
 		g := li.domains[key]
-		if g == nil {
+		isNew := g == nil
+		if isNew {
 			g = &group{dom: d, level: li, cluster: cluster}
 			li.domains[key] = g
 			if parent != nil {
@@ -84,10 +85,14 @@ func (s *Scheduler) attach(v *view, n *node) {
 		}
 		if d.Level == ClusterLevel {
 			cluster = g
-			g.cost = min(g.cost, n.spec.Cost)
-			slices.SortStableFunc(v.clusters, func(a, b *group) int {
-				return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.dom.Name, b.dom.Name))
-			})
+			// Sorted again only when the order can change: a new cluster,
+			// or a cheaper node than its cheapest.
+			if isNew || n.spec.Cost < g.cost {
+				g.cost = min(g.cost, n.spec.Cost)
+				slices.SortStableFunc(v.clusters, func(a, b *group) int {
+					return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.dom.Name, b.dom.Name))
+				})
+			}
 		}
 		n.groups = append(n.groups, g)
 		parent = g
