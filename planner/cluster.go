@@ -16,13 +16,7 @@ import (
 // GPUs of gets a nominal of 0 there. cfg is not changed; the result shares
 // what it does not change.
 func ForCluster(cfg *schema.Config, plan *Plan, cluster schema.ClusterName) *schema.Config {
-	out := *cfg
-	out.Pools = map[schema.PoolName]*schema.Pool{}
-	for name, p := range cfg.Pools {
-		if p.Cluster == cluster {
-			out.Pools[name] = p
-		}
-	}
+	out := ClusterPools(cfg, cluster)
 	// Per flavor: the clusters carrying it, in name order, and their GPUs.
 	type split struct {
 		clusters []schema.ClusterName
@@ -74,6 +68,21 @@ func ForCluster(cfg *schema.Config, plan *Plan, cluster schema.ClusterName) *sch
 			ct.Quota[f] = cq
 		}
 		out.Teams[name] = &ct
+	}
+	return out
+}
+
+// ClusterPools returns cfg with only the pools of one cluster and every
+// team's quota whole: for a worker cluster of a fleet whose hub enforces the
+// quotas fleet-wide (allot manager --quota-from-hub), where a team may run
+// all of its quota in this cluster. cfg is not changed.
+func ClusterPools(cfg *schema.Config, cluster schema.ClusterName) *schema.Config {
+	out := *cfg
+	out.Pools = map[schema.PoolName]*schema.Pool{}
+	for name, p := range cfg.Pools {
+		if p.Cluster == cluster {
+			out.Pools[name] = p
+		}
 	}
 	return &out
 }

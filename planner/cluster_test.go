@@ -39,6 +39,10 @@ func TestForCluster(t *testing.T) {
 	if len(c1.Pools) != 2 || c1.Pools["p1"] == nil || c1.Pools["l4"] == nil || len(c2.Pools) != 1 || c2.Pools["p2"] == nil {
 		t.Errorf("pools: c1 %v, c2 %v", c1.Pools, c2.Pools)
 	}
+	// With a hub, a worker keeps its pools and the quotas whole.
+	if w := ClusterPools(cfg, "c2"); len(w.Pools) != 1 || w.Pools["p2"] == nil || w.Teams["a"].Quota["h100"].Nominal != 10 || w.Teams["b"].Quota["h100"].Nominal != 14 {
+		t.Errorf("ClusterPools(c2): pools %v, team a %v, team b %v", w.Pools, w.Teams["a"].Quota, w.Teams["b"].Quota)
+	}
 	if cfg.Teams["a"].Quota["h100"].Nominal != 10 || len(cfg.Pools) != 3 {
 		t.Error("ForCluster changed the configuration it was given")
 	}

@@ -70,6 +70,7 @@ type managerOptions struct {
 	tfEnvSecret    string
 	staleLockAge   time.Duration
 	hub            bool
+	quotaFromHub   bool
 	hubNamespace   string
 }
 
@@ -121,7 +122,8 @@ in-cluster service account.`,
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
 	o.backend.register(c)
-	f.BoolVar(&o.hub, "hub", false, "run as the fleet's hub in a management cluster: keep each registered worker Cluster's reachability (kubeconfig Secrets in --hub-namespace); routing jobs to the workers is not built yet (docs/scheduling.md)")
+	f.BoolVar(&o.hub, "hub", false, "run as the fleet's hub in a management cluster: probe each registered worker Cluster (kubeconfig Secrets in --hub-namespace) and route the Jobs with spec.managedBy "+hub.ManagedBy+" to them, with the teams' quotas enforced fleet-wide (docs/scheduling.md); the embedded scheduler does not run on a hub")
+	f.BoolVar(&o.quotaFromHub, "quota-from-hub", false, "with --cluster, in a worker of a hub: apply the teams' quotas whole, not this cluster's share (the hub enforces them fleet-wide)")
 	f.StringVar(&o.hubNamespace, "hub-namespace", "", "namespace of the workers' kubeconfig Secrets (default: --leader-election-namespace, else the pod's namespace)")
 	f.StringVar(&o.cluster, "cluster", "", "in a fleet of several clusters, the cluster this manager runs in: it applies that cluster's pools and its share of each team's quota (each flavor's quota split among the clusters by their planned GPUs of it)")
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
@@ -195,6 +197,9 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 // setupManager wires the reconcilers and the scheduler into mgr: the one place
 // where the manager's parts are put together.
 func setupManager(mgr ctrl.Manager, o managerOptions) error {
+	if o.quotaFromHub && o.cluster == "" {
+		return usageError{errors.New("--quota-from-hub needs --cluster: it applies that cluster's pools with the teams' whole quotas")}
+	}
 	switch o.scheduler {
 	case "allot":
 	case "kueue":
@@ -218,6 +223,8 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 			Cluster:  schema.ClusterName(o.cluster),
 			Kueue:    o.scheduler == "kueue",
+
+			FleetQuotas: o.quotaFromHub,
 		}
 		if o.cluster != "" && len(o.tfClusters) == 0 {
 			o.tfClusters = []string{o.cluster}
@@ -275,10 +282,17 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			}
 			ns = strings.TrimSpace(string(b))
 		}
-		h := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns, Metrics: hub.NewMetrics(ctrlmetrics.Registry)}
+		workers := hub.NewWorkers()
+		metrics := hub.NewMetrics(ctrlmetrics.Registry)
+		h := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns, Metrics: metrics, Workers: workers}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the hub's Cluster reconciler: %w", err)
 		}
+		core := scheduler.DefaultOptions()
+		if err := (&hub.Router{Workers: workers, Core: &core, Metrics: metrics}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the hub's router: %w", err)
+		}
+		o.noScheduler = true // a hub has no GPU nodes: its jobs run in the workers
 	}
 	pools := &pool.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-pool")}
 	if err := pools.SetupWithManager(mgr); err != nil {

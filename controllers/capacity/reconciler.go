@@ -113,6 +113,10 @@ type Reconciler struct {
 	// of each team's quota (planner.ForCluster). Empty: the whole
 	// configuration applies here.
 	Cluster schema.ClusterName
+	// FleetQuotas, with Cluster: a hub enforces the teams' quotas fleet-wide
+	// (allot manager --hub), so this cluster applies them whole instead of its
+	// share (planner.ClusterPools).
+	FleetQuotas bool
 	// Kueue: the cluster's workloads are admitted by Kueue (allot manager
 	// --scheduler=kueue), so each step also applies the Kueue objects of the
 	// cluster (planner/render/kueue) with the allot ones.
@@ -195,6 +199,9 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			return interval, nil
 		}
 		here = planner.ForCluster(judged.Config, judged.Plan, r.Cluster)
+		if r.FleetQuotas {
+			here = planner.ClusterPools(judged.Config, r.Cluster)
+		}
 	}
 	objs, err := kube.Build(here, judged.Plan)
 	if err != nil {

@@ -73,6 +73,9 @@ type ClusterReconciler struct {
 	Now func() time.Time
 	// Metrics, if set, receives the reachability of each worker.
 	Metrics *Metrics
+	// Workers, if set, receives what each probe found: the Router routes
+	// with it.
+	Workers *Workers
 }
 
 // SetupWithManager registers the reconciler: a Cluster is reconciled when it
@@ -91,8 +94,13 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	c := &allotv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
-		if apierrors.IsNotFound(err) && r.Metrics != nil {
-			r.Metrics.forget(req.Name)
+		if apierrors.IsNotFound(err) {
+			if r.Metrics != nil {
+				r.Metrics.forget(req.Name)
+			}
+			if r.Workers != nil {
+				r.Workers.forget(req.Name)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -115,6 +123,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		msg := fmt.Sprintf("%d GPU nodes, %d GPUs (Kubernetes %s)", seen.nodes, seen.gpus, seen.version)
 		conditions.MarkTrue(c, allotv1.ReachableCondition, ReasonReachable, "%s", msg)
 		conditions.MarkTrue(c, allotv1.ReadyCondition, ReasonReachable, "%s", msg)
+		if r.Workers != nil {
+			r.Workers.seen(c.Name, seen.cfg, seen.list)
+		}
 	} else {
 		reason := ReasonUnreachable
 		var pe *probeError
@@ -130,7 +141,13 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		if left := since.Add(grace).Sub(now); left > 0 {
 			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonUnreachable, "unreachable since %s; its jobs stay there for %s more (failoverAfter %s): %s",
 				since.UTC().Format(time.RFC3339), left.Round(time.Second), grace, err)
+			if r.Workers != nil {
+				r.Workers.missed(c.Name, false)
+			}
 		} else {
+			if r.Workers != nil {
+				r.Workers.missed(c.Name, true)
+			}
 			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonLost, "unreachable since %s, longer than failoverAfter %s: its jobs go to other clusters: %s",
 				since.UTC().Format(time.RFC3339), grace, err)
 		}
@@ -183,6 +200,9 @@ func (e *probeError) Unwrap() error { return e.err }
 type seen struct {
 	nodes, gpus int64
 	version     string
+	// cfg reaches the worker; list holds its GPU nodes, trimmed.
+	cfg  *rest.Config
+	list []corev1.Node
 }
 
 // probe reads the worker's kubeconfig Secret and asks its API server for its
@@ -223,7 +243,7 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 	if err != nil {
 		return seen{}, fmt.Errorf("asking %s for its version: %w", cfg.Host, err)
 	}
-	out := seen{version: v.GitVersion}
+	out := seen{version: v.GitVersion, cfg: cfg}
 	opts := metav1.ListOptions{Limit: 500}
 	for range maxNodePages {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, opts)
@@ -234,6 +254,7 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 			if q, ok := n.Status.Allocatable[nodestate.ResourceGPU]; ok && q.Value() > 0 {
 				out.nodes++
 				out.gpus += q.Value()
+				out.list = append(out.list, trimNode(&n))
 			}
 		}
 		if opts.Continue = nodes.Continue; opts.Continue == "" {
@@ -310,6 +331,9 @@ type Metrics struct {
 	reachable *prometheus.GaugeVec
 	lost      *prometheus.GaugeVec
 	gpus      *prometheus.GaugeVec
+	routed    *prometheus.CounterVec
+	failovers *prometheus.CounterVec
+	pending   prometheus.Gauge
 }
 
 // NewMetrics registers the hub's cluster metrics with reg.
@@ -319,7 +343,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lost:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_lost", Help: "1 when the worker cluster has been unreachable longer than its failoverAfter."}, []string{"cluster"}),
 		gpus:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_gpus", Help: "GPUs of the worker cluster's GPU nodes at its last successful probe."}, []string{"cluster"}),
 	}
-	reg.MustRegister(m.reachable, m.lost, m.gpus)
+	m.routed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_hub_jobs_routed_total", Help: "Jobs the hub routed to a worker cluster (each failover routes again)."}, []string{"cluster"})
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_hub_failovers_total", Help: "Jobs taken from a lost worker cluster to be routed again."}, []string{"cluster"})
+	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "allot_hub_jobs_pending", Help: "The hub's jobs waiting to be routed at its last pass."})
+	reg.MustRegister(m.reachable, m.lost, m.gpus, m.routed, m.failovers, m.pending)
 	return m
 }
 

@@ -340,3 +340,28 @@ func (r *podRules) Admits(class string) bool {
 	ok, err := r.affinity.Match(n)
 	return ok && err == nil
 }
+
+// QuotaConfig builds the core's quota tree from the Team, Cohort and Tier
+// objects, as the runner does: for a hub whose core spans the fleet.
+func QuotaConfig(teams []allotv1.Team, cohorts []allotv1.Cohort, tiers []allotv1.Tier) (scheduler.Config, error) {
+	return quotaConfig(teams, cohorts, tiers)
+}
+
+// FleetNodes reads a worker cluster's nodes as the core sees them (flavor,
+// domains and cost from their Pools, health; a node not Ready counts as
+// unhealthy at once), each in cluster (the name the hub registered it under): for a hub that
+// models its workers' nodes. Nodes that offer allot nothing are left out.
+func FleetNodes(nodes []corev1.Node, pools []allotv1.Pool, cluster string) []scheduler.Node {
+	info := make(map[string]poolInfo, len(pools))
+	for i := range pools {
+		info[pools[i].Name] = poolInfoOf(&pools[i])
+	}
+	out := make([]scheduler.Node, 0, len(nodes))
+	for i := range nodes {
+		if m, ok := modelNode(&nodes[i], info, cluster, -1, time.Time{}); ok {
+			m.spec.Cluster = cluster // the worker's name on the hub decides
+			out = append(out, m.spec)
+		}
+	}
+	return out
+}

@@ -1,0 +1,580 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// The hub's contract with the Jobs it routes (docs/scheduling.md, "A fleet of
+// several clusters").
+const (
+	// ManagedBy is the spec.managedBy of a Job the hub routes: the hub's own
+	// Job controller leaves it alone (no pods on the hub), as with Kueue's
+	// MultiKueue.
+	ManagedBy = "allot.dev/hub"
+	// AnnotationCluster on a hub Job names the worker it is routed to.
+	AnnotationCluster = "hub.allot.dev/cluster"
+	// AnnotationAttempt on a hub Job counts its routings (1 the first time, one
+	// more at each failover); on the worker's copy it says which routing the
+	// copy belongs to: a copy of an older one is stale.
+	AnnotationAttempt = "hub.allot.dev/attempt"
+	// AnnotationPlacement on a hub Job records the nodes the hub counted the
+	// job on ("node=pods,..."), so that each pass accounts it again.
+	AnnotationPlacement = "hub.allot.dev/placement"
+	// AnnotationPending on a hub Job says why it is not routed yet.
+	AnnotationPending = "hub.allot.dev/pending"
+	// LabelHubJob on a worker's copy is the UID of the hub Job it copies.
+	LabelHubJob = "hub.allot.dev/job"
+	// maxPlacementBytes bounds the placement annotation.
+	maxPlacementBytes = 32 << 10
+)
+
+// The rights to write the hub's Jobs are in config/hub (a hub's only), not in
+// the manager's role: a worker's manager never writes a Job.
+// +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch
+
+// Router routes the hub's Jobs (spec.managedBy allot.dev/hub) to worker
+// clusters with a scheduling core over every worker's nodes and the teams'
+// fleet-wide quotas: the cheapest cluster where the job fits now, then the
+// best fit (scheduler/cluster.go). It creates the job's copy in the worker,
+// in the same namespace, pinned there (label allot.dev/cluster on its pods,
+// which the worker's manager honours), mirrors the copy's status back, moves
+// the jobs of a Lost worker to others, and deletes a worker's stale copies
+// (of a routing that is no longer the hub's) as soon as it is reached again.
+type Router struct {
+	// Client reads and writes the hub's Jobs and reads its Teams, Cohorts,
+	// Tiers and Pools.
+	Client  client.Client
+	Workers *Workers
+	// Core tunes the scheduling core; default scheduler.DefaultOptions
+	// without gang timeout (the hub does not see the pods).
+	Core *scheduler.Options
+	// Interval between two routing passes; default 2s.
+	Interval time.Duration
+	// NewClient makes a worker's client; default client.New with Scheme.
+	NewClient func(*rest.Config) (client.Client, error)
+	Scheme    *runtime.Scheme
+	Now       func() time.Time
+	Log       logr.Logger
+	// Metrics, if set, counts routings, failovers and waiting jobs.
+	Metrics *Metrics
+
+	mu     sync.Mutex
+	routed map[types.UID]routing
+}
+
+// Start runs a routing pass every Interval until ctx ends (a manager
+// Runnable; it needs leader election like the rest of the manager).
+func (r *Router) Start(ctx context.Context) error {
+	d := r.Interval
+	if d <= 0 {
+		d = 2 * time.Second
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Error(err, "routing pass")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection: one hub routes.
+func (r *Router) NeedLeaderElection() bool { return true }
+
+// SetupWithManager adds the router to the hub's manager.
+func (r *Router) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	if r.Log.GetSink() == nil {
+		r.Log = ctrl.Log.WithName("hub-router")
+	}
+	return mgr.Add(r)
+}
+
+// hubJob is one of the hub's Jobs as a pass sees it.
+type hubJob struct {
+	job     *batchv1.Job
+	spec    scheduler.Workload
+	specErr error
+	cluster string
+	attempt int
+}
+
+// Pass routes what waits, mirrors what runs and cleans up what is stale, once.
+func (r *Router) Pass(ctx context.Context) error {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	newClient := r.NewClient
+	if newClient == nil {
+		newClient = func(cfg *rest.Config) (client.Client, error) {
+			return client.New(cfg, client.Options{Scheme: r.Scheme})
+		}
+	}
+	workers, err := r.Workers.snapshot(newClient)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*snapshot{}
+	for i := range workers {
+		byName[workers[i].name] = &workers[i]
+	}
+	var teams allotv1.TeamList
+	var cohorts allotv1.CohortList
+	var tiers allotv1.TierList
+	var pools allotv1.PoolList
+	for _, l := range []client.ObjectList{&teams, &cohorts, &tiers, &pools} {
+		if err := r.Client.List(ctx, l); err != nil {
+			return err
+		}
+	}
+	cfg, err := runner.QuotaConfig(teams.Items, cohorts.Items, tiers.Items)
+	if err != nil {
+		return err
+	}
+	var list batchv1.JobList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	var jobs []*hubJob
+	for i := range list.Items {
+		j := &list.Items[i]
+		if j.Spec.ManagedBy == nil || *j.Spec.ManagedBy != ManagedBy || j.DeletionTimestamp != nil {
+			continue
+		}
+		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster]}
+		h.attempt, _ = strconv.Atoi(j.Annotations[AnnotationAttempt])
+		r.recall(h)
+		h.spec, h.specErr = jobWorkload(j, teams.Items, tiers.Items)
+		jobs = append(jobs, h)
+	}
+
+	// Stale copies go first, before anything is created in their worker.
+	var errs []error
+	for i := range workers {
+		if w := &workers[i]; w.state == Ready && w.client != nil {
+			errs = append(errs, r.deleteStale(ctx, w, jobs))
+		}
+	}
+
+	opts := scheduler.DefaultOptions()
+	if r.Core != nil {
+		opts = *r.Core
+	}
+	opts.GangTimeout = 0
+	core, err := scheduler.New(cfg, opts)
+	if err != nil {
+		return fmt.Errorf("the hub's quota tree: %w", err)
+	}
+	for _, w := range workers {
+		if w.state == Lost {
+			continue // its nodes are gone from the fleet; its jobs go elsewhere
+		}
+		for _, n := range runner.FleetNodes(w.nodes, pools.Items, w.name) {
+			if err := core.AddNode(n); err != nil {
+				return fmt.Errorf("worker %s: %w", w.name, err)
+			}
+		}
+	}
+	var pending []*hubJob
+	for _, h := range jobs {
+		switch {
+		case finished(h.job):
+			continue
+		case h.specErr != nil:
+			errs = append(errs, r.setPending(ctx, h, "InvalidWorkload: "+h.specErr.Error()))
+			continue
+		case h.cluster == "":
+			pending = append(pending, h)
+			continue
+		}
+		w := byName[h.cluster]
+		if w == nil || w.state == Lost {
+			// Failover: routed again, as a new attempt.
+			r.Log.Info("worker lost: the job is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster)
+			if r.Metrics != nil {
+				r.Metrics.failovers.WithLabelValues(h.cluster).Inc()
+			}
+			h.cluster = ""
+			errs = append(errs, r.unroute(ctx, h))
+			pending = append(pending, h)
+			continue
+		}
+		if err := core.Restore(h.spec, parsePlacement(h.job.Annotations[AnnotationPlacement])); err != nil {
+			// Its nodes changed under it: count it on none; it keeps running.
+			r.Log.Info("routed job not accounted on its nodes", "job", client.ObjectKeyFromObject(h.job), "error", err.Error())
+		}
+		if w.state == Ready && w.client != nil {
+			errs = append(errs, r.mirror(ctx, w, h))
+		}
+	}
+	// A worker that is unreachable within its grace keeps its jobs and takes
+	// no new ones: its free GPUs are held.
+	for _, w := range workers {
+		if w.state != Unreachable {
+			continue
+		}
+		for _, n := range runner.FleetNodes(w.nodes, pools.Items, w.name) {
+			if used, err := core.NodeUsed(n.Name); err == nil && n.GPUs > used {
+				_ = core.Hold(n.Name, n.GPUs-used)
+			}
+		}
+	}
+	byID := map[scheduler.WorkloadID]*hubJob{}
+	for _, h := range pending {
+		if err := core.Submit(h.spec); err != nil {
+			errs = append(errs, r.setPending(ctx, h, "InvalidWorkload: "+err.Error()))
+			continue
+		}
+		byID[h.spec.ID] = h
+	}
+	res := core.Cycle(now)
+	for _, a := range res.Admitted {
+		h := byID[a.Workload]
+		if h == nil || len(a.Preempted) > 0 {
+			continue // the hub routes; it does not preempt what runs in workers
+		}
+		errs = append(errs, r.route(ctx, byName[a.Cluster], h, a))
+		delete(byID, a.Workload)
+	}
+	if r.Metrics != nil {
+		r.Metrics.pending.Set(float64(len(byID)))
+	}
+	for id, h := range byID {
+		if why, ok := core.Reason(id); ok {
+			errs = append(errs, r.setPending(ctx, h, string(why.Code)+": "+why.String()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// route creates the job's copy in worker w and records the routing on the
+// hub's Job.
+func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.Admission) error {
+	if w == nil || w.client == nil {
+		return fmt.Errorf("job %s routed to %s, which the hub cannot reach", h.job.Name, a.Cluster)
+	}
+	attempt := h.attempt
+	if attempt == 0 {
+		attempt = 1
+	}
+	// The routing is recorded first: a copy exists only for a recorded
+	// routing (one whose record failed is made by the next pass's mirror).
+	patch := client.MergeFrom(h.job.DeepCopy())
+	if h.job.Annotations == nil {
+		h.job.Annotations = map[string]string{}
+	}
+	h.job.Annotations[AnnotationCluster] = a.Cluster
+	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
+	h.job.Annotations[AnnotationPlacement] = formatPlacement(a.Pods)
+	delete(h.job.Annotations, AnnotationPending)
+	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
+		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.Namespace, h.job.Name, err)
+	}
+	r.remember(h.job, a.Cluster, attempt)
+	if r.Metrics != nil {
+		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
+	}
+	r.Log.Info("job routed", "job", client.ObjectKeyFromObject(h.job), "cluster", a.Cluster, "attempt", attempt)
+	cp := workerCopy(h.job, a.Cluster, attempt)
+	if err := w.client.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating job %s/%s in %s: %w", cp.Namespace, cp.Name, a.Cluster, err)
+	}
+	return nil
+}
+
+// routing is what the router last wrote of a job's routing.
+type routing struct {
+	cluster string
+	attempt int
+}
+
+// remember notes a routing this router wrote, so that a pass that reads an
+// older copy of the Job from the cache does not take it for unrouted.
+func (r *Router) remember(j *batchv1.Job, cluster string, attempt int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.routed == nil {
+		r.routed = map[types.UID]routing{}
+	}
+	r.routed[j.UID] = routing{cluster, attempt}
+}
+
+// recall is the newest of what the Job says and what the router wrote.
+func (r *Router) recall(h *hubJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.routed[h.job.UID]; ok && m.attempt >= h.attempt {
+		h.cluster, h.attempt = m.cluster, m.attempt
+		if m.cluster != "" {
+			if h.job.Annotations == nil {
+				h.job.Annotations = map[string]string{}
+			}
+			h.job.Annotations[AnnotationCluster] = m.cluster
+		}
+	}
+}
+
+// unroute forgets a routing to a lost worker: the next routing is a new
+// attempt, and the lost worker's copy is stale when it comes back.
+func (r *Router) unroute(ctx context.Context, h *hubJob) error {
+	patch := client.MergeFrom(h.job.DeepCopy())
+	delete(h.job.Annotations, AnnotationCluster)
+	delete(h.job.Annotations, AnnotationPlacement)
+	h.attempt++
+	if h.attempt < 2 {
+		h.attempt = 2
+	}
+	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(h.attempt)
+	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
+		return err
+	}
+	r.remember(h.job, "", h.attempt)
+	return nil
+}
+
+func (r *Router) setPending(ctx context.Context, h *hubJob, why string) error {
+	if len(why) > 1024 {
+		why = why[:1024]
+	}
+	if h.job.Annotations[AnnotationPending] == why {
+		return nil
+	}
+	patch := client.MergeFrom(h.job.DeepCopy())
+	if h.job.Annotations == nil {
+		h.job.Annotations = map[string]string{}
+	}
+	h.job.Annotations[AnnotationPending] = why
+	return r.Client.Patch(ctx, h.job, patch)
+}
+
+// mirror copies the status of the job's copy in w to the hub's Job; a copy
+// that is gone (deleted in the worker) is made again.
+func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
+	var cp batchv1.Job
+	err := w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
+	switch {
+	case apierrors.IsNotFound(err):
+		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1)))
+	case err != nil:
+		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
+	case cp.Labels[LabelHubJob] != string(h.job.UID):
+		return nil // not ours: a Job of the same name made in the worker
+	}
+	if statusEqual(&cp.Status, &h.job.Status) {
+		return nil
+	}
+	patch := client.MergeFrom(h.job.DeepCopy())
+	h.job.Status = *cp.Status.DeepCopy()
+	return r.Client.Status().Patch(ctx, h.job, patch)
+}
+
+// deleteStale deletes the copies in w whose hub Job is gone, routed
+// elsewhere, or routed again since (an older attempt): they must not run
+// beside the live copy.
+func (r *Router) deleteStale(ctx context.Context, w *snapshot, jobs []*hubJob) error {
+	live := map[types.UID]*hubJob{}
+	for _, h := range jobs {
+		live[h.job.UID] = h
+	}
+	var list batchv1.JobList
+	if err := w.client.List(ctx, &list, client.HasLabels{LabelHubJob}); err != nil {
+		return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
+	}
+	var errs []error
+	for i := range list.Items {
+		cp := &list.Items[i]
+		h := live[types.UID(cp.Labels[LabelHubJob])]
+		if h != nil && h.cluster == w.name && cp.Annotations[AnnotationAttempt] == strconv.Itoa(max(h.attempt, 1)) {
+			continue
+		}
+		r.Log.Info("deleting a stale copy", "cluster", w.name, "job", client.ObjectKeyFromObject(cp), "attempt", cp.Annotations[AnnotationAttempt])
+		err := w.client.Delete(ctx, cp, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// workerCopy is the hub Job as the worker runs it: same namespace, name,
+// labels and pod template, not managed by the hub, its pods pinned to the
+// worker, labelled with the hub Job's UID and annotated with the attempt.
+func workerCopy(j *batchv1.Job, cluster string, attempt int) *batchv1.Job {
+	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Labels: map[string]string{}, Annotations: map[string]string{}}}
+	for k, v := range j.Labels {
+		if !generatedLabel(k) {
+			cp.Labels[k] = v
+		}
+	}
+	cp.Labels[LabelHubJob] = string(j.UID)
+	cp.Labels[runner.LabelCluster] = cluster
+	cp.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
+	cp.Spec = *j.Spec.DeepCopy()
+	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector, cp.Spec.Suspend = nil, nil, nil, nil
+	labels := map[string]string{}
+	for k, v := range cp.Spec.Template.Labels {
+		if !generatedLabel(k) {
+			labels[k] = v
+		}
+	}
+	labels[runner.LabelCluster] = cluster
+	cp.Spec.Template.Labels = labels
+	return cp
+}
+
+// generatedLabel says whether the API server put the label on a Job or its
+// template (the hub's Job UID and name): the worker sets its own.
+func generatedLabel(k string) bool {
+	switch k {
+	case "controller-uid", "job-name", batchv1.ControllerUidLabel, batchv1.JobNameLabel:
+		return true
+	}
+	return false
+}
+
+// jobWorkload reads a hub Job as the core's workload: the team is its
+// namespace's (a Team of that name, or the Team that maps the namespace),
+// else its pod template's label; the tier, topology, cluster and flavors
+// come from the template's labels, as for pods (docs/scheduling.md); its
+// gang is its parallelism (at most its completions).
+func jobWorkload(j *batchv1.Job, teams []allotv1.Team, tiers []allotv1.Tier) (scheduler.Workload, error) {
+	labels := j.Spec.Template.Labels
+	w := scheduler.Workload{ID: scheduler.WorkloadID(j.Namespace + "/" + j.Name), Submitted: j.CreationTimestamp.Time}
+	team := ""
+	var tm *allotv1.Team
+	for i := range teams {
+		t := &teams[i]
+		if t.Name == j.Namespace || slices.Contains(strings.Split(t.Annotations[allotv1.AnnotationNamespaces], ","), j.Namespace) {
+			team, tm = t.Name, t
+			break
+		}
+	}
+	switch l := labels[runner.LabelTeam]; {
+	case team != "" && l != "" && l != team:
+		return w, fmt.Errorf("the pod template names team %s but namespace %s belongs to team %s", l, j.Namespace, team)
+	case team == "" && l == "":
+		return w, fmt.Errorf("namespace %s belongs to no team and the pod template has no label %s", j.Namespace, runner.LabelTeam)
+	case team == "":
+		team = l
+		for i := range teams {
+			if teams[i].Name == team {
+				tm = &teams[i]
+			}
+		}
+	}
+	w.Team = scheduler.TeamName(team)
+	tier := labels[runner.LabelTier]
+	if tier == "" {
+		prio := int32(0)
+		for _, t := range tiers {
+			if t.Spec.BorrowOnly || (tm != nil && len(tm.Spec.Tiers) > 0 && !slices.Contains(tm.Spec.Tiers, t.Name)) {
+				continue
+			}
+			if tier == "" || t.Spec.Priority < prio {
+				tier, prio = t.Name, t.Spec.Priority
+			}
+		}
+	}
+	if tier == "" {
+		return w, fmt.Errorf("the pod template has no label %s and team %s has no default tier", runner.LabelTier, team)
+	}
+	w.Tier = scheduler.TierName(tier)
+	w.Require, w.Prefer, w.Cluster = labels[runner.LabelRequire], labels[runner.LabelPrefer], labels[runner.LabelCluster]
+	for f := range strings.SplitSeq(labels[runner.LabelFlavor], ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			w.Flavors = append(w.Flavors, scheduler.Flavor(f))
+		}
+	}
+	w.Pods = 1
+	if p := j.Spec.Parallelism; p != nil {
+		w.Pods = int64(*p)
+	}
+	if c := j.Spec.Completions; c != nil && int64(*c) < w.Pods {
+		w.Pods = int64(*c)
+	}
+	if w.Pods < 1 {
+		return w, fmt.Errorf("parallelism %d: nothing to run", w.Pods)
+	}
+	w.GPUsPerPod = runner.PodGPUs(&corev1.Pod{Spec: j.Spec.Template.Spec})
+	if w.GPUsPerPod <= 0 {
+		return w, errors.New("the pod template requests no nvidia.com/gpu: the hub routes GPU jobs")
+	}
+	return w, nil
+}
+
+// finished says whether the Job completed or failed.
+func finished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func statusEqual(a, b *batchv1.JobStatus) bool {
+	return a.Active == b.Active && a.Succeeded == b.Succeeded && a.Failed == b.Failed &&
+		ptrEq(a.Ready, b.Ready) && len(a.Conditions) == len(b.Conditions) &&
+		a.StartTime.Equal(b.StartTime) && a.CompletionTime.Equal(b.CompletionTime)
+}
+
+func ptrEq(a, b *int32) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func formatPlacement(pods []scheduler.PodPlacement) string {
+	var b strings.Builder
+	for i, p := range pods {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d", p.Node, p.Pods)
+		if b.Len() > maxPlacementBytes {
+			return "" // too long to record: accounted on no node
+		}
+	}
+	return b.String()
+}
+
+func parsePlacement(s string) []scheduler.PodPlacement {
+	var out []scheduler.PodPlacement
+	for part := range strings.SplitSeq(s, ",") {
+		name, n, ok := strings.Cut(part, "=")
+		pods, err := strconv.ParseInt(n, 10, 64)
+		if ok && err == nil && pods > 0 {
+			out = append(out, scheduler.PodPlacement{Node: scheduler.NodeName(name), Pods: pods})
+		}
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/hub"
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// fleetWorker is a worker cluster of the fleet test: its own API server.
+type fleetWorker struct {
+	env  *testenv.Env
+	kc   []byte
+	stop func() error
+}
+
+// TestFleetRoutesJobs runs a hub and two workers, each a real API server
+// (issue 17): the hub routes its Jobs by cost with capacity in both (the
+// other being the better fit), by fit when the cheap cluster is full, to the
+// cluster a job pins; a team's quota is
+// fleet-wide (a team runs all its quota in one cluster, and no more); the
+// worker's status is mirrored back; a worker cut off from the hub longer than
+// its failoverAfter loses its jobs to the other (those that fit there; the
+// rest wait), and when it is reached again
+// its stale copy is deleted.
+func TestFleetRoutesJobs(t *testing.T) {
+	hubEnv := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	workers := map[string]*fleetWorker{}
+	for name, nodes := range map[string]int{"cheap": 6, "dear": 5} {
+		env, stop, err := testenv.StartMain()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stop() })
+		kc, err := env.Kubeconfig("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[name] = &fleetWorker{env: env, kc: kc, stop: stop}
+		for i := range nodes {
+			if _, err := testenv.CreateNode(ctx, env.Client, fmt.Sprintf("%s-%d", name, i), 8, map[string]string{fleet.LabelPool: name, fleet.LabelFlavor: "h100"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, team := range []string{"ml", "cv"} {
+			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c := hubEnv.Client
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cv"}},
+		&allotv1.Tier{ObjectMeta: metav1.ObjectMeta{Name: "research"}, Spec: allotv1.TierSpec{Priority: 100}},
+		&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "ml"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 64}}}},
+		&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "cv"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 24}}}},
+	}
+	for name, price := range map[string]string{"cheap": "10", "dear": "30"} {
+		objs = append(objs,
+			&allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: allotv1.PoolSpec{Cluster: name, Flavor: "h100", GPUsPerNode: 8, Nodes: allotv1.NodeBounds{Max: 8}, NodesTarget: 8, Price: allotv1.Price{OnDemandPerNodeHour: allotv1.Decimal(price)}}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": workers[name].kc}},
+			&allotv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: name}, FailoverAfter: &metav1.Duration{Duration: 2 * time.Second}}},
+		)
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(hubEnv.Config, ctrl.Options{Scheme: hubEnv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := hub.NewWorkers()
+	if err := (&hub.ClusterReconciler{Client: mgr.GetClient(), Namespace: ns, Interval: 200 * time.Millisecond, ProbeTimeout: time.Second, Workers: ws}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := hub.NewMetrics(reg)
+	if err := (&hub.Router{Workers: ws, Interval: 200 * time.Millisecond, Metrics: metrics}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	hubJob := func(team, name string, pods int32, labels map[string]string) {
+		t.Helper()
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: name}, Spec: batchv1.JobSpec{
+			ManagedBy: ptr.To(hub.ManagedBy), Parallelism: ptr.To(pods), Completions: ptr.To(pods),
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				SchedulerName: runner.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "train", Image: "trainer", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(8, resource.DecimalSI)}}}},
+			}},
+		}}
+		if err := c.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getHub := func(team, name string) *batchv1.Job {
+		var j batchv1.Job
+		if err := c.Get(ctx, client.ObjectKey{Namespace: team, Name: name}, &j); err != nil {
+			t.Fatal(err)
+		}
+		return &j
+	}
+	// routedTo waits until the hub Job is routed to cluster (attempt) and its
+	// copy is there, pinned.
+	routedTo := func(team, name, cluster, attempt string) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s/%s routed to %s", team, name, cluster), func() error {
+			j := getHub(team, name)
+			if got := j.Annotations[hub.AnnotationCluster]; got != cluster || j.Annotations[hub.AnnotationAttempt] != attempt {
+				return fmt.Errorf("routed to %q attempt %q (pending: %q)", got, j.Annotations[hub.AnnotationAttempt], j.Annotations[hub.AnnotationPending])
+			}
+			var cp batchv1.Job
+			if err := workers[cluster].env.Client.Get(ctx, client.ObjectKey{Namespace: team, Name: name}, &cp); err != nil {
+				return err
+			}
+			if cp.Spec.Template.Labels[runner.LabelCluster] != cluster || cp.Labels[hub.LabelHubJob] != string(j.UID) || cp.Annotations[hub.AnnotationAttempt] != attempt || cp.Spec.ManagedBy != nil {
+				return fmt.Errorf("copy in %s: labels %v, template labels %v, annotations %v, managedBy %v", cluster, cp.Labels, cp.Spec.Template.Labels, cp.Annotations, cp.Spec.ManagedBy)
+			}
+			return nil
+		})
+	}
+
+	// By cost: both have room, and the dear cluster is the better fit (fewer
+	// free GPUs); the cheap one takes it.
+	hubJob("ml", "a", 1, nil)
+	routedTo("ml", "a", "cheap", "1")
+	// Pinned: the cheap cluster has room, the job names the dear one.
+	hubJob("ml", "c", 1, map[string]string{runner.LabelCluster: "dear"})
+	routedTo("ml", "c", "dear", "1")
+	// The cheap cluster's last 40 GPUs.
+	hubJob("ml", "b", 5, nil)
+	routedTo("ml", "b", "cheap", "1")
+	// By fit: the cheap cluster is full. And the quota is fleet-wide: cv's 24
+	// GPUs all in one cluster (a split of its quota by the clusters' capacity
+	// would give the dear cluster 10 of them)...
+	hubJob("cv", "d", 3, nil)
+	routedTo("cv", "d", "dear", "1")
+	// ... and no more.
+	hubJob("cv", "e", 1, nil)
+	testenv.Eventually(t, 30*time.Second, "cv/e waits for quota", func() error {
+		j := getHub("cv", "e")
+		if p := j.Annotations[hub.AnnotationPending]; !strings.Contains(p, "quota") || j.Annotations[hub.AnnotationCluster] != "" {
+			return fmt.Errorf("cluster %q, pending %q", j.Annotations[hub.AnnotationCluster], p)
+		}
+		return nil
+	})
+
+	// The worker's status comes back to the hub.
+	cheap := workers["cheap"].env.Client
+	var cp batchv1.Job
+	if err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Status.Active, cp.Status.StartTime = 1, &metav1.Time{Time: time.Now().Truncate(time.Second)}
+	if err := cheap.Status().Update(ctx, &cp); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "status mirrored", func() error {
+		if j := getHub("ml", "a"); j.Status.Active != 1 || j.Status.StartTime == nil {
+			return fmt.Errorf("hub status %+v", j.Status)
+		}
+		return nil
+	})
+
+	// The hub loses the cheap worker (its kubeconfig points nowhere): after
+	// failoverAfter, ml/a goes to the dear cluster as attempt 2...
+	var sec corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cheap"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["kubeconfig"] = []byte(strings.ReplaceAll(string(workers["cheap"].kc), workers["cheap"].env.Config.Host, "https://"+addr))
+	if err := c.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	routedTo("ml", "a", "dear", "2")
+	testenv.Eventually(t, 30*time.Second, "ml/b waits: it fits in no reachable cluster", func() error {
+		j := getHub("ml", "b")
+		if p := j.Annotations[hub.AnnotationPending]; j.Annotations[hub.AnnotationCluster] != "" || !strings.Contains(p, "InsufficientNodes") {
+			return fmt.Errorf("cluster %q, pending %q", j.Annotations[hub.AnnotationCluster], p)
+		}
+		return nil
+	})
+	// ... while its copy of attempt 1 is still in the cheap worker, which the
+	// hub cannot reach. Reached again, the stale copy is deleted.
+	if err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &cp); err != nil {
+		t.Fatalf("the stale copy should still be there while the hub cannot reach it: %v", err)
+	}
+	sec.Data["kubeconfig"] = workers["cheap"].kc
+	if err := c.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "stale copy deleted", func() error {
+		var j batchv1.Job
+		err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &j)
+		if err == nil && j.DeletionTimestamp == nil {
+			return fmt.Errorf("copy of attempt %s still in the cheap cluster", j.Annotations[hub.AnnotationAttempt])
+		}
+		return client.IgnoreNotFound(err)
+	})
+	for _, m := range []struct {
+		name, cluster string
+		want          float64
+	}{{"allot_hub_jobs_routed_total", "cheap", 2}, {"allot_hub_jobs_routed_total", "dear", 3}, {"allot_hub_failovers_total", "cheap", 2}} {
+		if got := metric(t, reg, m.name, m.cluster); got != m.want {
+			t.Errorf("%s{cluster=%s} = %v, want %v", m.name, m.cluster, got, m.want)
+		}
+	}
+	if j := getHub("ml", "a"); j.Annotations[hub.AnnotationCluster] != "dear" || j.Annotations[hub.AnnotationAttempt] != "2" {
+		t.Errorf("after the worker came back, ml/a is routed to %q attempt %q: want dear, 2", j.Annotations[hub.AnnotationCluster], j.Annotations[hub.AnnotationAttempt])
+	}
+}

@@ -1,0 +1,131 @@
+package hub
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/fleet/nodestate"
+)
+
+// Workers is what the hub knows of its worker clusters, as the probes last
+// found them: shared by the ClusterReconciler (which writes it) and the
+// Router (which routes with it).
+type Workers struct {
+	mu sync.Mutex
+	m  map[string]*worker
+}
+
+// worker is one worker cluster as last probed.
+type worker struct {
+	state State
+	// cfg reaches the worker; nil until a probe has read its kubeconfig.
+	cfg *rest.Config
+	// host is cfg.Host, to notice a kubeconfig that moved.
+	host   string
+	client client.Client
+	// nodes are the worker's GPU nodes at its last successful probe, trimmed
+	// to what the core reads.
+	nodes []corev1.Node
+}
+
+// State is a worker's standing for routing.
+type State int
+
+const (
+	// Ready: reached at its last probe; it takes new jobs.
+	Ready State = iota
+	// Unreachable: not reached, within its failoverAfter; it keeps its jobs
+	// and takes no new ones.
+	Unreachable
+	// Lost: unreachable longer than failoverAfter; its jobs go elsewhere.
+	Lost
+)
+
+// NewWorkers returns an empty registry.
+func NewWorkers() *Workers { return &Workers{m: map[string]*worker{}} }
+
+func (ws *Workers) get(name string) *worker {
+	w := ws.m[name]
+	if w == nil {
+		w = &worker{state: Unreachable}
+		ws.m[name] = w
+	}
+	return w
+}
+
+// seen records a successful probe.
+func (ws *Workers) seen(name string, cfg *rest.Config, nodes []corev1.Node) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.get(name)
+	if w.cfg == nil || w.host != cfg.Host {
+		w.client = nil // made again from the new configuration when used
+	}
+	w.state, w.cfg, w.host, w.nodes = Ready, cfg, cfg.Host, nodes
+}
+
+// missed records a failed probe: Unreachable, or Lost once the grace passed.
+func (ws *Workers) missed(name string, lost bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.get(name)
+	w.state = Unreachable
+	if lost {
+		w.state = Lost
+	}
+}
+
+// forget drops a worker whose Cluster was deleted: its jobs go elsewhere.
+func (ws *Workers) forget(name string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.m, name)
+}
+
+// snapshot is the workers as one routing pass sees them.
+type snapshot struct {
+	name   string
+	state  State
+	cfg    *rest.Config
+	client client.Client
+	nodes  []corev1.Node
+}
+
+// snapshot returns the workers by name; newClient makes a worker's client
+// the first time it is needed.
+func (ws *Workers) snapshot(newClient func(*rest.Config) (client.Client, error)) ([]snapshot, error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var out []snapshot
+	for _, name := range slices.Sorted(maps.Keys(ws.m)) {
+		w := ws.m[name]
+		if w.cfg != nil && w.client == nil {
+			c, err := newClient(w.cfg)
+			if err != nil {
+				return nil, err
+			}
+			w.client = c
+		}
+		out = append(out, snapshot{name: name, state: w.state, cfg: w.cfg, client: w.client, nodes: w.nodes})
+	}
+	return out, nil
+}
+
+// trimNode keeps of a node what the core reads: name, labels, the agent's
+// count of healthy GPUs, taints and
+// unschedulable, allocatable, capacity and conditions.
+func trimNode(n *corev1.Node) corev1.Node {
+	var t corev1.Node
+	t.Name, t.Labels = n.Name, n.Labels
+	if v, ok := n.Annotations[nodestate.AnnotationHealthyGPUs]; ok {
+		t.Annotations = map[string]string{nodestate.AnnotationHealthyGPUs: v}
+	}
+	t.Spec.Taints, t.Spec.Unschedulable = n.Spec.Taints, n.Spec.Unschedulable
+	t.Status.Allocatable, t.Status.Capacity, t.Status.Conditions = n.Status.Allocatable, n.Status.Capacity, n.Status.Conditions
+	return t
+}
