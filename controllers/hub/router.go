@@ -131,12 +131,16 @@ type hubJob struct {
 	attempt int
 }
 
+func (r *Router) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // Pass routes what waits, mirrors what runs and cleans up what is stale, once.
 func (r *Router) Pass(ctx context.Context) error {
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
+	now := r.now()
 	newClient := r.NewClient
 	if newClient == nil {
 		newClient = func(cfg *rest.Config) (client.Client, error) {
@@ -308,7 +312,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
 	}
 	r.Log.Info("job routed", "job", client.ObjectKeyFromObject(h.job), "cluster", a.Cluster, "attempt", attempt)
-	cp := workerCopy(h.job, a.Cluster, attempt)
+	cp := workerCopy(h.job, a.Cluster, attempt, r.now().Add(w.failoverAfter))
 	if err := w.client.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating job %s/%s in %s: %w", cp.Namespace, cp.Name, a.Cluster, err)
 	}
@@ -387,11 +391,21 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	err := w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
 	switch {
 	case apierrors.IsNotFound(err):
-		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1)))
+		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), r.now().Add(w.failoverAfter)))
 	case err != nil:
 		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
 	case cp.Labels[LabelHubJob] != string(h.job.UID):
 		return nil // not ours: a Job of the same name made in the worker
+	}
+	// The fence is renewed once half of it is gone: it always passes before
+	// the hub could move the job (failoverAfter after the worker was last
+	// reached), so a copy never starts after its job went elsewhere.
+	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 {
+		p := client.MergeFrom(cp.DeepCopy())
+		cp.Annotations[runner.AnnotationHubFence] = r.now().Add(w.failoverAfter).UTC().Format(fenceLayout)
+		if err := w.client.Patch(ctx, &cp, p); err != nil {
+			return fmt.Errorf("renewing the fence of job %s/%s in %s: %w", cp.Namespace, cp.Name, w.name, err)
+		}
 	}
 	if statusEqual(&cp.Status, &h.job.Status) {
 		return nil
@@ -431,8 +445,9 @@ func (r *Router) deleteStale(ctx context.Context, w *snapshot, jobs []*hubJob) e
 
 // workerCopy is the hub Job as the worker runs it: same namespace, name,
 // labels and pod template, not managed by the hub, its pods pinned to the
-// worker, labelled with the hub Job's UID and annotated with the attempt.
-func workerCopy(j *batchv1.Job, cluster string, attempt int) *batchv1.Job {
+// worker, labelled with the hub Job's UID and annotated with the attempt and
+// the fence (until when the hub vouches for it: runner.AnnotationHubFence).
+func workerCopy(j *batchv1.Job, cluster string, attempt int, fence time.Time) *batchv1.Job {
 	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 	for k, v := range j.Labels {
 		if !generatedLabel(k) {
@@ -442,6 +457,7 @@ func workerCopy(j *batchv1.Job, cluster string, attempt int) *batchv1.Job {
 	cp.Labels[LabelHubJob] = string(j.UID)
 	cp.Labels[runner.LabelCluster] = cluster
 	cp.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
+	cp.Annotations[runner.AnnotationHubFence] = fence.UTC().Format(fenceLayout)
 	cp.Spec = *j.Spec.DeepCopy()
 	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector, cp.Spec.Suspend = nil, nil, nil, nil
 	labels := map[string]string{}
@@ -578,3 +594,7 @@ func parsePlacement(s string) []scheduler.PodPlacement {
 	}
 	return out
 }
+
+// fenceLayout writes a fence to the millisecond (RFC 3339: the worker parses
+// it with time.RFC3339), so that a short failoverAfter is kept exactly.
+const fenceLayout = "2006-01-02T15:04:05.000Z07:00"

@@ -142,6 +142,10 @@ func TestFleetRoutesJobs(t *testing.T) {
 			if err := workers[cluster].env.Client.Get(ctx, client.ObjectKey{Namespace: team, Name: name}, &cp); err != nil {
 				return err
 			}
+			fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence])
+			if err != nil || time.Until(fence) <= 0 || time.Until(fence) > 2*time.Second {
+				return fmt.Errorf("copy in %s: fence %q, want within failoverAfter (2s) from now", cluster, cp.Annotations[runner.AnnotationHubFence])
+			}
 			if cp.Spec.Template.Labels[runner.LabelCluster] != cluster || cp.Labels[hub.LabelHubJob] != string(j.UID) || cp.Annotations[hub.AnnotationAttempt] != attempt || cp.Spec.ManagedBy != nil {
 				return fmt.Errorf("copy in %s: labels %v, template labels %v, annotations %v, managedBy %v", cluster, cp.Labels, cp.Spec.Template.Labels, cp.Annotations, cp.Spec.ManagedBy)
 			}
@@ -217,6 +221,11 @@ func TestFleetRoutesJobs(t *testing.T) {
 	// hub cannot reach. Reached again, the stale copy is deleted.
 	if err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &cp); err != nil {
 		t.Fatalf("the stale copy should still be there while the hub cannot reach it: %v", err)
+	}
+	// Its fence passed before the job moved: the worker's manager does not
+	// start it (TestHubFence in scheduler/runner).
+	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.After(time.Now()) {
+		t.Errorf("the stale copy's fence %q has not passed though its job moved", cp.Annotations[runner.AnnotationHubFence])
 	}
 	sec.Data["kubeconfig"] = workers["cheap"].kc
 	if err := c.Update(ctx, &sec); err != nil {

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,8 @@ type worker struct {
 	// nodes are the worker's GPU nodes at its last successful probe, trimmed
 	// to what the core reads.
 	nodes []corev1.Node
+	// failoverAfter is the Cluster's: how long the hub vouches for a copy.
+	failoverAfter time.Duration
 }
 
 // State is a worker's standing for routing.
@@ -59,14 +62,14 @@ func (ws *Workers) get(name string) *worker {
 }
 
 // seen records a successful probe.
-func (ws *Workers) seen(name string, cfg *rest.Config, nodes []corev1.Node) {
+func (ws *Workers) seen(name string, cfg *rest.Config, nodes []corev1.Node, failoverAfter time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.get(name)
 	if w.cfg == nil || w.host != cfg.Host {
 		w.client = nil // made again from the new configuration when used
 	}
-	w.state, w.cfg, w.host, w.nodes = Ready, cfg, cfg.Host, nodes
+	w.state, w.cfg, w.host, w.nodes, w.failoverAfter = Ready, cfg, cfg.Host, nodes, failoverAfter
 }
 
 // missed records a failed probe: Unreachable, or Lost once the grace passed.
@@ -94,6 +97,8 @@ type snapshot struct {
 	cfg    *rest.Config
 	client client.Client
 	nodes  []corev1.Node
+	// failoverAfter is how long the hub vouches for a copy it made here.
+	failoverAfter time.Duration
 }
 
 // snapshot returns the workers by name; newClient makes a worker's client
@@ -111,7 +116,7 @@ func (ws *Workers) snapshot(newClient func(*rest.Config) (client.Client, error))
 			}
 			w.client = c
 		}
-		out = append(out, snapshot{name: name, state: w.state, cfg: w.cfg, client: w.client, nodes: w.nodes})
+		out = append(out, snapshot{name: name, state: w.state, cfg: w.cfg, client: w.client, nodes: w.nodes, failoverAfter: w.failoverAfter})
 	}
 	return out, nil
 }

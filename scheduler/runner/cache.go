@@ -52,6 +52,10 @@ func (p *podInfo) live() bool { return !p.terminal && !p.deleting && !p.evicting
 type jobInfo struct {
 	size    int64
 	created time.Time
+	// fence is the Job's AnnotationHubFence (zero: not a hub's copy); bad
+	// says it does not parse (the copy is not started).
+	fence time.Time
+	bad   bool
 }
 
 // foreignPod is a pod of another scheduler that holds GPUs on a node.
@@ -303,10 +307,15 @@ func (r *Runner) upsertJob(obj any) {
 		size = min(size, max(1, int64(*j.Spec.Completions)-int64(j.Status.Succeeded)))
 	}
 	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
-	if old, ok := r.st.jobs[key]; !ok || old.size != size {
+	info := jobInfo{size: size, created: j.CreationTimestamp.Time}
+	if v, ok := j.Annotations[AnnotationHubFence]; ok {
+		t, err := time.Parse(time.RFC3339, v)
+		info.fence, info.bad = t, err != nil
+	}
+	if old, ok := r.st.jobs[key]; !ok || old.size != size || !old.fence.Equal(info.fence) || old.bad != info.bad {
 		r.st.dirty[gangID(j.Namespace, j.Name, nil, "")] = true
 	}
-	r.st.jobs[key] = jobInfo{size: size, created: j.CreationTimestamp.Time}
+	r.st.jobs[key] = info
 }
 
 func (r *Runner) deleteJob(obj any) {

@@ -38,6 +38,15 @@ const (
 	// LabelCluster on a node names its cluster; on a pod it pins the gang to
 	// that cluster.
 	LabelCluster = fleet.LabelCluster
+	// AnnotationHubFence on a Job that a hub copied into this cluster is the
+	// time (RFC 3339) until which the hub vouches for the copy: the hub
+	// renews it while it reaches the cluster; a copy whose fence has passed
+	// (the hub lost this cluster and may have moved the job elsewhere) is not
+	// started until the hub renews it or deletes it.
+	AnnotationHubFence = "hub.allot.dev/fence-until"
+	// ReasonHubFenceExpired is the pending reason of a hub's copy whose
+	// fence has passed.
+	ReasonHubFenceExpired = "HubFenceExpired"
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.

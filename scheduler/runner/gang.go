@@ -64,6 +64,17 @@ func isLive(p *podInfo) bool       { return p.live() }
 func isBound(p *podInfo) bool      { return p.live() && p.node != "" }
 func isUnassigned(p *podInfo) bool { return p.live() && p.node == "" && !p.binding }
 
+// fenced says why the pods of a hub's copy may not start now, or "".
+func fenced(j jobInfo, job string, now time.Time) string {
+	switch {
+	case j.bad:
+		return fmt.Sprintf("Job %s: annotation %s is not an RFC 3339 time: the hub's copy waits for the hub to set it", job, AnnotationHubFence)
+	case !j.fence.IsZero() && !now.Before(j.fence):
+		return fmt.Sprintf("Job %s is a hub's copy whose fence passed at %s: the hub has not reached this cluster since, and may have moved the job elsewhere; it starts when the hub renews the fence", job, j.fence.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
 // specError is a gang the core cannot take as it is: the message says which
 // label or object to fix.
 type specError struct{ msg string }
@@ -296,6 +307,14 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		r.log.Error(err, "running gang not accounted for", "workload", g.id)
 		acts.event(live[0], "Warning", "NotAccounted", g.stuck)
 		return
+	}
+	if j, ok := r.st.jobs[g.job]; ok && g.job.Name != "" {
+		// A hub's copy starts only while the hub vouches for it; one that
+		// runs already is left to run (above).
+		if msg := fenced(j, g.job.Name, r.opts.Now()); msg != "" {
+			r.setPending(g, live, ReasonHubFenceExpired, msg, acts)
+			return
+		}
 	}
 	if err != nil {
 		r.setPending(g, live, "InvalidWorkload", err.Error(), acts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
@@ -77,4 +78,37 @@ func TestJobResizedWhileWaiting(t *testing.T) {
 		t.Errorf("the gang's 8-GPU pods share nodes: %v", nodes)
 	}
 	cl.checkNoOvercommit(8)
+}
+
+// TestHubFence: the pods of a Job a hub copied here whose fence has passed
+// (the hub lost this cluster and may have moved the job elsewhere) are not
+// bound, and say why; once the hub renews the fence they are (issue 17: a
+// copy never runs twice).
+func TestHubFence(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 2, 8, 2)
+	job := cl.job("copy", 2, 2)
+	job.Annotations = map[string]string{runner.AnnotationHubFence: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}
+	if err := cl.c.Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	cl.start(schedOptions{})
+	var pods []string
+	for i := range 2 {
+		pods = append(pods, cl.jobPod(job, fmt.Sprintf("copy-%d", i), 8, map[string]string{runner.LabelTeam: "alpha"}))
+	}
+	cl.waitPending(pods[0], "fence passed")
+	if nodes := cl.nodesOf(pods); bound(nodes) != 0 {
+		t.Fatalf("a copy past its fence was bound: %v", nodes)
+	}
+	if err := cl.c.Get(context.Background(), client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Annotations[runner.AnnotationHubFence] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := cl.c.Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitBound(pods)
 }

@@ -687,6 +687,14 @@ func (r *Runner) applyResults(res scheduler.Results, now time.Time, acts *action
 			_ = r.core.Finish(a.Workload)
 			continue
 		}
+		if j, ok := r.st.jobs[g.job]; ok && g.job.Name != "" && fenced(j, g.job.Name, now) != "" {
+			// A hub's copy whose fence passed while it waited: not started;
+			// submitted again (and told why) when the gang is synced next.
+			_ = r.core.Finish(a.Workload)
+			g.on(fact{kind: factLeft})
+			r.st.dirty[g.id] = true
+			continue
+		}
 		slots := map[string]int64{}
 		for _, p := range a.Pods {
 			slots[string(p.Node)] += p.Pods
