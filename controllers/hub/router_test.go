@@ -62,11 +62,21 @@ func TestFleetRoutesJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, team := range []string{"ml", "cv"} {
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}); err != nil {
+		// What the worker's capacity controller applies with --cluster and
+		// --quota-from-hub: its pool, the teams' whole quotas.
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cv"}},
+			&allotv1.Tier{ObjectMeta: metav1.ObjectMeta{Name: "research"}, Spec: allotv1.TierSpec{Priority: 100}},
+			&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "ml"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 64}}}},
+			&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "cv"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 24}}}},
+			&allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: allotv1.PoolSpec{Cluster: name, Flavor: "h100", GPUsPerNode: 8, Nodes: allotv1.NodeBounds{Max: 8}, NodesTarget: 8, Price: allotv1.Price{OnDemandPerNodeHour: "1"}}},
+		} {
+			if err := env.Client.Create(ctx, o); err != nil {
 				t.Fatal(err)
 			}
 		}
+		startWorkerScheduler(t, ctx, env, name)
 	}
 	c := hubEnv.Client
 	objs := []client.Object{
@@ -168,6 +178,15 @@ func TestFleetRoutesJobs(t *testing.T) {
 	// would give the dear cluster 10 of them)...
 	hubJob("cv", "d", 3, nil)
 	routedTo("cv", "d", "dear", "1")
+	// Each worker's own manager binds the pods of its copies (made here as
+	// the worker's Job controller would), on its nodes.
+	for _, j := range []struct{ cluster, team, name string }{{"cheap", "ml", "a"}, {"dear", "cv", "d"}} {
+		for _, node := range runCopy(t, ctx, workers[j.cluster].env.Client, j.team, j.name) {
+			if !strings.HasPrefix(node, j.cluster+"-") {
+				t.Errorf("a pod of %s/%s was bound to %s, not a node of %s", j.team, j.name, node, j.cluster)
+			}
+		}
+	}
 	// ... and no more.
 	hubJob("cv", "e", 1, nil)
 	testenv.Eventually(t, 30*time.Second, "cv/e waits for quota", func() error {
@@ -250,4 +269,60 @@ func TestFleetRoutesJobs(t *testing.T) {
 	if j := getHub("ml", "a"); j.Annotations[hub.AnnotationCluster] != "dear" || j.Annotations[hub.AnnotationAttempt] != "2" {
 		t.Errorf("after the worker came back, ml/a is routed to %q attempt %q: want dear, 2", j.Annotations[hub.AnnotationCluster], j.Annotations[hub.AnnotationAttempt])
 	}
+}
+
+// startWorkerScheduler runs a worker's embedded scheduler, as its allot
+// manager --cluster NAME does.
+func startWorkerScheduler(t *testing.T, ctx context.Context, env *testenv.Env, cluster string) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(runner.Options{Cluster: cluster, CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond, SyncTimeout: 5 * time.Second})
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// runCopy makes the pods of the hub's copy ns/name in a worker, as the
+// worker's Job controller would (none runs in the test), and returns the
+// nodes the worker's scheduler binds them to.
+func runCopy(t *testing.T, ctx context.Context, c client.Client, ns, name string) []string {
+	t.Helper()
+	var j batchv1.Job
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j); err != nil {
+		t.Fatal(err)
+	}
+	var pods []string
+	for i := range *j.Spec.Parallelism {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: j.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}},
+			Spec: j.Spec.Template.Spec}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p.Name)
+	}
+	var nodes []string
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("pods of %s/%s bound", ns, name), func() error {
+		nodes = nodes[:0]
+		for _, n := range pods {
+			var p corev1.Pod
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &p); err != nil {
+				return err
+			}
+			if p.Spec.NodeName == "" {
+				return fmt.Errorf("pod %s not bound: %+v", n, p.Status.Conditions)
+			}
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+		return nil
+	})
+	return nodes
 }
