@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -40,7 +43,7 @@ With --sim REPORT, explain a job of a simulation instead: REPORT is the output o
 'allot sim -o json', and the argument is the job's id.
 
 Exit status: 0 explained, 2 not found or bad usage.`,
-		Example: `  allot explain job/llm-pretrain -n nlp
+		Example: `  allot explain job/llm-pretrain -n nlp              # on a hub: where it was routed and why
   allot explain gang/sweep-7 -n robotics --kubeconfig ~/.kube/config
   allot sim examples --workload jobs.csv -o json > sim.json && allot explain --sim sim.json job-42`,
 		Args: exactArgs(1, "WORKLOAD"),
@@ -100,6 +103,14 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 		}
 		pods = []corev1.Pod{p}
 	case "job", "gang":
+		if kind == "job" {
+			var j batchv1.Job
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j)
+			if err == nil && j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == hub.ManagedBy {
+				explainHubJob(out, &j)
+				return nil
+			}
+		}
 		var list corev1.PodList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return usageError{fmt.Errorf("listing the pods of %s: %w", ns, err)}
@@ -180,6 +191,34 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 		}
 	}
 	return nil
+}
+
+// explainHubJob says where the hub routed a Job and why, or why it waits.
+func explainHubJob(out io.Writer, j *batchv1.Job) {
+	a := j.Annotations
+	fmt.Fprintf(out, "job/%s in namespace %s: a Job of the fleet's hub (spec.managedBy %s)\n", j.Name, j.Namespace, hub.ManagedBy)
+	switch cluster := a[hub.AnnotationCluster]; {
+	case cluster != "":
+		fmt.Fprintf(out, "  routed to cluster %s (attempt %s), where it runs as a copy of this Job\n", cluster, orDash(a[hub.AnnotationAttempt]))
+		if w := a[hub.AnnotationWhy]; w != "" {
+			fmt.Fprintf(out, "  why:   %s\n", w)
+		}
+		fmt.Fprintf(out, "  status (mirrored from %s): %d active, %d succeeded, %d failed\n", cluster, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+		fmt.Fprintf(out, "  its pods: allot explain job/%s -n %s --kubeconfig <%s's kubeconfig>\n", j.Name, j.Namespace, cluster)
+	case a[hub.AnnotationPending] != "":
+		fmt.Fprintln(out, "  pending: not routed to any cluster yet")
+		p := a[hub.AnnotationPending]
+		fmt.Fprintf(out, "  why:   %s\n", p)
+		code, _, _ := strings.Cut(p, ":")
+		if adv := advice(code); adv != "" {
+			fmt.Fprintf(out, "  what it means: %s\n", adv)
+		}
+	default:
+		fmt.Fprintln(out, "  pending: the hub has not routed it yet (is allot manager --hub running?)")
+	}
+	if n, _ := strconv.Atoi(a[hub.AnnotationAttempt]); n > 1 {
+		fmt.Fprintf(out, "  history: routed %d times (each failover to another cluster routes it again)\n", n)
+	}
 }
 
 // podEvents returns the events about the pods, oldest first.

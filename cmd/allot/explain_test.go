@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -133,6 +136,34 @@ func TestExplainCluster(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"explain", "job/none", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "has no pods") {
 		t.Errorf("a job without pods: exit %d, %q", code, errb.String())
+	}
+
+	// On a hub: a Job it routed (after a failover), and one that waits.
+	hubJob := func(name string, annotations map[string]string) {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name, Annotations: annotations}, Spec: batchv1.JobSpec{
+			ManagedBy: ptr.To(hub.ManagedBy),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
+		}}
+		if err := c.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const why = "routed to east: the cheapest cluster where 16 GPUs of h100 fit now, then the best fit ($1.25 per GPU-hour, 40 of 48 GPUs free); not west: lost"
+	hubJob("finetune", map[string]string{hub.AnnotationCluster: "east", hub.AnnotationAttempt: "2", hub.AnnotationWhy: why})
+	hubJob("sweep", map[string]string{hub.AnnotationPending: "OverQuota: over quota on h100: requests 16 GPUs; clusters: east 8 of 48 h100 GPUs free ($1.25 per GPU-hour)"})
+	for job, wants := range map[string][]string{
+		"finetune": {"a Job of the fleet's hub", "routed to cluster east (attempt 2)", "why:   " + why, "routed 2 times"},
+		"sweep":    {"pending: not routed to any cluster yet", "why:   OverQuota: over quota", "east 8 of 48 h100 GPUs free", "what it means: The team's quota"},
+	} {
+		out.Reset()
+		if code := run([]string{"explain", "job/" + job, "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != 0 {
+			t.Fatalf("explain job/%s exited %d: %s", job, code, errb.String())
+		}
+		for _, want := range wants {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("explain job/%s lacks %q:\n%s", job, want, out.String())
+			}
+		}
 	}
 }
 

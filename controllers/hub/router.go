@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
@@ -42,8 +44,12 @@ const (
 	// AnnotationPlacement on a hub Job records the nodes the hub counted the
 	// job on ("node=pods,..."), so that each pass accounts it again.
 	AnnotationPlacement = "hub.allot.dev/placement"
-	// AnnotationPending on a hub Job says why it is not routed yet.
+	// AnnotationPending on a hub Job says why it is not routed yet, with each
+	// cluster's free GPUs and price.
 	AnnotationPending = "hub.allot.dev/pending"
+	// AnnotationWhy on a hub Job says why it went where it was routed, and
+	// why not to the other clusters, with the numbers.
+	AnnotationWhy = "hub.allot.dev/why"
 	// LabelHubJob on a worker's copy is the UID of the hub Job it copies.
 	LabelHubJob = "hub.allot.dev/job"
 	// maxPlacementBytes bounds the placement annotation.
@@ -256,6 +262,7 @@ func (r *Router) Pass(ctx context.Context) error {
 			}
 		}
 	}
+	rooms := fleetRooms(core, workers, pools.Items)
 	byID := map[scheduler.WorkloadID]*hubJob{}
 	for _, h := range pending {
 		if err := core.Submit(h.spec); err != nil {
@@ -270,7 +277,9 @@ func (r *Router) Pass(ctx context.Context) error {
 		if h == nil || len(a.Preempted) > 0 {
 			continue // the hub routes; it does not preempt what runs in workers
 		}
-		errs = append(errs, r.route(ctx, byName[a.Cluster], h, a))
+		why := rooms.why(a, h.spec)
+		rooms.take(a)
+		errs = append(errs, r.route(ctx, byName[a.Cluster], h, a, why))
 		delete(byID, a.Workload)
 	}
 	if r.Metrics != nil {
@@ -278,7 +287,7 @@ func (r *Router) Pass(ctx context.Context) error {
 	}
 	for id, h := range byID {
 		if why, ok := core.Reason(id); ok {
-			errs = append(errs, r.setPending(ctx, h, string(why.Code)+": "+why.String()))
+			errs = append(errs, r.setPending(ctx, h, string(why.Code)+": "+why.String()+"; "+rooms.summary(h.spec)))
 		}
 	}
 	return errors.Join(errs...)
@@ -286,7 +295,7 @@ func (r *Router) Pass(ctx context.Context) error {
 
 // route creates the job's copy in worker w and records the routing on the
 // hub's Job.
-func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.Admission) error {
+func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.Admission, why string) error {
 	if w == nil || w.client == nil {
 		return fmt.Errorf("job %s routed to %s, which the hub cannot reach", h.job.Name, a.Cluster)
 	}
@@ -303,6 +312,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 	h.job.Annotations[AnnotationCluster] = a.Cluster
 	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
 	h.job.Annotations[AnnotationPlacement] = formatPlacement(a.Pods)
+	h.job.Annotations[AnnotationWhy] = bounded(why)
 	delete(h.job.Annotations, AnnotationPending)
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.Namespace, h.job.Name, err)
@@ -370,9 +380,7 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 }
 
 func (r *Router) setPending(ctx context.Context, h *hubJob, why string) error {
-	if len(why) > 1024 {
-		why = why[:1024]
-	}
+	why = bounded(why)
 	if h.job.Annotations[AnnotationPending] == why {
 		return nil
 	}
@@ -598,3 +606,146 @@ func parsePlacement(s string) []scheduler.PodPlacement {
 // fenceLayout writes a fence to the millisecond (RFC 3339: the worker parses
 // it with time.RFC3339), so that a short failoverAfter is kept exactly.
 const fenceLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// bounded cuts an annotation's text at 2 KiB (on a rune boundary).
+func bounded(s string) string {
+	const most = 2 << 10
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// room is what one cluster offers of one flavor at the start of a pass.
+type room struct {
+	free, total scheduler.GPUs
+	// cost is the least price of its nodes, per GPU-hour in millionths of
+	// a dollar.
+	cost  int64
+	state State
+}
+
+// rooms are the fleet's clusters and what each offers, by flavor: the
+// numbers the hub gives for its choices.
+type rooms struct {
+	clusters []string // by name
+	state    map[string]State
+	by       map[string]map[scheduler.Flavor]*room
+	nodes    map[scheduler.NodeName]string
+}
+
+func fleetRooms(core *scheduler.Scheduler, workers []snapshot, pools []allotv1.Pool) *rooms {
+	rs := &rooms{state: map[string]State{}, by: map[string]map[scheduler.Flavor]*room{}, nodes: map[scheduler.NodeName]string{}}
+	for _, w := range workers {
+		rs.clusters = append(rs.clusters, w.name)
+		rs.state[w.name] = w.state
+		rs.by[w.name] = map[scheduler.Flavor]*room{}
+		if w.state == Lost {
+			continue
+		}
+		for _, n := range runner.FleetNodes(w.nodes, pools, w.name) {
+			rm := rs.by[w.name][n.Flavor]
+			if rm == nil {
+				rm = &room{cost: n.Cost, state: w.state}
+				rs.by[w.name][n.Flavor] = rm
+			}
+			rs.nodes[n.Name] = w.name
+			rm.cost = min(rm.cost, n.Cost)
+			if n.Unhealthy {
+				continue
+			}
+			rm.total += n.GPUs
+			if used, err := core.NodeUsed(n.Name); err == nil && w.state == Ready {
+				rm.free += max(0, n.GPUs-used)
+			}
+		}
+	}
+	return rs
+}
+
+// take counts an admission's GPUs as used.
+func (rs *rooms) take(a scheduler.Admission) {
+	if rm := rs.by[a.Cluster][a.Flavor]; rm != nil {
+		for _, p := range a.Pods {
+			rm.free -= p.GPUs
+		}
+	}
+}
+
+// why says why an admission went to its cluster and not elsewhere.
+func (rs *rooms) why(a scheduler.Admission, w scheduler.Workload) string {
+	need := w.GPUs()
+	rm := rs.by[a.Cluster][a.Flavor]
+	var b strings.Builder
+	if w.Cluster != "" {
+		fmt.Fprintf(&b, "routed to %s: its pod template names it (%s)", a.Cluster, runner.LabelCluster)
+	} else {
+		fmt.Fprintf(&b, "routed to %s: the cheapest cluster where %d GPUs of %s fit now, then the best fit", a.Cluster, need, a.Flavor)
+	}
+	if rm != nil {
+		fmt.Fprintf(&b, " (%s, %d of %d GPUs free)", price(rm.cost), rm.free, rm.total)
+	}
+	for _, c := range rs.clusters {
+		if c == a.Cluster || w.Cluster != "" {
+			continue
+		}
+		b.WriteString("; not " + c + ": " + rs.whyNot(c, a.Flavor, need, rm))
+	}
+	return b.String()
+}
+
+// whyNot says why cluster c was not chosen for need GPUs of f, given the
+// chosen cluster's room.
+func (rs *rooms) whyNot(c string, f scheduler.Flavor, need scheduler.GPUs, chosen *room) string {
+	switch rs.state[c] {
+	case Lost:
+		return "lost (unreachable longer than its failoverAfter)"
+	case Unreachable:
+		return "unreachable (it takes no new jobs)"
+	}
+	o := rs.by[c][f]
+	switch {
+	case o == nil || o.total == 0:
+		return "no healthy node of " + string(f)
+	case o.free < need:
+		return fmt.Sprintf("%d of %d GPUs free, fewer than %d (%s)", o.free, o.total, need, price(o.cost))
+	case chosen != nil && o.cost > chosen.cost:
+		return fmt.Sprintf("%s, dearer (%d of %d GPUs free)", price(o.cost), o.free, o.total)
+	}
+	return fmt.Sprintf("no better: %s, %d of %d GPUs free (none of its nodes or domains holds the gang as well, or the GPUs free are not on nodes that hold whole pods)", price(o.cost), o.free, o.total)
+}
+
+// summary lists each cluster's free GPUs of the job's flavors and price.
+func (rs *rooms) summary(w scheduler.Workload) string {
+	var parts []string
+	for _, c := range rs.clusters {
+		switch rs.state[c] {
+		case Lost:
+			parts = append(parts, c+" lost")
+			continue
+		case Unreachable:
+			parts = append(parts, c+" unreachable")
+			continue
+		}
+		for _, f := range slices.Sorted(maps.Keys(rs.by[c])) {
+			if len(w.Flavors) > 0 && !slices.Contains(w.Flavors, f) {
+				continue
+			}
+			o := rs.by[c][f]
+			parts = append(parts, fmt.Sprintf("%s %d of %d %s GPUs free (%s)", c, o.free, o.total, f, price(o.cost)))
+		}
+	}
+	if w.Cluster != "" {
+		parts = append(parts, "pinned to "+w.Cluster)
+	}
+	return "clusters: " + strings.Join(parts, ", ")
+}
+
+// price writes a cost per GPU-hour in millionths of a dollar.
+func price(micro int64) string {
+	return fmt.Sprintf("$%d.%02d per GPU-hour", micro/1_000_000, micro%1_000_000/10_000)
+}

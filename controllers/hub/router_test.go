@@ -167,6 +167,10 @@ func TestFleetRoutesJobs(t *testing.T) {
 	// free GPUs); the cheap one takes it.
 	hubJob("ml", "a", 1, nil)
 	routedTo("ml", "a", "cheap", "1")
+	if why := getHub("ml", "a").Annotations[hub.AnnotationWhy]; !strings.Contains(why, "routed to cheap: the cheapest") || !strings.Contains(why, "$1.25 per GPU-hour, 48 of 48 GPUs free") ||
+		!strings.Contains(why, "not dear: $3.75 per GPU-hour, dearer (40 of 40 GPUs free)") {
+		t.Errorf("ml/a: why %q", why)
+	}
 	// Pinned: the cheap cluster has room, the job names the dear one.
 	hubJob("ml", "c", 1, map[string]string{runner.LabelCluster: "dear"})
 	routedTo("ml", "c", "dear", "1")
@@ -178,6 +182,9 @@ func TestFleetRoutesJobs(t *testing.T) {
 	// would give the dear cluster 10 of them)...
 	hubJob("cv", "d", 3, nil)
 	routedTo("cv", "d", "dear", "1")
+	if why := getHub("cv", "d").Annotations[hub.AnnotationWhy]; !strings.Contains(why, "not cheap: 0 of 48 GPUs free, fewer than 24 ($1.25 per GPU-hour)") {
+		t.Errorf("cv/d: why %q", why)
+	}
 	// Each worker's own manager binds the pods of its copies (made here as
 	// the worker's Job controller would), on its nodes.
 	for _, j := range []struct{ cluster, team, name string }{{"cheap", "ml", "a"}, {"dear", "cv", "d"}} {
