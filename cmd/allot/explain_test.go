@@ -142,7 +142,7 @@ func TestExplainCluster(t *testing.T) {
 	hubJob := func(name string, annotations map[string]string) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name, Annotations: annotations}, Spec: batchv1.JobSpec{
 			ManagedBy: ptr.To(hub.ManagedBy),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
+			Template:  corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
 		}}
 		if err := c.Create(ctx, j); err != nil {
 			t.Fatal(err)
