@@ -141,7 +141,7 @@ func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 		}
 	}
 	for _, f := range w.cands {
-		if s.preempt(w, f, res) {
+		if !s.opts.NoPreemption && s.preempt(w, f, res) {
 			return true
 		}
 	}

@@ -175,3 +175,22 @@ func usageOf(s *Scheduler, team TeamName) FlavorUsage {
 	}
 	return FlavorUsage{}
 }
+
+// TestNoPreemption: with Options.NoPreemption (a fleet's hub) a team under
+// its nominal waits for what others borrow to end instead of reclaiming it.
+func TestNoPreemption(t *testing.T) {
+	cfg := Config{Cohorts: []Cohort{{Name: "ml"}}, Teams: []Team{teamQ("a", "ml", 16, nil, nil), teamQ("b", "ml", 16, nil, nil)}}
+	for _, no := range []bool{false, true} {
+		f := newFx(t, cfg, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: -1, NoPreemption: no})
+		f.submit(wl("a1", "a", "production", 4, 8, 0))
+		f.cycle(0)
+		f.submit(wl("b1", "b", "production", 1, 8, 1))
+		res := f.cycle(1)
+		if got := len(res.Preempted) > 0; got == no {
+			t.Errorf("NoPreemption %v: preempted %+v", no, res.Preempted)
+		}
+		if no && f.reasonCode("b1") == "" {
+			t.Errorf("NoPreemption: b1 admitted, want it waiting")
+		}
+	}
+}

@@ -159,6 +159,10 @@ type Options struct {
 	// of other teams' later, smaller work (never a team within its nominal).
 	// Zero disables it.
 	BorrowFirstAfter time.Duration
+	// NoPreemption: a workload is admitted only where it fits as things
+	// are; nothing is preempted for it (a fleet's hub routes work, it does
+	// not stop what runs in a worker).
+	NoPreemption bool
 }
 
 // DefaultOptions are what allot uses when nothing else is said.

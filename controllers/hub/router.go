@@ -135,6 +135,8 @@ type hubJob struct {
 	specErr error
 	cluster string
 	attempt int
+	// lostFrom is the lost worker a failover takes the job from.
+	lostFrom string
 }
 
 func (r *Router) now() time.Time {
@@ -198,23 +200,88 @@ func (r *Router) Pass(ctx context.Context) error {
 			errs = append(errs, r.deleteStale(ctx, w, jobs))
 		}
 	}
-
 	opts := scheduler.DefaultOptions()
 	if r.Core != nil {
 		opts = *r.Core
 	}
-	opts.GangTimeout = 0
+	d, err := decide(cfg, opts, workers, pools.Items, jobs, now)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, h := range d.failovers {
+		r.Log.Info("worker lost: the job is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.lostFrom)
+		if r.Metrics != nil {
+			r.Metrics.failovers.WithLabelValues(h.lostFrom).Inc()
+		}
+		errs = append(errs, r.unroute(ctx, h))
+	}
+	for _, h := range d.unaccounted {
+		r.Log.Info("routed job not accounted on its nodes (they changed): it keeps running", "job", client.ObjectKeyFromObject(h.job))
+	}
+	for _, h := range d.mirror {
+		if w := byName[h.cluster]; w != nil && w.state == Ready && w.client != nil {
+			errs = append(errs, r.mirror(ctx, w, h))
+		}
+	}
+	for _, rt := range d.routes {
+		errs = append(errs, r.route(ctx, byName[rt.a.Cluster], rt.h, rt.a, rt.why))
+	}
+	if r.Metrics != nil {
+		r.Metrics.pending.Set(float64(len(d.pending)))
+	}
+	for _, h := range jobs {
+		if why, ok := d.pending[h]; ok {
+			errs = append(errs, r.setPending(ctx, h, why))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decision is what one pass does, decided without I/O (decide).
+type decision struct {
+	// failovers were routed to a lost (or deregistered) worker: each is
+	// routed again as a new attempt (h.attempt counts it already).
+	failovers []*hubJob
+	// mirror are routed to a worker that is not lost.
+	mirror []*hubJob
+	// unaccounted are routed jobs the core could not count on the nodes
+	// recorded for them.
+	unaccounted []*hubJob
+	routes      []routed
+	// pending says why each job that waits waits.
+	pending map[*hubJob]string
+}
+
+type routed struct {
+	h   *hubJob
+	a   scheduler.Admission
+	why string
+}
+
+// decide routes the jobs that wait with a core over the workers' nodes and
+// the teams' quotas, after counting the jobs routed before on the nodes
+// recorded for them. It changes the jobs' cluster and attempt in memory for
+// the failovers; the Router writes what it decided.
+func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, pools []allotv1.Pool, jobs []*hubJob, now time.Time) (*decision, error) {
+	// The hub routes and accounts; the workers run the jobs: no gang
+	// timeout, and no preemption across clusters.
+	opts.GangTimeout, opts.NoPreemption = 0, true
 	core, err := scheduler.New(cfg, opts)
 	if err != nil {
-		return fmt.Errorf("the hub's quota tree: %w", err)
+		return nil, fmt.Errorf("the hub's quota tree: %w", err)
 	}
+	d := &decision{pending: map[*hubJob]string{}}
+	state := map[string]State{}
+	nodes := map[string][]scheduler.Node{}
 	for _, w := range workers {
+		state[w.name] = w.state
 		if w.state == Lost {
 			continue // its nodes are gone from the fleet; its jobs go elsewhere
 		}
-		for _, n := range runner.FleetNodes(w.nodes, pools.Items, w.name) {
+		nodes[w.name] = runner.FleetNodes(w.nodes, pools, w.name)
+		for _, n := range nodes[w.name] {
 			if err := core.AddNode(n); err != nil {
-				return fmt.Errorf("worker %s: %w", w.name, err)
+				return nil, fmt.Errorf("worker %s: %w", w.name, err)
 			}
 		}
 	}
@@ -224,31 +291,23 @@ func (r *Router) Pass(ctx context.Context) error {
 		case finished(h.job):
 			continue
 		case h.specErr != nil:
-			errs = append(errs, r.setPending(ctx, h, "InvalidWorkload: "+h.specErr.Error()))
+			d.pending[h] = "InvalidWorkload: " + h.specErr.Error()
 			continue
 		case h.cluster == "":
 			pending = append(pending, h)
 			continue
 		}
-		w := byName[h.cluster]
-		if w == nil || w.state == Lost {
-			// Failover: routed again, as a new attempt.
-			r.Log.Info("worker lost: the job is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster)
-			if r.Metrics != nil {
-				r.Metrics.failovers.WithLabelValues(h.cluster).Inc()
-			}
-			h.cluster = ""
-			errs = append(errs, r.unroute(ctx, h))
+		if st, ok := state[h.cluster]; !ok || st == Lost {
+			h.lostFrom, h.cluster = h.cluster, ""
+			h.attempt = max(h.attempt, 1) + 1
+			d.failovers = append(d.failovers, h)
 			pending = append(pending, h)
 			continue
 		}
 		if err := core.Restore(h.spec, parsePlacement(h.job.Annotations[AnnotationPlacement])); err != nil {
-			// Its nodes changed under it: count it on none; it keeps running.
-			r.Log.Info("routed job not accounted on its nodes", "job", client.ObjectKeyFromObject(h.job), "error", err.Error())
+			d.unaccounted = append(d.unaccounted, h)
 		}
-		if w.state == Ready && w.client != nil {
-			errs = append(errs, r.mirror(ctx, w, h))
-		}
+		d.mirror = append(d.mirror, h)
 	}
 	// A worker that is unreachable within its grace keeps its jobs and takes
 	// no new ones: its free GPUs are held.
@@ -256,17 +315,17 @@ func (r *Router) Pass(ctx context.Context) error {
 		if w.state != Unreachable {
 			continue
 		}
-		for _, n := range runner.FleetNodes(w.nodes, pools.Items, w.name) {
+		for _, n := range nodes[w.name] {
 			if used, err := core.NodeUsed(n.Name); err == nil && n.GPUs > used {
 				_ = core.Hold(n.Name, n.GPUs-used)
 			}
 		}
 	}
-	rooms := fleetRooms(core, workers, pools.Items)
+	rooms := fleetRooms(core, workers, nodes)
 	byID := map[scheduler.WorkloadID]*hubJob{}
 	for _, h := range pending {
 		if err := core.Submit(h.spec); err != nil {
-			errs = append(errs, r.setPending(ctx, h, "InvalidWorkload: "+err.Error()))
+			d.pending[h] = "InvalidWorkload: " + err.Error()
 			continue
 		}
 		byID[h.spec.ID] = h
@@ -274,23 +333,20 @@ func (r *Router) Pass(ctx context.Context) error {
 	res := core.Cycle(now)
 	for _, a := range res.Admitted {
 		h := byID[a.Workload]
-		if h == nil || len(a.Preempted) > 0 {
-			continue // the hub routes; it does not preempt what runs in workers
+		if h == nil {
+			continue
 		}
 		why := rooms.why(a, h.spec)
 		rooms.take(a)
-		errs = append(errs, r.route(ctx, byName[a.Cluster], h, a, why))
+		d.routes = append(d.routes, routed{h, a, why})
 		delete(byID, a.Workload)
-	}
-	if r.Metrics != nil {
-		r.Metrics.pending.Set(float64(len(byID)))
 	}
 	for id, h := range byID {
 		if why, ok := core.Reason(id); ok {
-			errs = append(errs, r.setPending(ctx, h, string(why.Code)+": "+why.String()+"; "+rooms.summary(h.spec)))
+			d.pending[h] = string(why.Code) + ": " + why.String() + "; " + rooms.summary(h.spec)
 		}
 	}
-	return errors.Join(errs...)
+	return d, nil
 }
 
 // route creates the job's copy in worker w and records the routing on the
@@ -367,10 +423,6 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 	patch := client.MergeFrom(h.job.DeepCopy())
 	delete(h.job.Annotations, AnnotationCluster)
 	delete(h.job.Annotations, AnnotationPlacement)
-	h.attempt++
-	if h.attempt < 2 {
-		h.attempt = 2
-	}
 	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(h.attempt)
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err
@@ -638,7 +690,7 @@ type rooms struct {
 	nodes    map[scheduler.NodeName]string
 }
 
-func fleetRooms(core *scheduler.Scheduler, workers []snapshot, pools []allotv1.Pool) *rooms {
+func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string][]scheduler.Node) *rooms {
 	rs := &rooms{state: map[string]State{}, by: map[string]map[scheduler.Flavor]*room{}, nodes: map[scheduler.NodeName]string{}}
 	for _, w := range workers {
 		rs.clusters = append(rs.clusters, w.name)
@@ -647,7 +699,7 @@ func fleetRooms(core *scheduler.Scheduler, workers []snapshot, pools []allotv1.P
 		if w.state == Lost {
 			continue
 		}
-		for _, n := range runner.FleetNodes(w.nodes, pools, w.name) {
+		for _, n := range nodes[w.name] {
 			rm := rs.by[w.name][n.Flavor]
 			if rm == nil {
 				rm = &room{cost: n.Cost, state: w.state}
