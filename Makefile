@@ -46,6 +46,10 @@ build: ## Build bin/allot.
 demo: build controlplane terraform ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) run ./cmd/allot-demo --allot $(abspath $(ALLOT))
 
+.PHONY: demo-fleet
+demo-fleet: build controlplane ## The fleet: a hub and two worker clusters, each with allot manager; a Job routed to the cheaper, then moved when it is lost.
+	PATH="$(abspath $(BIN)):$$PATH" $(GO) run ./cmd/allot-demo --fleet --allot $(abspath $(ALLOT))
+
 # Terraform: the one on PATH, else v1.5.7 (the last MPL release) built from the
 # module proxy into bin/ (about 3 minutes).
 .PHONY: terraform

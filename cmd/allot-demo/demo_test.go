@@ -252,3 +252,48 @@ func teamOf(s *snapshot, team, flavor string) *teamRow {
 	}
 	return nil
 }
+
+// TestFleetDemo is 'make demo-fleet' end to end: the hub routes the Job to
+// the cheaper worker, whose own manager binds its pods there; that worker's
+// API server stops, and after its failoverAfter the job is routed again to
+// the other, whose manager binds it; allot explain on the hub says so; and
+// everything the demo started is gone when it returns.
+func TestFleetDemo(t *testing.T) {
+	var out bytes.Buffer
+	res, err := runFleet(context.Background(), demoOptions(t, &out))
+	defer func() {
+		if t.Failed() {
+			t.Logf("demo output:\n%s", out.String())
+		}
+	}()
+	if err != nil {
+		t.Fatalf("fleet demo: %v", err)
+	}
+	assertCleanedUp(t, res.dir)
+	if res.first != "east" || res.moved != "west" {
+		t.Errorf("routed to %q, then %q: want east (cheaper), then west (east lost)", res.first, res.moved)
+	}
+	for _, n := range res.firstNodes {
+		if !strings.HasPrefix(n, "east-") {
+			t.Errorf("first run's pods on %v: want east's nodes", res.firstNodes)
+		}
+	}
+	for _, n := range res.movedNodes {
+		if !strings.HasPrefix(n, "west-") {
+			t.Errorf("moved run's pods on %v: want west's nodes", res.movedNodes)
+		}
+	}
+	if len(res.firstNodes) != 2 || len(res.movedNodes) != 2 {
+		t.Errorf("pods bound %v then %v: want the gang's 2 pods each time", res.firstNodes, res.movedNodes)
+	}
+	for _, want := range []string{"not west: $3.75 per GPU-hour, dearer"} {
+		if !strings.Contains(res.firstWhy, want) {
+			t.Errorf("first routing's why %q lacks %q", res.firstWhy, want)
+		}
+	}
+	for _, want := range []string{"routed to cluster west (attempt 2)", "not east: lost"} {
+		if !strings.Contains(res.explainOutput, want) {
+			t.Errorf("allot explain lacks %q:\n%s", want, res.explainOutput)
+		}
+	}
+}

@@ -17,5 +17,14 @@
 // does not happen in bounded time ends the demo with a one-line error and exit
 // status 1.
 //
+// With --fleet (make demo-fleet) it runs the fleet instead: three control
+// planes (a hub and two workers at two prices), 'allot manager --hub' on the
+// hub and 'allot manager --cluster NAME --quota-from-hub' on each worker; a Job
+// submitted to the hub is routed to the cheaper worker, whose scheduler binds
+// its pods (made by the demo, as the worker's Job controller would); that
+// worker's API server stops, and after its failoverAfter the job is routed to
+// the other; 'allot explain' on the hub says where and why.
+//
 //	go run ./cmd/allot-demo --allot bin/allot
+//	go run ./cmd/allot-demo --fleet --allot bin/allot
 package main

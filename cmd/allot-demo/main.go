@@ -22,6 +22,8 @@ type options struct {
 	examples string
 	// maxNodes caps the Node objects created per pool.
 	maxNodes int64
+	// fleet runs the fleet demo (a hub and two workers) instead.
+	fleet bool
 	// out receives the demo's story; errors are returned.
 	out io.Writer
 }
@@ -32,8 +34,9 @@ func main() {
 	fs.StringVar(&o.allot, "allot", "bin/allot", "the allot binary the manager runs from (make build)")
 	fs.StringVar(&o.examples, "examples", filepath.Join(testenv.Root(), "examples"), "the capacity repository to put in Git")
 	fs.Int64Var(&o.maxNodes, "max-nodes-per-pool", 4, "create at most this many Node objects per pool")
+	fs.BoolVar(&o.fleet, "fleet", false, "the fleet demo instead: a hub and two worker clusters, a Job routed to the cheaper, then moved when it is lost")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: allot-demo [--allot bin/allot] [--examples DIR] [--max-nodes-per-pool N]")
+		fmt.Fprintln(fs.Output(), "usage: allot-demo [--allot bin/allot] [--examples DIR] [--max-nodes-per-pool N] [--fleet]")
 		fmt.Fprintln(fs.Output(), "\nRuns allot's manager and scheduler on an embedded control plane (make controlplane),\nsubmits a workload, commits a quota change and shows its effect.")
 		fs.PrintDefaults()
 	}
@@ -50,7 +53,12 @@ func main() {
 	// The signal context stays registered until the demo has cleaned up, so a
 	// second interrupt cannot kill it half-way through stopping its children.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	_, err := run(ctx, o)
+	var err error
+	if o.fleet {
+		_, err = runFleet(ctx, o)
+	} else {
+		_, err = run(ctx, o)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "allot-demo:", err)

@@ -28,6 +28,14 @@ type manager struct {
 // and log under dir. The child has its own process group, so a terminal's ^C
 // reaches only the demo, which stops it in order.
 func startManager(bin, kubeconfig, dir string) (*manager, error) {
+	return startManagerAs(bin, kubeconfig, dir, "manager",
+		"--git-cache-dir", filepath.Join(dir, "git-cache"),
+		"--terraform-dir", filepath.Join(dir, "terraform"), "--terraform-clusters", labCluster)
+}
+
+// startManagerAs starts bin as a manager with the demo's common flags and
+// args, its log in dir/NAME.log.
+func startManagerAs(bin, kubeconfig, dir, name string, args ...string) (*manager, error) {
 	metrics, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -36,17 +44,16 @@ func startManager(bin, kubeconfig, dir string) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &manager{logf: filepath.Join(dir, "manager.log"), probes: probes, exited: make(chan struct{})}
+	m := &manager{logf: filepath.Join(dir, name+".log"), probes: probes, exited: make(chan struct{})}
 	logf, err := os.Create(m.logf)
 	if err != nil {
 		return nil, err
 	}
 	// No kubelet runs the demo's pods: the gang timeout, which counts until
 	// every pod of a gang runs, is off.
-	m.cmd = exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
+	m.cmd = exec.Command(bin, append([]string{"manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
-		"--git-cache-dir", filepath.Join(dir, "git-cache"), "--status-interval", "1s", "--gang-timeout", "0",
-		"--terraform-dir", filepath.Join(dir, "terraform"), "--terraform-clusters", labCluster)
+		"--status-interval", "1s", "--gang-timeout", "0"}, args...)...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = childProcAttr()
 	if err := m.cmd.Start(); err != nil {
