@@ -1,21 +1,27 @@
 package capacity
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner"
 	rkueue "github.com/allot-dev/allot/planner/render/kueue"
-	"github.com/allot-dev/allot/schema"
+	allotschema "github.com/allot-dev/allot/schema"
 )
 
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=clusterqueues;localqueues;resourceflavors;cohorts;topologies;workloadpriorityclasses,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=clusterqueues;localqueues;resourceflavors;cohorts;topologies;workloadpriorityclasses,verbs=get;list;watch;create;update;patch;delete
 
 // kueueObjects returns the Kueue objects of the cluster this manager runs in
 // (the only one, when --cluster is not set).
-func kueueObjects(cfg *schema.Config, plan *planner.Plan, cluster schema.ClusterName) (*rkueue.Objects, error) {
+func kueueObjects(cfg *allotschema.Config, plan *planner.Plan, cluster allotschema.ClusterName) (*rkueue.Objects, error) {
 	all, err := rkueue.Build(cfg, plan)
 	if err != nil {
 		return nil, err
@@ -39,11 +45,24 @@ func kueueObjects(cfg *schema.Config, plan *planner.Plan, cluster schema.Cluster
 // and each team's ClusterQueue (its quota) and LocalQueues right after its
 // Team, in the step that lowers or raises that team's quota: a quota is
 // never raised before the capacity behind it grows, nor the capacity shrunk
-// before the quota is lowered. Kueue objects of removed teams are not pruned.
-func withKueue(steps []Step, o *rkueue.Objects) ([]Step, error) {
+// before the quota is lowered. owner labels them as the source's. stale are the Kueue objects the source
+// applied that the revision no longer declares: a removed team's queues are
+// deleted with the lowered quotas (before any capacity shrinks), the other
+// kinds last, with the rest of what is pruned.
+func withKueue(steps []Step, o *rkueue.Objects, owner map[string]string, stale []client.Object) ([]Step, error) {
 	objs, err := o.Unstructured()
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range objs {
+		// Marked with the source that owns them, as allot's own objects
+		// are: a revision that no longer declares them prunes them.
+		l := u.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		maps.Copy(l, owner)
+		u.SetLabels(l)
 	}
 	var pre []client.Object
 	perTeam := map[string][]client.Object{}
@@ -71,5 +90,62 @@ func withKueue(steps []Step, o *rkueue.Objects) ([]Step, error) {
 		}
 		steps[i].Apply = apply
 	}
+	var queues, rest []client.Object
+	for _, obj := range stale {
+		switch obj.GetObjectKind().GroupVersionKind().Kind {
+		case "ClusterQueue", "LocalQueue":
+			queues = append(queues, obj)
+		default:
+			rest = append(rest, obj)
+		}
+	}
+	if len(queues) > 0 {
+		i := slices.IndexFunc(steps, func(s Step) bool { return s.Phase == PhaseLowerQuotas })
+		if i < 0 {
+			i = 1 // right after the prerequisites
+			steps = slices.Insert(steps, i, Step{Phase: PhaseLowerQuotas})
+		}
+		steps[i].Delete = append(steps[i].Delete, queues...)
+	}
+	if len(rest) > 0 {
+		if steps[len(steps)-1].Phase != PhasePrune {
+			steps = append(steps, Step{Phase: PhasePrune})
+		}
+		steps[len(steps)-1].Delete = append(steps[len(steps)-1].Delete, rest...)
+	}
 	return steps, nil
+}
+
+// kueueKinds are the kinds of Kueue objects a CapacitySource applies.
+var kueueKinds = []string{"ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass"}
+
+// staleKueue lists the Kueue objects src applied (its ownership labels) that
+// o no longer has, in a stable order.
+func (r *Reconciler) staleKueue(ctx context.Context, src *allotv1.CapacitySource, o *rkueue.Objects) ([]client.Object, error) {
+	objs, err := o.Unstructured()
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, u := range objs {
+		want[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = true
+	}
+	var stale []client.Object
+	for _, kind := range kueueKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: rkueue.Group, Version: rkueue.Version, Kind: kind + "List"})
+		if err := r.reader().List(ctx, list, client.MatchingLabels{LabelSourceName: src.Name, LabelSourceNamespace: src.Namespace}); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue // Kueue's CRDs are not installed: nothing of it to prune
+			}
+			return nil, fmt.Errorf("listing the %ss the source applied: %w", kind, err)
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			if !want[kind+"/"+u.GetNamespace()+"/"+u.GetName()] {
+				stale = append(stale, u)
+			}
+		}
+	}
+	return stale, nil
 }

@@ -239,8 +239,12 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	steps := Steps(cur, objs, src.PruneEnabled())
 	if r.Kueue {
 		ko, err := kueueObjects(judged.Config, judged.Plan, r.Cluster)
+		var stale []client.Object
+		if err == nil && src.PruneEnabled() {
+			stale, err = r.staleKueue(ctx, src, ko)
+		}
 		if err == nil {
-			steps, err = withKueue(steps, ko)
+			steps, err = withKueue(steps, ko, map[string]string{LabelSourceName: src.Name, LabelSourceNamespace: src.Namespace}, stale)
 		}
 		if err != nil {
 			r.stall(src, ReasonRenderFailed, fmt.Sprintf("revision %s: rendering for Kueue: %v", art.Revision, err))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -121,4 +122,36 @@ func testManager(t *testing.T, env *testenv.Env) {
 	// Lowered in Git: applied to the ClusterQueue.
 	write(4, 0)
 	testenv.Eventually(t, 60*time.Second, "gamma's quota lowered", nominal("4"))
+
+	// A team removed from Git: its Team and its Kueue queues are pruned.
+	b, err := os.ReadFile(filepath.Join(repo, "capacity.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _, ok := strings.Cut(string(b), "teams: delta: {")
+	if !ok {
+		t.Fatalf("no team delta in:\n%s", b)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "capacity.cue"), []byte(without), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "commit", "-q", "-am", "delta leaves")
+	testenv.Eventually(t, 60*time.Second, "delta's ClusterQueue and LocalQueue pruned", func() error {
+		for _, o := range []struct{ kind, ns string }{{"ClusterQueue", ""}, {"LocalQueue", "delta"}} {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(ClusterQueueGVK.GroupVersion().WithKind(o.kind))
+			err := c.Get(ctx, client.ObjectKey{Namespace: o.ns, Name: "delta"}, u)
+			if err == nil {
+				return fmt.Errorf("%s delta still there", o.kind)
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	// gamma's queue stays.
+	if err := nominal("4")(); err != nil {
+		t.Errorf("after delta left: %v", err)
+	}
 }
