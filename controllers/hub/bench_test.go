@@ -29,7 +29,7 @@ func benchFleet(clusters, nodes, pending int) (scheduler.Config, []snapshot, []a
 	for c := range clusters {
 		name := fmt.Sprintf("c%d", c)
 		pool := allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: allotv1.PoolSpec{Cluster: name, Flavor: "h100", GPUsPerNode: 8,
-			Price: allotv1.Price{OnDemandPerNodeHour: allotv1.Decimal(fmt.Sprint(20 + 10*(c%3)))},
+			Price:    allotv1.Price{OnDemandPerNodeHour: allotv1.Decimal(fmt.Sprint(20 + 10*(c%3)))},
 			Topology: &allotv1.Topology{Levels: []allotv1.TopologyLevel{{Name: "rack"}}}}}
 		pools = append(pools, pool)
 		w := snapshot{name: name, state: Ready}
