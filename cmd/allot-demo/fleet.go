@@ -57,8 +57,8 @@ type fleetCluster struct {
 type fleetResult struct {
 	// first and moved are the clusters the job ran in before and after the
 	// cheap one was lost; nodes are the nodes its pods were bound to there.
-	first, moved             string
-	firstNodes, movedNodes   []string
+	first, moved            string
+	firstNodes, movedNodes  []string
 	firstWhy, explainOutput string
 	dir                     string
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -119,6 +120,19 @@ func testManager(t *testing.T, env *testenv.Env) {
 		return nil
 	})
 
+	// The same gauges as with the embedded scheduler.
+	for _, m := range []struct {
+		name, flavor string
+		want         float64
+	}{{"allot_team_used_gpus", "t4-16gb", 4}, {"allot_team_quota_nominal_gpus", "t4-16gb", 8}, {"allot_team_pending_workloads", "", 1}, {"allot_team_admitted_workloads", "", 1}} {
+		testenv.Eventually(t, 30*time.Second, m.name+" of gamma", func() error {
+			if got := teamGauge(t, m.name, "gamma", m.flavor); got != m.want {
+				return fmt.Errorf("%s{team=gamma} = %v, want %v", m.name, got, m.want)
+			}
+			return nil
+		})
+	}
+
 	// Lowered in Git: applied to the ClusterQueue.
 	write(4, 0)
 	testenv.Eventually(t, 60*time.Second, "gamma's quota lowered", nominal("4"))
@@ -154,4 +168,29 @@ func testManager(t *testing.T, env *testenv.Env) {
 	if err := nominal("4")(); err != nil {
 		t.Errorf("after delta left: %v", err)
 	}
+}
+
+// teamGauge is a team's allot_team_* gauge in the manager's registry (of
+// flavor, when given), -1 when absent.
+func teamGauge(t *testing.T, name, team, flavor string) float64 {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["team"] == team && (flavor == "" || labels["flavor"] == flavor) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

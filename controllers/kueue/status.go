@@ -14,6 +14,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	rkueue "github.com/allot-dev/allot/planner/render/kueue"
+	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=clusterqueues,verbs=get;list;watch
@@ -68,8 +69,9 @@ func quantity(v any) int64 {
 }
 
 // StatusReconciler writes each team's usage and pending workloads, as Kueue's
-// ClusterQueue status says them, into its Team's status: the finance report's
-// showback and the dashboards read them there whichever scheduler admits.
+// ClusterQueue status says them, into its Team's status and the allot_team_*
+// gauges: the finance report's showback and the dashboards read them there
+// whichever scheduler admits.
 type StatusReconciler struct {
 	Client client.Client
 }
@@ -94,9 +96,17 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	team := &allotv1.Team{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, team); err != nil {
+		if apierrors.IsNotFound(err) {
+			runner.ForgetTeamGauges(name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	u := UsageOf(cq)
+	nominal := map[string]int64{}
+	for _, q := range team.Spec.Quota {
+		nominal[q.Flavor] = q.Nominal
+	}
+	runner.SetTeamGauges(name, nominal, u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads)
 	if slices.Equal(team.Status.Flavors, u.Flavors) && team.Status.PendingWorkloads == u.PendingWorkloads &&
 		team.Status.AdmittedWorkloads == u.AdmittedWorkloads {
 		return ctrl.Result{}, nil

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -76,4 +78,30 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
+}
+
+// SetTeamGauges sets a team's allot_team_* gauges from what another admitter
+// reports (allot manager --scheduler=kueue, from the team's ClusterQueue):
+// its nominal quota and use per flavor, its pending workloads (all tiers
+// under tier "", which Kueue does not tell apart) and admitted ones. The
+// dashboards and alerts then read the same series in either mode.
+func SetTeamGauges(team string, nominal map[string]int64, flavors []allotv1.FlavorUsage, pending, admitted int64) {
+	ForgetTeamGauges(team)
+	for f, n := range nominal {
+		metricQuota.WithLabelValues(team, f).Set(float64(n))
+	}
+	for _, f := range flavors {
+		metricUsed.WithLabelValues(team, f.Flavor).Set(float64(f.UsedGPUs))
+		metricBorrowed.WithLabelValues(team, f.Flavor).Set(float64(f.BorrowedGPUs))
+		metricLent.WithLabelValues(team, f.Flavor).Set(float64(f.LentGPUs))
+	}
+	metricPending.WithLabelValues(team, "").Set(float64(pending))
+	metricAdmitted.WithLabelValues(team).Set(float64(admitted))
+}
+
+// ForgetTeamGauges drops a team's allot_team_* series (a team removed).
+func ForgetTeamGauges(team string) {
+	for _, g := range []*prometheus.GaugeVec{metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted} {
+		g.DeletePartialMatch(prometheus.Labels{"team": team})
+	}
 }
