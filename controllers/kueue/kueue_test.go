@@ -117,6 +117,7 @@ func TestKueue(t *testing.T) {
 	}
 	t.Run("Admission", func(t *testing.T) { testAdmission(t, env) })
 	t.Run("Manager", func(t *testing.T) { testManager(t, env) })
+	t.Run("SideBySide", func(t *testing.T) { testSideBySide(t, env) })
 }
 
 // lab is a one-cluster repository: two teams share 16 T4 GPUs in one cohort;
