@@ -130,18 +130,7 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 	// The demo's own client logs nothing: what matters is printed, and the
 	// manager's logs are its own.
 	ctrl.SetLogger(logr.Discard())
-	defer func() {
-		var done []string
-		for _, f := range slices.Backward(d.cleanup) {
-			done = append(done, f())
-		}
-		if len(done) > 0 {
-			fmt.Fprintf(o.out, "\n[%5.1fs] Cleaned up: %s.\n", d.elapsed(), strings.Join(done, ", "))
-		}
-		if ctx.Err() != nil && err != nil {
-			err = errInterrupted
-		}
-	}()
+	defer d.stopAll(ctx, &err)
 	d.bin, err = filepath.Abs(o.allot)
 	if err == nil {
 		_, err = os.Stat(d.bin)
@@ -179,6 +168,21 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 	}
 	fmt.Fprintf(o.out, "\n[%5.1fs] Done.\n", d.elapsed())
 	return &d.res, nil
+}
+
+// stopAll stops what the demo started, last first, and says so; an error of
+// an interrupted demo becomes errInterrupted.
+func (d *demo) stopAll(ctx context.Context, err *error) {
+	var done []string
+	for _, f := range slices.Backward(d.cleanup) {
+		done = append(done, f())
+	}
+	if len(done) > 0 {
+		fmt.Fprintf(d.o.out, "\n[%5.1fs] Cleaned up: %s.\n", d.elapsed(), strings.Join(done, ", "))
+	}
+	if ctx.Err() != nil && *err != nil {
+		*err = errInterrupted
+	}
 }
 
 func (d *demo) elapsed() float64 { return time.Since(d.started).Seconds() }

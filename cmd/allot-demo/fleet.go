@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -71,18 +70,7 @@ func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
 	d := &demo{o: o, started: time.Now()}
 	res := &fleetResult{}
 	ctrl.SetLogger(logr.Discard())
-	defer func() {
-		var done []string
-		for _, f := range slices.Backward(d.cleanup) {
-			done = append(done, f())
-		}
-		if len(done) > 0 {
-			fmt.Fprintf(o.out, "\n[%5.1fs] Cleaned up: %s.\n", d.elapsed(), strings.Join(done, ", "))
-		}
-		if ctx.Err() != nil && err != nil {
-			err = errInterrupted
-		}
-	}()
+	defer d.stopAll(ctx, &err)
 	if d.bin, err = filepath.Abs(o.allot); err == nil {
 		_, err = os.Stat(d.bin)
 	}

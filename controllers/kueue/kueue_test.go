@@ -31,7 +31,7 @@ var (
 )
 
 // render loads the repository in dir and renders its Kueue objects.
-func render(t *testing.T, dir string) []*rkueue.Objects {
+func render(t testing.TB, dir string) []*rkueue.Objects {
 	t.Helper()
 	cfg, findings := allotschema.Load(os.DirFS(dir))
 	if cfg == nil || findings.HasErrors() {
@@ -44,7 +44,7 @@ func render(t *testing.T, dir string) []*rkueue.Objects {
 	return out
 }
 
-func apply(t *testing.T, c client.Client, o *rkueue.Objects) {
+func apply(t testing.TB, c client.Client, o *rkueue.Objects) {
 	t.Helper()
 	objs, err := o.Unstructured()
 	if err != nil {
@@ -59,7 +59,7 @@ func apply(t *testing.T, c client.Client, o *rkueue.Objects) {
 }
 
 // active waits until Kueue reports every ClusterQueue and LocalQueue of o Active.
-func active(t *testing.T, c client.Client, o *rkueue.Objects) {
+func active(t testing.TB, c client.Client, o *rkueue.Objects) {
 	t.Helper()
 	ctx := context.Background()
 	check := func(gvk schema.GroupVersionKind, key client.ObjectKey) func() error {

@@ -1,0 +1,204 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet"
+	rkueue "github.com/allot-dev/allot/planner/render/kueue"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// The throughput workload (issue 19): 1,000 nodes of 8 GPUs, 5,000 one-pod
+// jobs and 200 jobs of 8 pods, every pod one GPU (6,600 of the 8,000).
+const (
+	tpNodes   = 1_000
+	tpSingles = 5_000
+	tpGangs   = 200
+	tpGang    = 8
+)
+
+// BenchmarkThroughput measures, on one API server each, the time from the
+// first create to the last pod bound by allot's embedded scheduler (pods made
+// by the benchmark, as a Job controller would) and to the last Job admitted
+// (unsuspended) by Kueue, for the same workload and quota. It runs only with
+// -bench (about a minute and a half here): go test ./controllers/kueue -run
+// '^$' -bench Throughput -benchtime 1x.
+func BenchmarkThroughput(b *testing.B) {
+	b.Run("allot", func(b *testing.B) {
+		for b.Loop() {
+			b.ReportMetric(throughputAllot(b).Seconds(), "s-to-last-bind")
+		}
+	})
+	b.Run("kueue", func(b *testing.B) {
+		for b.Loop() {
+			b.ReportMetric(throughputKueue(b).Seconds(), "s-to-last-admitted")
+		}
+	})
+}
+
+// parallel runs f(i) for i in [0, n) on 16 workers and fails b on the first
+// error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func tpCreateNodes(b *testing.B, c client.Client) {
+	b.Helper()
+	parallel(b, tpNodes, func(i int) error {
+		_, err := testenv.CreateNode(context.Background(), c, fmt.Sprintf("n%04d", i), 8, map[string]string{fleet.LabelFlavor: "l4", fleet.LabelPool: "l4"})
+		return err
+	})
+}
+
+func throughputAllot(b *testing.B) time.Duration {
+	env := testenv.Start(b)
+	ctx := context.Background()
+	c := env.Client
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "solo"}},
+		&allotv1.Tier{ObjectMeta: metav1.ObjectMeta{Name: "batch"}, Spec: allotv1.TierSpec{Priority: 10}},
+		&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "solo"}, Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "l4", Nominal: tpNodes * 8}}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tpCreateNodes(b, c)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	core := scheduler.DefaultOptions()
+	core.GangTimeout = 0 // no kubelet runs the pods
+	if err := runner.New(runner.Options{Core: &core}).SetupWithManager(mgr); err != nil {
+		b.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(2 * time.Second) // the scheduler's caches synced
+
+	one := *resource.NewQuantity(1, resource.DecimalSI)
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "solo", Name: name, Labels: labels},
+			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{rkueue.ResourceGPU: one}}}}}}
+	}
+	start := time.Now()
+	parallel(b, tpSingles+tpGangs*tpGang, func(i int) error {
+		if i < tpSingles {
+			return c.Create(ctx, pod(fmt.Sprintf("s%d", i), nil))
+		}
+		g := (i - tpSingles) / tpGang
+		return c.Create(ctx, pod(fmt.Sprintf("g%d-%d", g, (i-tpSingles)%tpGang),
+			map[string]string{runner.LabelGang: fmt.Sprintf("g%d", g), runner.LabelGangSize: fmt.Sprint(tpGang)}))
+	})
+	want := tpSingles + tpGangs*tpGang
+	testenv.Eventually(b, 10*time.Minute, "every pod bound", func() error {
+		var l corev1.PodList
+		if err := c.List(ctx, &l, client.InNamespace("solo")); err != nil {
+			return err
+		}
+		bound := 0
+		for _, p := range l.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		if bound < want {
+			return fmt.Errorf("%d of %d bound", bound, want)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+func throughputKueue(b *testing.B) time.Duration {
+	env := testenv.Start(b)
+	testenv.StartKueue(b, env)
+	ctx := context.Background()
+	c := env.Client
+	dir := b.TempDir()
+	repo := strings.NewReplacer("nodes: {min: 2, max: 2}", fmt.Sprintf("nodes: {min: %d, max: %d}", tpNodes, tpNodes), "nominal: 16", fmt.Sprintf("nominal: %d", tpNodes*8)).Replace(side)
+	if err := os.WriteFile(filepath.Join(dir, "capacity.cue"), []byte(repo), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	o := render(b, dir)[0]
+	apply(b, c, o)
+	active(b, c, o)
+	tpCreateNodes(b, c)
+
+	one := *resource.NewQuantity(1, resource.DecimalSI)
+	job := func(name string, pods int32) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "solo", Name: name, Labels: map[string]string{rkueue.LabelQueueName: "solo", rkueue.LabelPriorityClass: "batch"}},
+			Spec: batchv1.JobSpec{Parallelism: &pods, Completions: &pods, Suspend: ptrTo(true),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{rkueue.ResourceGPU: one}, Limits: corev1.ResourceList{rkueue.ResourceGPU: one}}}}}}}}
+	}
+	start := time.Now()
+	parallel(b, tpSingles+tpGangs, func(i int) error {
+		if i < tpSingles {
+			return c.Create(ctx, job(fmt.Sprintf("s%d", i), 1))
+		}
+		return c.Create(ctx, job(fmt.Sprintf("g%d", i-tpSingles), tpGang))
+	})
+	want := tpSingles + tpGangs
+	testenv.Eventually(b, 10*time.Minute, "every Job admitted", func() error {
+		var l batchv1.JobList
+		if err := c.List(ctx, &l, client.InNamespace("solo")); err != nil {
+			return err
+		}
+		admitted := 0
+		for _, j := range l.Items {
+			if j.Spec.Suspend != nil && !*j.Spec.Suspend {
+				admitted++
+			}
+		}
+		if admitted < want {
+			return fmt.Errorf("%d of %d admitted", admitted, want)
+		}
+		return nil
+	})
+	return time.Since(start)
+}
