@@ -181,6 +181,11 @@ func (r *Router) Pass(ctx context.Context) error {
 		return err
 	}
 	var jobs []*hubJob
+	live := map[types.UID]bool{}
+	for i := range list.Items {
+		live[list.Items[i].UID] = true
+	}
+	r.forgetGone(live)
 	for i := range list.Items {
 		j := &list.Items[i]
 		if j.Spec.ManagedBy == nil || *j.Spec.ManagedBy != ManagedBy || j.DeletionTimestamp != nil {
@@ -387,8 +392,8 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 
 // routing is what the router last wrote of a job's routing.
 type routing struct {
-	cluster string
-	attempt int
+	cluster, placement string
+	attempt            int
 }
 
 // remember notes a routing this router wrote, so that a pass that reads an
@@ -399,7 +404,18 @@ func (r *Router) remember(j *batchv1.Job, cluster string, attempt int) {
 	if r.routed == nil {
 		r.routed = map[types.UID]routing{}
 	}
-	r.routed[j.UID] = routing{cluster, attempt}
+	r.routed[j.UID] = routing{cluster: cluster, placement: j.Annotations[AnnotationPlacement], attempt: attempt}
+}
+
+// forgetGone drops what the router remembers of Jobs that are gone.
+func (r *Router) forgetGone(live map[types.UID]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.routed {
+		if !live[uid] {
+			delete(r.routed, uid)
+		}
+	}
 }
 
 // recall is the newest of what the Job says and what the router wrote.
@@ -413,6 +429,7 @@ func (r *Router) recall(h *hubJob) {
 				h.job.Annotations = map[string]string{}
 			}
 			h.job.Annotations[AnnotationCluster] = m.cluster
+			h.job.Annotations[AnnotationPlacement] = m.placement
 		}
 	}
 }
@@ -542,8 +559,8 @@ func generatedLabel(k string) bool {
 }
 
 // jobWorkload reads a hub Job as the core's workload: the team is its
-// namespace's (a Team of that name, or the Team that maps the namespace),
-// else its pod template's label; the tier, topology, cluster and flavors
+// namespace's (a Team of that name, or the Team that maps the namespace;
+// a label on the pod template must agree); the tier, topology, cluster and flavors
 // come from the template's labels, as for pods (docs/scheduling.md); its
 // gang is its parallelism (at most its completions).
 func jobWorkload(j *batchv1.Job, teams []allotv1.Team, tiers []allotv1.Tier) (scheduler.Workload, error) {
@@ -551,25 +568,36 @@ func jobWorkload(j *batchv1.Job, teams []allotv1.Team, tiers []allotv1.Tier) (sc
 	w := scheduler.Workload{ID: scheduler.WorkloadID(j.Namespace + "/" + j.Name), Submitted: j.CreationTimestamp.Time}
 	team := ""
 	var tm *allotv1.Team
+	// As the workers' schedulers read it: the Team named after the
+	// namespace, else the first by name that maps it.
 	for i := range teams {
-		t := &teams[i]
-		if t.Name == j.Namespace || slices.Contains(strings.Split(t.Annotations[allotv1.AnnotationNamespaces], ","), j.Namespace) {
-			team, tm = t.Name, t
-			break
+		if teams[i].Name == j.Namespace {
+			tm = &teams[i]
 		}
 	}
-	switch l := labels[runner.LabelTeam]; {
-	case team != "" && l != "" && l != team:
-		return w, fmt.Errorf("the pod template names team %s but namespace %s belongs to team %s", l, j.Namespace, team)
-	case team == "" && l == "":
-		return w, fmt.Errorf("namespace %s belongs to no team and the pod template has no label %s", j.Namespace, runner.LabelTeam)
-	case team == "":
-		team = l
-		for i := range teams {
-			if teams[i].Name == team {
-				tm = &teams[i]
+	for i := 0; tm == nil || tm.Name != j.Namespace; i++ {
+		if i == len(teams) {
+			break
+		}
+		if t := &teams[i]; tm == nil || t.Name < tm.Name {
+			for ns := range strings.SplitSeq(t.Annotations[allotv1.AnnotationNamespaces], ",") {
+				if strings.TrimSpace(ns) == j.Namespace {
+					tm = t
+				}
 			}
 		}
+	}
+	if tm != nil {
+		team = tm.Name
+	}
+	switch l := labels[runner.LabelTeam]; {
+	case team == "":
+		// As the workers' schedulers (--strict-tenancy): the hub copies a
+		// Job into the same namespace of a worker, so only a team's own
+		// namespaces may submit.
+		return w, fmt.Errorf("namespace %s belongs to no team: submit in a team's namespace, or map this one to a team in the capacity repository (teams.<team>.namespaces)", j.Namespace)
+	case l != "" && l != team:
+		return w, fmt.Errorf("the pod template names team %s but namespace %s belongs to team %s", l, j.Namespace, team)
 	}
 	w.Team = scheduler.TeamName(team)
 	tier := labels[runner.LabelTier]

@@ -1,0 +1,73 @@
+package hub
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// TestJobWorkload reads hub Jobs as workloads: the namespace decides the
+// team (its own, else the first team by name that maps it), the template's
+// labels may not disagree, a namespace of no team is refused, the tier
+// defaults to the lowest the team may use that is not borrowOnly, the gang
+// is min(parallelism, completions), and a Job without GPUs is refused.
+func TestJobWorkload(t *testing.T) {
+	teams := []allotv1.Team{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nlp", Annotations: map[string]string{allotv1.AnnotationNamespaces: "shared"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cv", Annotations: map[string]string{allotv1.AnnotationNamespaces: " shared , cv-batch"}}, Spec: allotv1.TeamSpec{Tiers: []string{"production", "research"}}},
+	}
+	tiers := []allotv1.Tier{
+		{ObjectMeta: metav1.ObjectMeta{Name: "production"}, Spec: allotv1.TierSpec{Priority: 500}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "research"}, Spec: allotv1.TierSpec{Priority: 100}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "opportunist"}, Spec: allotv1.TierSpec{BorrowOnly: true}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}, Spec: allotv1.TierSpec{Priority: 1}},
+	}
+	job := func(ns string, parallelism, completions int32, gpus int64, labels map[string]string) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}, Spec: batchv1.JobSpec{Parallelism: ptr.To(parallelism), Completions: ptr.To(completions)}}
+		j.Spec.Template.Labels = labels
+		c := corev1.Container{Name: "c"}
+		if gpus > 0 {
+			c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+		}
+		j.Spec.Template.Spec.Containers = []corev1.Container{c}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		job                *batchv1.Job
+		team, tier, errHas string
+		pods, gpp          int64
+	}{
+		"own namespace, lowest tier": {job: job("nlp", 4, 4, 8, nil), team: "nlp", tier: "scratch", pods: 4, gpp: 8},
+		"mapped: first team by name": {job: job("shared", 2, 2, 1, nil), team: "cv", tier: "research", pods: 2, gpp: 1},
+		"mapped, spaces trimmed":     {job: job("cv-batch", 3, 1, 2, map[string]string{runner.LabelTier: "production"}), team: "cv", tier: "production", pods: 1, gpp: 2},
+		"a label that agrees":        {job: job("nlp", 1, 1, 8, map[string]string{runner.LabelTeam: "nlp"}), team: "nlp", tier: "scratch", pods: 1, gpp: 8},
+		"a label that disagrees":     {job: job("nlp", 1, 1, 8, map[string]string{runner.LabelTeam: "cv"}), errHas: "belongs to team nlp"},
+		"a namespace of no team":     {job: job("default", 1, 1, 8, map[string]string{runner.LabelTeam: "nlp"}), errHas: "belongs to no team"},
+		"no GPUs":                    {job: job("nlp", 1, 1, 0, nil), errHas: "no nvidia.com/gpu"},
+		"nothing to run":             {job: job("nlp", 0, 1, 8, nil), errHas: "nothing to run"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, err := jobWorkload(tc.job, teams, tiers)
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("err %v, want one saying %q", err, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(w.Team) != tc.team || string(w.Tier) != tc.tier || w.Pods != tc.pods || w.GPUsPerPod != tc.gpp {
+				t.Errorf("workload %+v, want team %s tier %s %dx%d", w, tc.team, tc.tier, tc.pods, tc.gpp)
+			}
+		})
+	}
+}
