@@ -212,15 +212,22 @@ func (l *levelIndex) fullestFit(gpp GPUs, pods int64) *group {
 // largestFree returns the most free GPUs of one domain of the level.
 func (l *levelIndex) largestFree() GPUs {
 	var best GPUs
-	for k := len(l.byFree) - 1; k >= 0; k-- {
+	if k := l.last(); k >= 0 {
 		for _, g := range l.byFree[k] {
 			best = max(best, g.free)
 		}
-		if best > 0 {
-			return best
-		}
 	}
 	return best
+}
+
+// last returns the highest non-empty bucket key, or -1.
+func (l *levelIndex) last() int {
+	for w := len(l.nonzero) - 1; w >= 0; w-- {
+		if word := l.nonzero[w]; word != 0 {
+			return w*64 + 63 - bits.LeadingZeros64(word)
+		}
+	}
+	return -1
 }
 
 // view is the index of the nodes of one flavor that some workloads may use:
