@@ -124,7 +124,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		conditions.MarkTrue(c, allotv1.ReachableCondition, ReasonReachable, "%s", msg)
 		conditions.MarkTrue(c, allotv1.ReadyCondition, ReasonReachable, "%s", msg)
 		if r.Workers != nil {
-			r.Workers.seen(c.Name, seen.cfg, seen.list, failoverAfter(c))
+			r.Workers.seen(c.Name, seen.kubeconfig, seen.cfg, seen.list, failoverAfter(c))
 		}
 	} else {
 		reason := ReasonUnreachable
@@ -200,9 +200,11 @@ func (e *probeError) Unwrap() error { return e.err }
 type seen struct {
 	nodes, gpus int64
 	version     string
-	// cfg reaches the worker; list holds its GPU nodes, trimmed.
-	cfg  *rest.Config
-	list []corev1.Node
+	// cfg reaches the worker (made from kubeconfig); list holds its GPU
+	// nodes, trimmed.
+	cfg        *rest.Config
+	kubeconfig []byte
+	list       []corev1.Node
 }
 
 // probe reads the worker's kubeconfig Secret and asks its API server for its
@@ -243,7 +245,7 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 	if err != nil {
 		return seen{}, fmt.Errorf("asking %s for its version: %w", cfg.Host, err)
 	}
-	out := seen{version: v.GitVersion, cfg: cfg}
+	out := seen{version: v.GitVersion, cfg: cfg, kubeconfig: data}
 	opts := metav1.ListOptions{Limit: 500}
 	for range maxNodePages {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, opts)

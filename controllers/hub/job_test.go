@@ -3,12 +3,15 @@ package hub
 import (
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -71,3 +74,28 @@ func TestJobWorkload(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkersRenewTheirClient: a worker's client is made again when its
+// kubeconfig changes (credentials rotated at the same address), and kept
+// while it does not.
+func TestWorkersRenewTheirClient(t *testing.T) {
+	ws := NewWorkers()
+	made := 0
+	newClient := func(*rest.Config) (client.Client, error) { made++; return dummyClient{}, nil }
+	cfg := &rest.Config{Host: "https://w:6443"}
+	for i, step := range []struct {
+		kubeconfig string
+		made       int
+	}{{"token: a", 1}, {"token: a", 1}, {"token: b", 2}} {
+		ws.seen("w", []byte(step.kubeconfig), cfg, nil, time.Minute)
+		if _, err := ws.snapshot(newClient); err != nil {
+			t.Fatal(err)
+		}
+		if made != step.made {
+			t.Errorf("probe %d (%s): %d clients made, want %d", i, step.kubeconfig, made, step.made)
+		}
+	}
+}
+
+// dummyClient stands for a worker's client: it is only counted.
+type dummyClient struct{ client.Client }

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"crypto/sha256"
 	"maps"
 	"slices"
 	"sync"
@@ -26,9 +27,10 @@ type worker struct {
 	state State
 	// cfg reaches the worker; nil until a probe has read its kubeconfig.
 	cfg *rest.Config
-	// host is cfg.Host, to notice a kubeconfig that moved.
-	host   string
-	client client.Client
+	// kubeconfig fingerprints the kubeconfig cfg was made from, to notice
+	// one that changed (moved, or its credentials rotated).
+	kubeconfig [sha256.Size]byte
+	client     client.Client
 	// nodes are the worker's GPU nodes at its last successful probe, trimmed
 	// to what the core reads.
 	nodes []corev1.Node
@@ -62,14 +64,15 @@ func (ws *Workers) get(name string) *worker {
 }
 
 // seen records a successful probe.
-func (ws *Workers) seen(name string, cfg *rest.Config, nodes []corev1.Node, failoverAfter time.Duration) {
+func (ws *Workers) seen(name string, kubeconfig []byte, cfg *rest.Config, nodes []corev1.Node, failoverAfter time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.get(name)
-	if w.cfg == nil || w.host != cfg.Host {
+	fp := sha256.Sum256(kubeconfig)
+	if w.cfg == nil || w.kubeconfig != fp {
 		w.client = nil // made again from the new configuration when used
 	}
-	w.state, w.cfg, w.host, w.nodes, w.failoverAfter = Ready, cfg, cfg.Host, nodes, failoverAfter
+	w.state, w.cfg, w.kubeconfig, w.nodes, w.failoverAfter = Ready, cfg, fp, nodes, failoverAfter
 }
 
 // missed records a failed probe: Unreachable, or Lost once the grace passed.
