@@ -297,18 +297,12 @@ func (d *demo) runCopy(ctx context.Context, fc *fleetCluster) ([]string, error) 
 	}); err != nil {
 		return nil, err
 	}
-	var names []string
-	for i := range *j.Spec.Parallelism {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fleetTeam, Name: fmt.Sprintf("%s-%d", fleetJob, i), Labels: j.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}},
-			Spec: j.Spec.Template.Spec}
-		if err := c.Create(ctx, p); err != nil {
-			return nil, err
-		}
-		names = append(names, p.Name)
+	names, err := testenv.CreateJobPods(ctx, c, fleetTeam, fleetJob)
+	if err != nil {
+		return nil, err
 	}
 	var nodes []string
-	err := d.waitUntil(ctx, settleTimeout, "the copy's pods not bound in "+fc.name, func(ctx context.Context) (bool, string, error) {
+	err = d.waitUntil(ctx, settleTimeout, "the copy's pods not bound in "+fc.name, func(ctx context.Context) (bool, string, error) {
 		nodes = nodes[:0]
 		for _, n := range names {
 			var p corev1.Pod

@@ -71,11 +71,7 @@ current-context: w
 		}
 	}
 
-	mgr, err := ctrl.NewManager(hubEnv.Config, ctrl.Options{Scheme: hubEnv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, hubEnv)
 	reg := prometheus.NewRegistry()
 	metrics := hub.NewMetrics(reg)
 	r := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns,
@@ -83,9 +79,7 @@ current-context: w
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	startManager(t, ctx, mgr)
 
 	for _, cl := range []*allotv1.Cluster{
 		{ObjectMeta: metav1.ObjectMeta{Name: "west"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "west"}, FailoverAfter: &metav1.Duration{Duration: 2 * time.Second}}},
@@ -168,4 +162,24 @@ func metric(t *testing.T, reg *prometheus.Registry, name, cluster string) float6
 		}
 	}
 	return -1
+}
+
+// newManager is a manager on env for the test's reconcilers (no metrics or
+// probe servers; controller names may repeat across tests).
+func newManager(t *testing.T, env *testenv.Env) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// startManager runs mgr until ctx ends or the test does, whichever is first.
+func startManager(t *testing.T, ctx context.Context, mgr ctrl.Manager) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -58,7 +58,7 @@ func TestJobWorkload(t *testing.T) {
 		"nothing to run":             {job: job("nlp", 0, 1, 8, nil), errHas: "nothing to run"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			w, err := jobWorkload(tc.job, teams, tiers)
+			w, err := jobWorkload(tc.job, newTenancy(teams, tiers))
 			if tc.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("err %v, want one saying %q", err, tc.errHas)

@@ -180,6 +180,7 @@ func (r *Router) Pass(ctx context.Context) error {
 	if err := r.Client.List(ctx, &list); err != nil {
 		return err
 	}
+	ten := newTenancy(teams.Items, tiers.Items)
 	var jobs []*hubJob
 	live := map[types.UID]bool{}
 	for i := range list.Items {
@@ -194,7 +195,7 @@ func (r *Router) Pass(ctx context.Context) error {
 		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster]}
 		h.attempt, _ = strconv.Atoi(j.Annotations[AnnotationAttempt])
 		r.recall(h)
-		h.spec, h.specErr = jobWorkload(j, teams.Items, tiers.Items)
+		h.spec, h.specErr = jobWorkload(j, ten)
 		jobs = append(jobs, h)
 	}
 
@@ -558,37 +559,38 @@ func generatedLabel(k string) bool {
 	return false
 }
 
+// tenancy is what decides a Job's team and default tier, as the workers'
+// schedulers read it (runner.NamespaceTeams, runner.DefaultTier): read once
+// a pass.
+type tenancy struct {
+	teams   map[string]*allotv1.Team
+	nsTeams map[string]string
+	tiers   []*allotv1.Tier
+}
+
+func newTenancy(teams []allotv1.Team, tiers []allotv1.Tier) *tenancy {
+	t := &tenancy{teams: map[string]*allotv1.Team{}}
+	for i := range teams {
+		t.teams[teams[i].Name] = &teams[i]
+	}
+	for i := range tiers {
+		t.tiers = append(t.tiers, &tiers[i])
+	}
+	t.nsTeams = runner.NamespaceTeams(t.teams)
+	return t
+}
+
 // jobWorkload reads a hub Job as the core's workload: the team is its
 // namespace's (a Team of that name, or the Team that maps the namespace;
 // a label on the pod template must agree); the tier, topology, cluster and flavors
 // come from the template's labels, as for pods (docs/scheduling.md); its
 // gang is its parallelism (at most its completions).
-func jobWorkload(j *batchv1.Job, teams []allotv1.Team, tiers []allotv1.Tier) (scheduler.Workload, error) {
+func jobWorkload(j *batchv1.Job, ten *tenancy) (scheduler.Workload, error) {
 	labels := j.Spec.Template.Labels
 	w := scheduler.Workload{ID: scheduler.WorkloadID(j.Namespace + "/" + j.Name), Submitted: j.CreationTimestamp.Time}
-	team := ""
-	var tm *allotv1.Team
-	// As the workers' schedulers read it: the Team named after the
-	// namespace, else the first by name that maps it.
-	for i := range teams {
-		if teams[i].Name == j.Namespace {
-			tm = &teams[i]
-		}
-	}
-	for i := 0; tm == nil || tm.Name != j.Namespace; i++ {
-		if i == len(teams) {
-			break
-		}
-		if t := &teams[i]; tm == nil || t.Name < tm.Name {
-			for ns := range strings.SplitSeq(t.Annotations[allotv1.AnnotationNamespaces], ",") {
-				if strings.TrimSpace(ns) == j.Namespace {
-					tm = t
-				}
-			}
-		}
-	}
-	if tm != nil {
-		team = tm.Name
+	team := j.Namespace
+	if ten.teams[team] == nil {
+		team = ten.nsTeams[j.Namespace]
 	}
 	switch l := labels[runner.LabelTeam]; {
 	case team == "":
@@ -602,15 +604,7 @@ func jobWorkload(j *batchv1.Job, teams []allotv1.Team, tiers []allotv1.Tier) (sc
 	w.Team = scheduler.TeamName(team)
 	tier := labels[runner.LabelTier]
 	if tier == "" {
-		prio := int32(0)
-		for _, t := range tiers {
-			if t.Spec.BorrowOnly || (tm != nil && len(tm.Spec.Tiers) > 0 && !slices.Contains(tm.Spec.Tiers, t.Name)) {
-				continue
-			}
-			if tier == "" || t.Spec.Priority < prio {
-				tier, prio = t.Name, t.Spec.Priority
-			}
-		}
+		tier = runner.DefaultTier(ten.teams[team], slices.Values(ten.tiers))
 	}
 	if tier == "" {
 		return w, fmt.Errorf("the pod template has no label %s and team %s has no default tier", runner.LabelTier, team)

@@ -13,10 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
@@ -100,11 +97,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 		}
 	}
 
-	mgr, err := ctrl.NewManager(hubEnv.Config, ctrl.Options{Scheme: hubEnv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, hubEnv)
 	ws := hub.NewWorkers()
 	if err := (&hub.ClusterReconciler{Client: mgr.GetClient(), Namespace: ns, Interval: 200 * time.Millisecond, ProbeTimeout: time.Second, Workers: ws}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -114,9 +107,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 	if err := (&hub.Router{Workers: ws, Interval: 200 * time.Millisecond, Metrics: metrics}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	startManager(t, ctx, mgr)
 
 	hubJob := func(team, name string, pods int32, labels map[string]string) {
 		t.Helper()
@@ -282,19 +273,12 @@ func TestFleetRoutesJobs(t *testing.T) {
 // manager --cluster NAME does.
 func startWorkerScheduler(t *testing.T, ctx context.Context, env *testenv.Env, cluster string) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, env)
 	r := runner.New(runner.Options{Cluster: cluster, CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond, SyncTimeout: 5 * time.Second})
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	startManager(t, ctx, mgr)
 }
 
 // runCopy makes the pods of the hub's copy ns/name in a worker, as the
@@ -302,19 +286,9 @@ func startWorkerScheduler(t *testing.T, ctx context.Context, env *testenv.Env, c
 // nodes the worker's scheduler binds them to.
 func runCopy(t *testing.T, ctx context.Context, c client.Client, ns, name string) []string {
 	t.Helper()
-	var j batchv1.Job
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j); err != nil {
+	pods, err := testenv.CreateJobPods(ctx, c, ns, name)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var pods []string
-	for i := range *j.Spec.Parallelism {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: j.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}},
-			Spec: j.Spec.Template.Spec}
-		if err := c.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, p.Name)
 	}
 	var nodes []string
 	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("pods of %s/%s bound", ns, name), func() error {

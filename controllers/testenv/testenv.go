@@ -8,6 +8,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -217,4 +220,30 @@ func FreeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// CreateJobPods makes the pods of Job ns/name as its Job controller would
+// (no controller runs beside the test API server): parallelism pods named
+// <name>-<i>, with the template's labels and spec and the Job as their
+// controller. It returns their names.
+func CreateJobPods(ctx context.Context, c client.Client, ns, name string) ([]string, error) {
+	var j batchv1.Job
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j); err != nil {
+		return nil, err
+	}
+	n := int32(1)
+	if j.Spec.Parallelism != nil {
+		n = *j.Spec.Parallelism
+	}
+	var names []string
+	for i := range n {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: j.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}},
+			Spec: j.Spec.Template.Spec}
+		if err := c.Create(ctx, p); err != nil {
+			return names, err
+		}
+		names = append(names, p.Name)
+	}
+	return names, nil
 }

@@ -417,11 +417,21 @@ func allotLabels(l map[string]string) map[string]string {
 // first by name.
 func (r *Runner) mapNamespaces() {
 	clear(r.st.nsTeams)
-	for _, name := range slices.Backward(slices.Sorted(maps.Keys(r.st.teams))) {
-		for ns := range strings.SplitSeq(r.st.teams[name].Annotations[allotv1.AnnotationNamespaces], ",") {
+	maps.Copy(r.st.nsTeams, NamespaceTeams(r.st.teams))
+}
+
+// NamespaceTeams maps the namespaces Team objects claim
+// (allotv1.AnnotationNamespaces) to their team; a namespace two teams claim
+// goes to the first by name. A team's own namespace (its name) is not in it:
+// it belongs to the team whatever others claim.
+func NamespaceTeams(teams map[string]*allotv1.Team) map[string]string {
+	out := map[string]string{}
+	for _, name := range slices.Backward(slices.Sorted(maps.Keys(teams))) {
+		for ns := range strings.SplitSeq(teams[name].Annotations[allotv1.AnnotationNamespaces], ",") {
 			if ns = strings.TrimSpace(ns); ns != "" {
-				r.st.nsTeams[ns] = name
+				out[ns] = name
 			}
 		}
 	}
+	return out
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"cmp"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -203,10 +206,17 @@ func (r *Runner) namespaceTeam(ns string) (string, bool) {
 // defaultTier is the tier of a pod that names none: the lowest tier the team
 // may use that is not borrowOnly.
 func (r *Runner) defaultTier(team string) string {
-	t := r.st.teams[team]
+	return DefaultTier(r.st.teams[team], maps.Values(r.st.tiers))
+}
+
+// DefaultTier is the tier of a workload of team t (nil: a team allot does not
+// know) that names none: the lowest tier t may use that is not borrowOnly,
+// the first by name on a tie; "" when there is none.
+func DefaultTier(t *allotv1.Team, tiers iter.Seq[*allotv1.Tier]) string {
 	allowed := func(n string) bool { return t == nil || len(t.Spec.Tiers) == 0 || slices.Contains(t.Spec.Tiers, n) }
 	best, prio := "", int32(0)
-	for n, tr := range r.st.tiers {
+	for tr := range tiers {
+		n := tr.Name
 		if tr.Spec.BorrowOnly || !allowed(n) {
 			continue
 		}
