@@ -36,10 +36,6 @@ func startManager(bin, kubeconfig, dir string) (*manager, error) {
 // startManagerAs starts bin as a manager with the demo's common flags and
 // args, its log in dir/NAME.log.
 func startManagerAs(bin, kubeconfig, dir, name string, args ...string) (*manager, error) {
-	metrics, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	probes, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -52,7 +48,10 @@ func startManagerAs(bin, kubeconfig, dir, name string, args ...string) (*manager
 	// No kubelet runs the demo's pods: the gang timeout, which counts until
 	// every pod of a gang runs, is off.
 	m.cmd = exec.Command(bin, append([]string{"manager", "--kubeconfig", kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
+		// No metrics server: the demo does not read it, and a port picked
+		// free here can be taken by another process before the manager binds
+		// it (TestDemoStalled failed so once on a busy machine).
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--status-interval", "1s", "--gang-timeout", "0"}, args...)...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = childProcAttr()
