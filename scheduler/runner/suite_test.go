@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"regexp"
 	"slices"
 
 	"fmt"
@@ -335,8 +336,14 @@ func (cl *cluster) waitBound(names []string) []string {
 // containing want.
 func (cl *cluster) waitPending(name, want string) string {
 	cl.t.Helper()
+	return cl.waitPendingMatch(name, regexp.MustCompile(regexp.QuoteMeta(want)))
+}
+
+// waitPendingMatch waits for pod name to be pending with a message want matches.
+func (cl *cluster) waitPendingMatch(name string, want *regexp.Regexp) string {
+	cl.t.Helper()
 	var msg string
-	eventually(cl.t, 20*time.Second, "pod "+name+" pending with "+want, func() error {
+	eventually(cl.t, 20*time.Second, "pod "+name+" pending with "+want.String(), func() error {
 		p, ok := cl.pods()[name]
 		if !ok {
 			return fmt.Errorf("no pod %s", name)
@@ -347,7 +354,7 @@ func (cl *cluster) waitPending(name, want string) string {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 				msg = c.Message
-				if strings.Contains(msg, want) {
+				if want.MatchString(msg) {
 					return nil
 				}
 			}
