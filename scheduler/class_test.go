@@ -202,7 +202,7 @@ func benchClasses(b *testing.B, warm bool) {
 		for i := range len(s.workloads) {
 			if w := s.workloads[WorkloadID(fmt.Sprintf("w%d", i))]; rng.IntN(4) > 0 {
 				w.spec.Rules = classRules(rules[rng.IntN(len(rules))])
-				w.shape.rules = w.spec.Rules.Key()
+				s.setShape(w)
 				if warm {
 					s.viewOf(w, w.cands[0])
 				}

@@ -17,7 +17,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
 	s.dirty = false
-	clear(s.fails)
+	s.cycles++
 	clear(s.admittedNow)
 	s.epoch = 0
 	for _, f := range s.flavorList {
@@ -89,11 +89,8 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	}
 	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(w.since) >= s.opts.ReserveAfter
 	holder := w.reserved != nil
-	if !holder {
-		if f, ok := s.fails[w.shape]; ok && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w)) {
-			w.reason = f.reason
-			return
-		}
+	if !holder && s.failsLike(w, eligible) {
+		return
 	}
 	prev := w.reserved
 	s.unreserve(w)
@@ -106,7 +103,95 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	if eligible && s.reserve(w, prev) {
 		return
 	}
-	s.fails[w.shape] = failure{epoch: s.epoch, reason: w.reason, reserveTried: eligible}
+	s.failed(w, eligible)
+}
+
+// failsLike says whether w fails as a workload of its shape did in this cycle
+// and epoch, or one of its class with fewer pods (a gang of more pods of the
+// same team, tier, flavors and rules fits no better: not within quota, not on
+// nodes, not by preemption, not in a reservation), and then sets its reason.
+// Only when a reservation was sought too, or none could be for w. A class's
+// failure is not used when a borrow-first gang is chosen: that rule holds back
+// smaller workloads, not larger ones.
+func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
+	now := func(f *failure) bool {
+		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w))
+	}
+	if f := &w.shape.fail; now(f) {
+		w.reason = f.reason
+		return true
+	}
+	if f := &w.class.fail; s.opts.BorrowFirstAfter <= 0 && now(f) && f.pods < w.spec.Pods {
+		r, ok := s.firstReason(w)
+		if !ok {
+			return false // cannot be; then w is tried
+		}
+		w.reason = r
+		w.shape.fail = failure{cycle: s.cycles, epoch: s.epoch, reason: r, pods: w.spec.Pods, reserveTried: f.reserveTried}
+		if s.classHit != nil {
+			s.classHit(w, r)
+		}
+		return true
+	}
+	return false
+}
+
+// failed records that w did not fit.
+func (s *Scheduler) failed(w *workload, eligible bool) {
+	f := failure{cycle: s.cycles, epoch: s.epoch, reason: w.reason, pods: w.spec.Pods, reserveTried: eligible}
+	w.shape.fail = f
+	if c := &w.class.fail; c.cycle != s.cycles || c.epoch != s.epoch || w.spec.Pods < c.pods || (w.spec.Pods == c.pods && eligible) {
+		*c = f
+	}
+}
+
+// firstReason is why w waits when it does not fit: the reason of its first
+// flavor, as tryAdmit finds it. ok is false if it fits there after all.
+func (s *Scheduler) firstReason(w *workload) (PendingReason, bool) {
+	if len(w.cands) == 0 {
+		return PendingReason{Code: ReasonNoFlavor, Requested: w.GPUs()}, true
+	}
+	f := w.cands[0]
+	if r, ok := s.quotaCheck(w, f); !ok {
+		return r, true
+	}
+	_, _, r, fits := s.placeOn(w, f)
+	return r, !fits
+}
+
+// setShape files w under its shape and class.
+func (s *Scheduler) setShape(w *workload) {
+	if w.shape != nil {
+		s.unref(w.shape)
+		s.unref(w.class)
+	}
+	spec := &w.spec
+	k := shapeKey{team: w.team, tier: w.tier, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer, cluster: spec.Cluster}
+	for _, f := range spec.Flavors {
+		k.flavors += string(f) + "|"
+	}
+	if spec.Rules != nil {
+		k.rules = "\x00" + spec.Rules.Key()
+	}
+	w.class = s.ref(k)
+	k.pods = spec.Pods
+	w.shape = s.ref(k)
+}
+
+func (s *Scheduler) ref(k shapeKey) *shapeInfo {
+	i := s.shapes[k]
+	if i == nil {
+		i = &shapeInfo{key: k}
+		s.shapes[k] = i
+	}
+	i.refs++
+	return i
+}
+
+func (s *Scheduler) unref(i *shapeInfo) {
+	if i.refs--; i.refs == 0 {
+		delete(s.shapes, i.key)
+	}
 }
 
 func (s *Scheduler) reservable(w *workload) bool {

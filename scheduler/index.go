@@ -67,6 +67,9 @@ type group struct {
 	cluster *group
 	// cost, of a cluster, is its cheapest node's cost per GPU-hour.
 	cost int64
+	// room is roomInOneDomain's sum for the search numbered roomOf.
+	room   GPUs
+	roomOf uint64
 }
 
 func (g *group) add(n *node, slot int) {

@@ -110,7 +110,7 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 	if li.largestFree() >= need {
 		return true
 	}
-	room := map[*group]GPUs{}
+	s.searches++
 	enough := false
 	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
@@ -118,8 +118,11 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 			if g == nil {
 				continue
 			}
-			room[g] += p.pods * c.w.spec.GPUsPerPod
-			if g.free+room[g] >= need {
+			if g.roomOf != s.searches {
+				g.room, g.roomOf = 0, s.searches
+			}
+			g.room += p.pods * c.w.spec.GPUsPerPod
+			if g.free+g.room >= need {
 				enough = true
 				return false
 			}

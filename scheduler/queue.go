@@ -41,7 +41,9 @@ type workload struct {
 	notBefore time.Time
 	timeouts  int
 	reserved  []*node
-	shape     shapeKey
+	// shape and class (the shape whatever its pod count) are shared with the
+	// workloads like it: a cycle tries one of them at a time.
+	shape, class *shapeInfo
 	// cands are the flavors w may use, in the order they are tried.
 	cands []*flavorState
 	// gen counts the times the workload entered its queue; an entry of an

@@ -32,9 +32,18 @@ type Scheduler struct {
 	wake time.Time
 	// unstarted are admitted workloads whose pods are not all running yet.
 	unstarted map[*workload]struct{}
-	// epoch changes when a preemption changes what fits in the middle of a cycle.
-	epoch int
-	fails map[shapeKey]failure
+	// cycles counts the cycles; epoch changes when a preemption changes what
+	// fits in the middle of one.
+	cycles uint64
+	epoch  int
+	// searches numbers the domain bounds of preemption searches.
+	searches uint64
+	// shapes are the shapes of the known workloads and their classes (a
+	// shape without its pod count), with the failures of this cycle.
+	shapes map[shapeKey]*shapeInfo
+	// classHit, when set (by tests), sees each workload a class's failure
+	// decided, with the reason it was given.
+	classHit func(*workload, PendingReason)
 	// admittedNow indexes the admissions of the running cycle in its Results.
 	admittedNow map[*workload]int
 	// borrowFirst is, per cohort tree (by its root), the gang the tree's
@@ -59,9 +68,21 @@ type shapeKey struct {
 	rules   string
 }
 
+// shapeInfo is what the workloads of one shape (or class) share: how many
+// there are, and the failure of the running cycle.
+type shapeInfo struct {
+	key  shapeKey
+	refs int
+	fail failure
+}
+
+// failure is a workload that did not fit, in cycle and epoch.
 type failure struct {
+	cycle  uint64
 	epoch  int
 	reason PendingReason
+	// pods: the fewest pods of the class that did not fit.
+	pods int64
 	// reserveTried: a reservation was sought for this shape and none found.
 	reserveTried bool
 }
@@ -77,7 +98,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		cohorts:     map[CohortName]*qnode{},
 		workloads:   map[WorkloadID]*workload{},
 		unstarted:   map[*workload]struct{}{},
-		fails:       map[shapeKey]failure{},
+		shapes:      map[shapeKey]*shapeInfo{},
 		admittedNow: map[*workload]int{},
 		borrowFirst: map[*qnode]*workload{},
 	}
@@ -398,13 +419,7 @@ func (s *Scheduler) Submit(spec Workload) error {
 	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
 	s.seq++
-	w.shape = shapeKey{team: t, tier: tr, pods: spec.Pods, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer, cluster: spec.Cluster}
-	for _, f := range spec.Flavors {
-		w.shape.flavors += string(f) + "|"
-	}
-	if spec.Rules != nil {
-		w.shape.rules = "\x00" + spec.Rules.Key()
-	}
+	s.setShape(w)
 	for _, f := range t.flavors {
 		if len(spec.Flavors) == 0 || slices.Contains(spec.Flavors, f.name) {
 			w.cands = append(w.cands, f)
@@ -438,6 +453,8 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	}
 	s.unreserve(w)
 	w.state = stateGone
+	s.unref(w.shape)
+	s.unref(w.class)
 	delete(s.workloads, id)
 	return nil
 }

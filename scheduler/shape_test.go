@@ -1,0 +1,79 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// checkClassHits makes every workload a class's failure decides (it did not
+// fit because one of its class with fewer pods did not) be tried for real
+// as well: it must not fit, and its reason must be the one it was given.
+func checkClassHits(t *testing.T, s *Scheduler, hits *int) {
+	s.classHit = func(w *workload, r PendingReason) {
+		*hits++
+		var res Results
+		if s.tryAdmit(w, &res) {
+			t.Fatalf("%s (%d x %d GPUs, %s) fits, but a smaller one of its class did not, so it was not tried", w.spec.ID, w.spec.Pods, w.spec.GPUsPerPod, w.tier.spec.Name)
+		}
+		if w.reason != r {
+			t.Fatalf("%s: given reason %+v, tried %+v", w.spec.ID, r, w.reason)
+		}
+	}
+}
+
+// TestClassFailureIsABound: a gang is not tried in a cycle after a gang of
+// its class (team, tier, flavors, pod size, topology, rules) with fewer pods
+// failed in it; that must never keep a gang from a place it would have got.
+// Random fleets and quota trees, and a busy fleet of 300 nodes.
+func TestClassFailureIsABound(t *testing.T) {
+	hits := 0
+	for seed := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 29))
+		cfg, nodes := randomWorld(rng)
+		f := newFx(t, cfg, nodes, Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute})
+		checkClassHits(t, f.s, &hits)
+		next := 0
+		for step := range 120 {
+			sec := step * 30
+			for range rng.IntN(6) {
+				f.submit(randomWorkload(rng, cfg, next, sec))
+				next++
+			}
+			if ids := f.running(); len(ids) > 0 && rng.IntN(2) == 0 {
+				f.finish(ids[rng.IntN(len(ids))])
+			}
+			f.cycle(sec)
+		}
+	}
+	random := hits
+	b := newBusy(t, 300)
+	checkClassHits(t, b.s, &hits)
+	for range 60 {
+		b.churn(t, 10)
+		b.cycle(t)
+	}
+	if random < 50 || hits-random < 200 {
+		t.Fatalf("%d class failures used on random fleets, %d on the busy one: too few to tell", random, hits-random)
+	}
+	t.Logf("%d class failures used on random fleets, %d on the busy one; each tried for real did not fit", random, hits-random)
+}
+
+// TestShapesAreForgotten: the shapes of workloads that finished are dropped.
+func TestShapesAreForgotten(t *testing.T) {
+	f := newFx(t, Config{Tiers: tiers, Teams: []Team{teamQ("a", "", 8, nil, nil)}}, rack("n", "h", 1, 8, 1, 0), Options{})
+	for i := range 50 {
+		f.submit(wl(fmt.Sprintf("w%d", i), "a", "research", int64(1+i%5), 8, 0))
+	}
+	f.cycle(1)
+	if n := len(f.s.shapes); n != 6 {
+		t.Fatalf("%d shapes and classes known for 5 shapes of one class (want 6)", n)
+	}
+	for i := range 50 {
+		f.finish(WorkloadID(fmt.Sprintf("w%d", i)))
+	}
+	if n := len(f.s.shapes); n != 0 {
+		t.Fatalf("%d shapes known after every workload finished", n)
+	}
+}
