@@ -46,14 +46,13 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			walked = append(walked, t)
 		}
 		c := &cursor{t: t, list: list}
-		if c.head() != nil {
+		if c.next(); c.cur != nil {
 			h.push(c)
 		}
 	}
 	for len(h) > 0 {
 		c := h.pop()
-		w := c.head()
-		c.i++
+		w := c.cur
 		old := w.reason
 		s.consider(w, &res)
 		if w.state == statePending && w.reason != old {
@@ -62,7 +61,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 		if w.state == statePending && !w.notBefore.IsZero() && w.notBefore.After(now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
 			res.Wake = w.notBefore
 		}
-		if c.head() != nil {
+		if c.next(); c.cur != nil {
 			h.push(c)
 		}
 	}

@@ -141,21 +141,25 @@ func (q *queue) compact() {
 	q.items = live
 }
 
-// cursor walks one team's list during a cycle.
+// cursor walks one team's list during a cycle; cur is its head, the next
+// workload still pending in it (nil at the end).
 type cursor struct {
 	t    *team
 	list []entry
 	i    int
+	cur  *workload
 }
 
-func (c *cursor) head() *workload {
-	for c.i < len(c.list) {
+// next moves cur to the next pending workload of the list.
+func (c *cursor) next() {
+	for ; c.i < len(c.list); c.i++ {
 		if e := c.list[c.i]; e.live() {
-			return e.w
+			c.cur = e.w
+			c.i++
+			return
 		}
-		c.i++
 	}
-	return nil
+	c.cur = nil
 }
 
 // teamHeap orders the teams' cursors: the head's tier first, then the team's
@@ -163,7 +167,7 @@ func (c *cursor) head() *workload {
 type teamHeap []*cursor
 
 func (h teamHeap) less(i, j int) bool {
-	a, b := h[i].head(), h[j].head()
+	a, b := h[i].cur, h[j].cur
 	if a.tier.spec.Priority != b.tier.spec.Priority {
 		return a.tier.spec.Priority > b.tier.spec.Priority
 	}
