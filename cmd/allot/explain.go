@@ -203,6 +203,9 @@ func explainHubJob(out io.Writer, j *batchv1.Job) {
 		if w := a[hub.AnnotationWhy]; w != "" {
 			fmt.Fprintf(out, "  why:   %s\n", w)
 		}
+		if c := a[hub.AnnotationConflict]; c != "" {
+			fmt.Fprintf(out, "  not running: %s\n", c)
+		}
 		fmt.Fprintf(out, "  status (mirrored from %s): %d active, %d succeeded, %d failed\n", cluster, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
 		fmt.Fprintf(out, "  its pods: allot explain job/%s -n %s --kubeconfig <%s's kubeconfig>\n", j.Name, j.Namespace, cluster)
 	case a[hub.AnnotationPending] != "":

@@ -50,6 +50,9 @@ const (
 	// AnnotationWhy on a hub Job says why it went where it was routed, and
 	// why not to the other clusters, with the numbers.
 	AnnotationWhy = "hub.allot.dev/why"
+	// AnnotationConflict on a hub Job says that its worker has a Job of the
+	// same name the hub did not make, so that its copy cannot be made there.
+	AnnotationConflict = "hub.allot.dev/conflict"
 	// LabelHubJob on a worker's copy is the UID of the hub Job it copies.
 	LabelHubJob = "hub.allot.dev/job"
 	// maxPlacementBytes bounds the placement annotation.
@@ -450,15 +453,25 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 }
 
 func (r *Router) setPending(ctx context.Context, h *hubJob, why string) error {
-	why = bounded(why)
-	if h.job.Annotations[AnnotationPending] == why {
+	return r.annotate(ctx, h, AnnotationPending, why)
+}
+
+// annotate sets the hub Job's annotation key to value (bounded; "" removes
+// it), when it changes.
+func (r *Router) annotate(ctx context.Context, h *hubJob, key, value string) error {
+	value = bounded(value)
+	if h.job.Annotations[key] == value {
 		return nil
 	}
 	patch := client.MergeFrom(h.job.DeepCopy())
 	if h.job.Annotations == nil {
 		h.job.Annotations = map[string]string{}
 	}
-	h.job.Annotations[AnnotationPending] = why
+	if value == "" {
+		delete(h.job.Annotations, key)
+	} else {
+		h.job.Annotations[key] = value
+	}
 	return r.Client.Patch(ctx, h.job, patch)
 }
 
@@ -473,7 +486,16 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	case err != nil:
 		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
 	case cp.Labels[LabelHubJob] != string(h.job.UID):
-		return nil // not ours: a Job of the same name made in the worker
+		// Not ours: a Job of the same name made in the worker. It is left
+		// alone; the hub Job says why it does not run.
+		why := fmt.Sprintf("cluster %s has a Job %s/%s this hub did not make (its %s label is %q, not this Job's UID): the copy cannot be made there; delete or rename that Job, or this one", w.name, cp.Namespace, cp.Name, LabelHubJob, cp.Labels[LabelHubJob])
+		if h.job.Annotations[AnnotationConflict] != bounded(why) {
+			r.Log.Info("a Job of the same name that the hub did not make is in the worker: the copy cannot be made", "job", client.ObjectKeyFromObject(h.job), "cluster", w.name)
+		}
+		return r.annotate(ctx, h, AnnotationConflict, why)
+	}
+	if err := r.annotate(ctx, h, AnnotationConflict, ""); err != nil {
+		return err
 	}
 	// The fence is renewed once half of it is gone: it always passes before
 	// the hub could move the job (failoverAfter after the worker was last

@@ -195,6 +195,34 @@ func TestFleetRoutesJobs(t *testing.T) {
 		return nil
 	})
 
+	// A Job of the same name in the worker that the hub did not make: the
+	// copy cannot be made there. The hub says so on its Job, and leaves the
+	// worker's Job alone (even once its own Job is gone).
+	dear := workers["dear"].env.Client
+	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "x"}, Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "other", Image: "other"}}}},
+	}}
+	if err := dear.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	hubJob("ml", "x", 1, map[string]string{runner.LabelCluster: "dear"})
+	testenv.Eventually(t, 30*time.Second, "ml/x says its copy cannot be made", func() error {
+		j := getHub("ml", "x")
+		if c := j.Annotations[hub.AnnotationConflict]; j.Annotations[hub.AnnotationCluster] != "dear" || !strings.Contains(c, "cluster dear has a Job ml/x this hub did not make") {
+			return fmt.Errorf("cluster %q, conflict %q", j.Annotations[hub.AnnotationCluster], c)
+		}
+		return nil
+	})
+	if err := c.Delete(ctx, getHub("ml", "x")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // five passes
+	var still batchv1.Job
+	if err := dear.Get(ctx, client.ObjectKeyFromObject(foreign), &still); err != nil || still.UID != foreign.UID || still.DeletionTimestamp != nil {
+		t.Fatalf("the worker's own Job ml/x was touched by the hub: %v, deleting %v", err, still.DeletionTimestamp)
+	}
+
 	// The worker's status comes back to the hub.
 	cheap := workers["cheap"].env.Client
 	var cp batchv1.Job
@@ -259,7 +287,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 	for _, m := range []struct {
 		name, cluster string
 		want          float64
-	}{{"allot_hub_jobs_routed_total", "cheap", 2}, {"allot_hub_jobs_routed_total", "dear", 3}, {"allot_hub_failovers_total", "cheap", 2}} {
+	}{{"allot_hub_jobs_routed_total", "cheap", 2}, {"allot_hub_jobs_routed_total", "dear", 4}, {"allot_hub_failovers_total", "cheap", 2}} {
 		if got := metric(t, reg, m.name, m.cluster); got != m.want {
 			t.Errorf("%s{cluster=%s} = %v, want %v", m.name, m.cluster, got, m.want)
 		}
