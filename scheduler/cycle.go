@@ -106,12 +106,18 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 }
 
 // failsLike says whether w fails as a workload of its shape did in this cycle
-// and epoch, or one of its class with fewer pods (a gang of more pods of the
-// same team, tier, flavors and rules fits no better: not within quota, not on
-// nodes, not by preemption, not in a reservation), and then sets its reason.
-// Only when a reservation was sought too, or none could be for w. A class's
-// failure is not used when a borrow-first gang is chosen: that rule holds back
-// smaller workloads, not larger ones.
+// and epoch, or one of its class that it can do no better than, and then sets
+// its reason. A workload of the same team, flavors, pod size, topology and
+// rules with at least as many pods, of a tier no higher (and borrowOnly if
+// that one was) fits no better: not within quota (the reclaim rule only
+// narrows), not on nodes, not by preemption (it may take the same victims or
+// fewer, tried in the same order), not in a reservation. Only when a
+// reservation was sought too, or none could be for w, and only when w cannot
+// reclaim: what other teams borrow grows as the cycle admits their work, and
+// w might take back what was admitted after the one that failed (its own
+// victims, of lower tiers, come later in the cycle). A class's failure is not
+// used when a borrow-first gang is chosen: that rule holds back smaller
+// workloads, not larger ones.
 func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 	now := func(f *failure) bool {
 		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w))
@@ -120,7 +126,7 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 		w.reason = f.reason
 		return true
 	}
-	if f := &w.class.fail; s.opts.BorrowFirstAfter <= 0 && now(f) && f.pods < w.spec.Pods {
+	if f := s.weaker(w, now); f != nil {
 		r, ok := s.firstReason(w)
 		if !ok {
 			return false // cannot be; then w is tried
@@ -135,13 +141,55 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 	return false
 }
 
-// failed records that w did not fit.
-func (s *Scheduler) failed(w *workload, eligible bool) {
-	f := failure{cycle: s.cycles, epoch: s.epoch, reason: w.reason, pods: w.spec.Pods, reserveTried: eligible}
-	w.shape.fail = f
-	if c := &w.class.fail; c.cycle != s.cycles || c.epoch != s.epoch || w.spec.Pods < c.pods || (w.spec.Pods == c.pods && eligible) {
-		*c = f
+// weaker returns a failure of w's class in this cycle and epoch (now says
+// which count) of a workload w can do no better than, if there is one.
+func (s *Scheduler) weaker(w *workload, now func(*failure) bool) *failure {
+	if s.opts.BorrowFirstAfter > 0 || s.mayReclaim(w) {
+		return nil
 	}
+	for i := range w.class.fails {
+		f := &w.class.fails[i]
+		if !now(f) || f.tier.spec.Priority < w.tier.spec.Priority || (f.tier.spec.BorrowOnly && !w.tier.spec.BorrowOnly) {
+			continue
+		}
+		if f.pods < w.spec.Pods || (f.pods == w.spec.Pods && f.tier != w.tier) {
+			return f
+		}
+	}
+	return nil
+}
+
+// mayReclaim says whether w may take back what other teams borrow on one of
+// its flavors (see candidates).
+func (s *Scheduler) mayReclaim(w *workload) bool {
+	if w.tier.spec.BorrowOnly || w.team.q.parent == nil {
+		return false
+	}
+	for _, f := range w.cands {
+		if r := w.team.q.r(f.id); r.usage+w.GPUs() <= r.nominal {
+			return true
+		}
+	}
+	return false
+}
+
+// failed records that w did not fit: for its shape, and for its class the
+// fewest pods of its tier that did not fit.
+func (s *Scheduler) failed(w *workload, eligible bool) {
+	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, pods: w.spec.Pods, reserveTried: eligible}
+	w.shape.fail = f
+	fails := w.class.fails
+	for i := range fails {
+		c := &fails[i]
+		if c.tier != w.tier {
+			continue
+		}
+		if c.cycle != s.cycles || c.epoch != s.epoch || w.spec.Pods < c.pods || (w.spec.Pods == c.pods && eligible) {
+			*c = f
+		}
+		return
+	}
+	w.class.fails = append(fails, f)
 }
 
 // firstReason is why w waits when it does not fit: the reason of its first
@@ -165,7 +213,7 @@ func (s *Scheduler) setShape(w *workload) {
 		s.unref(w.class)
 	}
 	spec := &w.spec
-	k := shapeKey{team: w.team, tier: w.tier, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer, cluster: spec.Cluster}
+	k := shapeKey{team: w.team, gpp: spec.GPUsPerPod, require: spec.Require, prefer: spec.Prefer, cluster: spec.Cluster}
 	for _, f := range spec.Flavors {
 		k.flavors += string(f) + "|"
 	}
@@ -173,7 +221,7 @@ func (s *Scheduler) setShape(w *workload) {
 		k.rules = "\x00" + spec.Rules.Key()
 	}
 	w.class = s.ref(k)
-	k.pods = spec.Pods
+	k.pods, k.tier = spec.Pods, w.tier
 	w.shape = s.ref(k)
 }
 

@@ -41,8 +41,8 @@ type workload struct {
 	notBefore time.Time
 	timeouts  int
 	reserved  []*node
-	// shape and class (the shape whatever its pod count) are shared with the
-	// workloads like it: a cycle tries one of them at a time.
+	// shape and class (the shape whatever its pod count and tier) are shared
+	// with the workloads like it: a cycle tries one of them at a time.
 	shape, class *shapeInfo
 	// cands are the flavors w may use, in the order they are tried.
 	cands []*flavorState

@@ -68,18 +68,21 @@ type shapeKey struct {
 	rules   string
 }
 
-// shapeInfo is what the workloads of one shape (or class) share: how many
-// there are, and the failure of the running cycle.
+// shapeInfo is what the workloads of one shape (or class: a shape whatever
+// its pod count and tier) share: how many there are, and the failures of the
+// running cycle (a shape's; a class's, one per tier).
 type shapeInfo struct {
-	key  shapeKey
-	refs int
-	fail failure
+	key   shapeKey
+	refs  int
+	fail  failure
+	fails []failure
 }
 
 // failure is a workload that did not fit, in cycle and epoch.
 type failure struct {
 	cycle  uint64
 	epoch  int
+	tier   *tier
 	reason PendingReason
 	// pods: the fewest pods of the class that did not fit.
 	pods int64

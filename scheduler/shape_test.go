@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -23,22 +24,30 @@ func checkClassHits(t *testing.T, s *Scheduler, hits *int) {
 	}
 }
 
-// TestClassFailureIsABound: a gang is not tried in a cycle after a gang of
-// its class (team, tier, flavors, pod size, topology, rules) with fewer pods
-// failed in it; that must never keep a gang from a place it would have got.
-// Random fleets and quota trees, and a busy fleet of 300 nodes.
+// TestClassFailureIsABound: a workload is not tried in a cycle after one of
+// its class (team, flavors, pod size, topology, rules) that it can do no
+// better than failed in it (fewer pods, a tier no lower, borrowOnly only if
+// it is too); that must never keep it from a place it would have got. Random
+// fleets and quota trees (with tiers of equal priority, one borrowOnly and
+// one not), and a busy fleet of 300 nodes.
 func TestClassFailureIsABound(t *testing.T) {
 	hits := 0
+	even := []Tier{{Name: "scavenger", Priority: 0, Preemptible: true}, {Name: "batch", Priority: 100}}
 	for seed := range 40 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 29))
 		cfg, nodes := randomWorld(rng)
+		cfg.Tiers = append(slices.Clone(cfg.Tiers), even...)
 		f := newFx(t, cfg, nodes, Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute})
 		checkClassHits(t, f.s, &hits)
 		next := 0
 		for step := range 120 {
 			sec := step * 30
 			for range rng.IntN(6) {
-				f.submit(randomWorkload(rng, cfg, next, sec))
+				w := randomWorkload(rng, cfg, next, sec)
+				if rng.IntN(3) == 0 {
+					w.Tier = even[rng.IntN(len(even))].Name
+				}
+				f.submit(w)
 				next++
 			}
 			if ids := f.running(); len(ids) > 0 && rng.IntN(2) == 0 {
