@@ -156,7 +156,23 @@ func (s *Scheduler) weaker(w *workload, now func(*failure) bool) *failure {
 			return f
 		}
 	}
+	// A workload of its team with no placement constraint (no topology,
+	// rules, cluster or flavor named) that did not fit stands for every one
+	// asking at least as many pods of at least as many GPUs: those fit on
+	// fewer nodes, flavors and victims, not more.
+	for i := range w.team.floor {
+		f := &w.team.floor[i]
+		if now(f) && f.tier.spec.Priority >= w.tier.spec.Priority && (!f.tier.spec.BorrowOnly || w.tier.spec.BorrowOnly) && f.gpp <= w.spec.GPUsPerPod && f.pods <= w.spec.Pods {
+			return f
+		}
+	}
 	return nil
+}
+
+// unconstrained says whether w may run on any node of any flavor of its team.
+func unconstrained(w *workload) bool {
+	s := &w.spec
+	return s.Require == "" && s.Prefer == "" && s.Cluster == "" && s.Rules == nil && len(s.Flavors) == 0
 }
 
 // mayReclaim says whether w may take back what other teams borrow on one of
@@ -176,20 +192,28 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 // failed records that w did not fit: for its shape, and for its class the
 // fewest pods of its tier that did not fit.
 func (s *Scheduler) failed(w *workload, eligible bool) {
-	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, pods: w.spec.Pods, reserveTried: eligible}
+	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, reserveTried: eligible}
 	w.shape.fail = f
-	fails := w.class.fails
+	w.class.fails = s.keepFewest(w.class.fails, f)
+	if unconstrained(w) {
+		w.team.floor = s.keepFewest(w.team.floor, f)
+	}
+}
+
+// keepFewest records f among fails: per tier and pod size, the fewest pods
+// that did not fit in this cycle and epoch.
+func (s *Scheduler) keepFewest(fails []failure, f failure) []failure {
 	for i := range fails {
 		c := &fails[i]
-		if c.tier != w.tier {
+		if c.tier != f.tier || c.gpp != f.gpp {
 			continue
 		}
-		if c.cycle != s.cycles || c.epoch != s.epoch || w.spec.Pods < c.pods || (w.spec.Pods == c.pods && eligible) {
+		if c.cycle != s.cycles || c.epoch != s.epoch || f.pods < c.pods || (f.pods == c.pods && f.reserveTried) {
 			*c = f
 		}
-		return
+		return fails
 	}
-	w.class.fails = append(fails, f)
+	return append(fails, f)
 }
 
 // firstReason is why w waits when it does not fit: the reason of its first

@@ -127,6 +127,9 @@ type team struct {
 	queue   queue
 	// running are the team's admitted workloads.
 	running map[*workload]struct{}
+	// floor are the failures of the running cycle of the team's workloads
+	// with no placement constraint (see failsLike).
+	floor []failure
 }
 
 // reclaimable is what the team uses of flavor f that others may reclaim.

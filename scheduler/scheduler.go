@@ -83,6 +83,7 @@ type failure struct {
 	cycle  uint64
 	epoch  int
 	tier   *tier
+	gpp    GPUs
 	reason PendingReason
 	// pods: the fewest pods of the class that did not fit.
 	pods int64

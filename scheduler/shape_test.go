@@ -16,7 +16,7 @@ func checkClassHits(t *testing.T, s *Scheduler, hits *int) {
 		*hits++
 		var res Results
 		if s.tryAdmit(w, &res) {
-			t.Fatalf("%s (%d x %d GPUs, %s) fits, but a smaller one of its class did not, so it was not tried", w.spec.ID, w.spec.Pods, w.spec.GPUsPerPod, w.tier.spec.Name)
+			t.Fatalf("%s (%d x %d GPUs, %s) fits, but one it can do no better than did not, so it was not tried", w.spec.ID, w.spec.Pods, w.spec.GPUsPerPod, w.tier.spec.Name)
 		}
 		if w.reason != r {
 			t.Fatalf("%s: given reason %+v, tried %+v", w.spec.ID, r, w.reason)
@@ -24,10 +24,12 @@ func checkClassHits(t *testing.T, s *Scheduler, hits *int) {
 	}
 }
 
-// TestClassFailureIsABound: a workload is not tried in a cycle after one of
-// its class (team, flavors, pod size, topology, rules) that it can do no
-// better than failed in it (fewer pods, a tier no lower, borrowOnly only if
-// it is too); that must never keep it from a place it would have got. Random
+// TestClassFailureIsABound: a workload is not tried in a cycle after one it
+// can do no better than failed in it: of its class (team, flavors, pod size,
+// topology, rules) with fewer pods, or of its team with no placement
+// constraint and no more pods of no more GPUs; of a tier no lower,
+// borrowOnly only if it is too. That must never keep it from a place it
+// would have got. Random
 // fleets and quota trees (with tiers of equal priority, one borrowOnly and
 // one not), and a busy fleet of 300 nodes.
 func TestClassFailureIsABound(t *testing.T) {
