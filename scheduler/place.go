@@ -22,15 +22,9 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 			d := g.dom
 			return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 		}
-		if lvl := w.spec.Prefer; lvl != "" {
-			if i := slices.Index(v.order, lvl); i >= 0 {
-				for ; i >= 0 && v.order[i] != ClusterLevel; i-- {
-					if d := v.levels[v.order[i]].bestFit(gpp, pods, g); d != nil {
-						dom := d.dom
-						return s.pick(descend(d, gpp, pods), gpp, pods), &dom, PendingReason{}, true
-					}
-				}
-			}
+		if d := v.preferredFit(w, g); d != nil {
+			dom := d.dom
+			return s.pick(descend(d, gpp, pods), gpp, pods), &dom, PendingReason{}, true
 		}
 		return s.pick(descend(g, gpp, pods), gpp, pods), nil, PendingReason{}, true
 	}
@@ -50,15 +44,9 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 		d := g.dom
 		return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 	}
-	if lvl := w.spec.Prefer; lvl != "" {
-		if i := slices.Index(v.order, lvl); i >= 0 {
-			for ; i >= 0; i-- {
-				if g := v.levels[v.order[i]].bestFit(gpp, pods, nil); g != nil {
-					d := g.dom
-					return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
-				}
-			}
-		}
+	if g := v.preferredFit(w, nil); g != nil {
+		d := g.dom
+		return s.pick(descend(g, gpp, pods), gpp, pods), &d, PendingReason{}, true
 	}
 	if !v.all.fits(gpp, pods) {
 		return nil, nil, s.nodeReason(w, f, v), false
@@ -69,6 +57,22 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 		}
 	}
 	return s.pick(v.all, gpp, pods), nil, PendingReason{}, true
+}
+
+// preferredFit is the best-fit domain for w of its preferred level, else of
+// each wider one up to (not including) the cluster, inside within when the
+// nodes name clusters; nil when w prefers none or none fits.
+func (v *view) preferredFit(w *workload, within *group) *group {
+	i := slices.Index(v.order, w.spec.Prefer)
+	if w.spec.Prefer == "" || i < 0 {
+		return nil
+	}
+	for ; i >= 0 && v.order[i] != ClusterLevel; i-- {
+		if d := v.levels[v.order[i]].bestFit(w.spec.GPUsPerPod, w.spec.Pods, within); d != nil {
+			return d
+		}
+	}
+	return nil
 }
 
 // descend goes from domain g down the levels, each time into the fullest
