@@ -96,13 +96,25 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	// Set before it is admitted: the victim order reads it from then on.
 	w.drained = prev != nil
 	if s.tryAdmit(w, res) {
+		s.released(prev, nil)
 		return
 	}
 	s.noteBorrowFirst(w)
 	if eligible && s.reserve(w, prev) {
+		s.released(prev, w.reserved)
 		return
 	}
+	s.released(prev, nil)
 	s.failed(w, eligible)
+}
+
+// released starts a new epoch when nodes a gang held (prev) went back to the
+// index in the middle of the cycle (it holds now instead): what did not fit
+// before may fit on them.
+func (s *Scheduler) released(prev, now []*node) {
+	if len(prev) > 0 && !slices.Equal(prev, now) {
+		s.epoch++
+	}
 }
 
 // failsLike says whether w fails as a workload of its shape did in this cycle

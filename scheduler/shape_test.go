@@ -88,3 +88,33 @@ func TestShapesAreForgotten(t *testing.T) {
 		t.Fatalf("%d shapes known after every workload finished", n)
 	}
 }
+
+// TestReservedNodesBackMidCycle: a gang holding a reservation that is
+// admitted in the middle of a cycle gives back what it does not use of its
+// nodes; a workload of a shape that failed before that in the cycle is tried
+// again, and fits there.
+func TestReservedNodesBackMidCycle(t *testing.T) {
+	nodes := []Node{{Name: "n0", Flavor: "a", GPUs: 16}, {Name: "n1", Flavor: "a", GPUs: 16}}
+	f := newFx(t, Config{Teams: []Team{teamQ("a", "", 64, nil, nil)}}, nodes, Options{ReserveAfter: 0})
+	f.submit(wl("full", "a", "production", 1, 16, 0), wl("most", "a", "production", 1, 12, 0))
+	f.cycle(0)
+	// The gang fits on no node (4 GPUs free): it holds n1, the one with the most free.
+	f.submit(wl("gang", "a", "production", 2, 4, 2))
+	f.cycle(2)
+	if r, _ := f.s.Reason("gang"); r.Code != ReasonWaitingForReservation {
+		t.Fatalf("gang waits with %+v, want a reservation", r)
+	}
+	// n1 drains. In one cycle: "first" (ordered before the gang) finds n0
+	// full and n1 held; the gang takes 8 of n1's 16 GPUs; "second", of the
+	// same shape as "first", fits in the 8 left.
+	f.finish("most")
+	f.submit(wl("first", "a", "production", 1, 4, 1), wl("second", "a", "production", 1, 4, 3))
+	res := f.cycle(4)
+	var admitted []WorkloadID
+	for _, a := range res.Admitted {
+		admitted = append(admitted, a.Workload)
+	}
+	if want := []WorkloadID{"gang", "second"}; !slices.Equal(admitted, want) {
+		t.Fatalf("admitted %v, want %v", admitted, want)
+	}
+}
