@@ -32,14 +32,15 @@ type Scheduler struct {
 	wake time.Time
 	// unstarted are admitted workloads whose pods are not all running yet.
 	unstarted map[*workload]struct{}
-	// cycles counts the cycles; epoch changes when a preemption changes what
-	// fits in the middle of one.
+	// cycles counts the cycles; epoch changes when something in the middle
+	// of one may let in what did not fit before it: a preemption, or a
+	// gang's reserved nodes back in the index.
 	cycles uint64
 	epoch  int
 	// searches numbers the domain bounds of preemption searches.
 	searches uint64
 	// shapes are the shapes of the known workloads and their classes (a
-	// shape without its pod count), with the failures of this cycle.
+	// shape without its pod count and tier), with the failures of this cycle.
 	shapes map[shapeKey]*shapeInfo
 	// classHit, when set (by tests), sees each workload a class's failure
 	// decided, with the reason it was given.
