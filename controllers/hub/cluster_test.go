@@ -119,7 +119,7 @@ current-context: w
 		t.Errorf("evil's message %q: want the refusal, never the token", m)
 	}
 	testenv.Eventually(t, 20*time.Second, "nosecret", reason("nosecret", allotv1.ReachableCondition, hub.ReasonSecretNotFound))
-	if v := metric(t, reg, "allot_hub_cluster_reachable", "west"); v != 1 {
+	if v := testenv.Metric(t, reg, "allot_hub_cluster_reachable", map[string]string{"cluster": "west"}); v != 1 {
 		t.Errorf("allot_hub_cluster_reachable{cluster=west} = %v", v)
 	}
 
@@ -133,35 +133,9 @@ current-context: w
 	if w := get("west"); w.Status.UnreachableSince == nil || w.Status.LastSeen == nil || w.Status.UnreachableSince.Before(w.Status.LastSeen) {
 		t.Errorf("west status %+v: want unreachable since, not before last seen (seconds)", w.Status)
 	}
-	if v := metric(t, reg, "allot_hub_cluster_lost", "west"); v != 1 {
+	if v := testenv.Metric(t, reg, "allot_hub_cluster_lost", map[string]string{"cluster": "west"}); v != 1 {
 		t.Errorf("allot_hub_cluster_lost{cluster=west} = %v", v)
 	}
-}
-
-// metric is the value of a gauge or counter for one cluster in reg (-1 when
-// absent).
-func metric(t *testing.T, reg *prometheus.Registry, name, cluster string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "cluster" && l.GetValue() == cluster {
-					if g := m.GetGauge(); g != nil {
-						return g.GetValue()
-					}
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return -1
 }
 
 // newManager is a manager on env for the test's reconcilers (no metrics or

@@ -26,6 +26,7 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // The hub's contract with the Jobs it routes (docs/scheduling.md, "A fleet of
@@ -240,7 +241,7 @@ func (r *Router) Pass(ctx context.Context) error {
 	}
 	for _, h := range jobs {
 		if why, ok := d.pending[h]; ok {
-			errs = append(errs, r.setPending(ctx, h, why))
+			errs = append(errs, r.annotate(ctx, h, AnnotationPending, why))
 		}
 	}
 	return errors.Join(errs...)
@@ -452,10 +453,6 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 	return nil
 }
 
-func (r *Router) setPending(ctx context.Context, h *hubJob, why string) error {
-	return r.annotate(ctx, h, AnnotationPending, why)
-}
-
 // annotate sets the hub Job's annotation key to value (bounded; "" removes
 // it), when it changes.
 func (r *Router) annotate(ctx context.Context, h *hubJob, key, value string) error {
@@ -502,6 +499,9 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	// reached), so a copy never starts after its job went elsewhere.
 	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 {
 		p := client.MergeFrom(cp.DeepCopy())
+		if cp.Annotations == nil { // stripped in the worker
+			cp.Annotations = map[string]string{}
+		}
 		cp.Annotations[runner.AnnotationHubFence] = r.now().Add(w.failoverAfter).UTC().Format(fenceLayout)
 		if err := w.client.Patch(ctx, &cp, p); err != nil {
 			return fmt.Errorf("renewing the fence of job %s/%s in %s: %w", cp.Namespace, cp.Name, w.name, err)
@@ -731,11 +731,10 @@ type rooms struct {
 	clusters []string // by name
 	state    map[string]State
 	by       map[string]map[scheduler.Flavor]*room
-	nodes    map[scheduler.NodeName]string
 }
 
 func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string][]scheduler.Node) *rooms {
-	rs := &rooms{state: map[string]State{}, by: map[string]map[scheduler.Flavor]*room{}, nodes: map[scheduler.NodeName]string{}}
+	rs := &rooms{state: map[string]State{}, by: map[string]map[scheduler.Flavor]*room{}}
 	for _, w := range workers {
 		rs.clusters = append(rs.clusters, w.name)
 		rs.state[w.name] = w.state
@@ -749,7 +748,6 @@ func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string]
 				rm = &room{cost: n.Cost, state: w.state}
 				rs.by[w.name][n.Flavor] = rm
 			}
-			rs.nodes[n.Name] = w.name
 			rm.cost = min(rm.cost, n.Cost)
 			if n.Unhealthy {
 				continue
@@ -843,5 +841,5 @@ func (rs *rooms) summary(w scheduler.Workload) string {
 
 // price writes a cost per GPU-hour in millionths of a dollar.
 func price(micro int64) string {
-	return fmt.Sprintf("$%d.%02d per GPU-hour", micro/1_000_000, micro%1_000_000/10_000)
+	return quantity.USD(quantity.Frac(micro, 1_000_000)) + " per GPU-hour"
 }

@@ -288,7 +288,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 		name, cluster string
 		want          float64
 	}{{"allot_hub_jobs_routed_total", "cheap", 2}, {"allot_hub_jobs_routed_total", "dear", 4}, {"allot_hub_failovers_total", "cheap", 2}} {
-		if got := metric(t, reg, m.name, m.cluster); got != m.want {
+		if got := testenv.Metric(t, reg, m.name, map[string]string{"cluster": m.cluster}); got != m.want {
 			t.Errorf("%s{cluster=%s} = %v, want %v", m.name, m.cluster, got, m.want)
 		}
 	}

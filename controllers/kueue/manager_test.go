@@ -125,8 +125,12 @@ func testManager(t *testing.T, env *testenv.Env) {
 		name, flavor string
 		want         float64
 	}{{"allot_team_used_gpus", "t4-16gb", 4}, {"allot_team_quota_nominal_gpus", "t4-16gb", 8}, {"allot_team_pending_workloads", "", 1}, {"allot_team_admitted_workloads", "", 1}} {
+		labels := map[string]string{"team": "gamma"}
+		if m.flavor != "" {
+			labels["flavor"] = m.flavor
+		}
 		testenv.Eventually(t, 30*time.Second, m.name+" of gamma", func() error {
-			if got := teamGauge(t, m.name, "gamma", m.flavor); got != m.want {
+			if got := testenv.Metric(t, ctrlmetrics.Registry, m.name, labels); got != m.want {
 				return fmt.Errorf("%s{team=gamma} = %v, want %v", m.name, got, m.want)
 			}
 			return nil
@@ -168,29 +172,4 @@ func testManager(t *testing.T, env *testenv.Env) {
 	if err := nominal("4")(); err != nil {
 		t.Errorf("after delta left: %v", err)
 	}
-}
-
-// teamGauge is a team's allot_team_* gauge in the manager's registry (of
-// flavor, when given), -1 when absent.
-func teamGauge(t *testing.T, name, team, flavor string) float64 {
-	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["team"] == team && (flavor == "" || labels["flavor"] == flavor) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
 }

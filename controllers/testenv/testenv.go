@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/prometheus/client_golang/prometheus"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
@@ -246,4 +247,37 @@ func CreateJobPods(ctx context.Context, c client.Client, ns, name string) ([]str
 		names = append(names, p.Name)
 	}
 	return names, nil
+}
+
+// Metric is the value of the first gauge or counter of family name in g
+// whose labels include every one of want; -1 when there is none.
+func Metric(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			has := map[string]string{}
+			for _, l := range m.GetLabel() {
+				has[l.GetName()] = l.GetValue()
+			}
+			matches := true
+			for k, v := range want {
+				matches = matches && has[k] == v
+			}
+			if !matches {
+				continue
+			}
+			if gauge := m.GetGauge(); gauge != nil {
+				return gauge.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
 }

@@ -416,8 +416,7 @@ func allotLabels(l map[string]string) map[string]string {
 // two teams claim (the capacity repository's checks refuse it) goes to the
 // first by name.
 func (r *Runner) mapNamespaces() {
-	clear(r.st.nsTeams)
-	maps.Copy(r.st.nsTeams, NamespaceTeams(r.st.teams))
+	r.st.nsTeams = NamespaceTeams(r.st.teams)
 }
 
 // NamespaceTeams maps the namespaces Team objects claim
