@@ -2,9 +2,9 @@ package runner
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The scheduler's metrics, on the manager's /metrics. Labels are bounded: team,
