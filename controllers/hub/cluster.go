@@ -124,7 +124,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		conditions.MarkTrue(c, allotv1.ReachableCondition, ReasonReachable, "%s", msg)
 		conditions.MarkTrue(c, allotv1.ReadyCondition, ReasonReachable, "%s", msg)
 		if r.Workers != nil {
-			r.Workers.seen(c.Name, seen.kubeconfig, seen.cfg, seen.list, failoverAfter(c))
+			r.Workers.seen(c.Name, now, seen.kubeconfig, seen.cfg, seen.list, failoverAfter(c))
 		}
 	} else {
 		reason := ReasonUnreachable

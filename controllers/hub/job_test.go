@@ -87,7 +87,7 @@ func TestWorkersRenewTheirClient(t *testing.T) {
 		kubeconfig string
 		made       int
 	}{{"token: a", 1}, {"token: a", 1}, {"token: b", 2}} {
-		ws.seen("w", []byte(step.kubeconfig), cfg, nil, time.Minute)
+		ws.seen("w", time.Now(), []byte(step.kubeconfig), cfg, nil, time.Minute)
 		if _, err := ws.snapshot(newClient); err != nil {
 			t.Fatal(err)
 		}

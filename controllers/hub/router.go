@@ -388,7 +388,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
 	}
 	r.Log.Info("job routed", "job", client.ObjectKeyFromObject(h.job), "cluster", a.Cluster, "attempt", attempt)
-	cp := workerCopy(h.job, a.Cluster, attempt, r.now().Add(w.failoverAfter))
+	cp := workerCopy(h.job, a.Cluster, attempt, w.fence)
 	if err := w.client.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating job %s/%s in %s: %w", cp.Namespace, cp.Name, a.Cluster, err)
 	}
@@ -479,7 +479,7 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	err := w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
 	switch {
 	case apierrors.IsNotFound(err):
-		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), r.now().Add(w.failoverAfter)))
+		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), w.fence))
 	case err != nil:
 		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
 	case cp.Labels[LabelHubJob] != string(h.job.UID):
@@ -494,15 +494,16 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	if err := r.annotate(ctx, h, AnnotationConflict, ""); err != nil {
 		return err
 	}
-	// The fence is renewed once half of it is gone: it always passes before
-	// the hub could move the job (failoverAfter after the worker was last
-	// reached), so a copy never starts after its job went elsewhere.
-	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 {
+	// The fence is renewed once half of it is gone, to failoverAfter after
+	// the worker's last successful probe (snapshot.fence): it always passes
+	// before the hub could move the job, so a copy never starts after its
+	// job went elsewhere.
+	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 && w.fence.After(fence) {
 		p := client.MergeFrom(cp.DeepCopy())
 		if cp.Annotations == nil { // stripped in the worker
 			cp.Annotations = map[string]string{}
 		}
-		cp.Annotations[runner.AnnotationHubFence] = r.now().Add(w.failoverAfter).UTC().Format(fenceLayout)
+		cp.Annotations[runner.AnnotationHubFence] = w.fence.UTC().Format(fenceLayout)
 		if err := w.client.Patch(ctx, &cp, p); err != nil {
 			return fmt.Errorf("renewing the fence of job %s/%s in %s: %w", cp.Namespace, cp.Name, w.name, err)
 		}

@@ -36,6 +36,8 @@ type worker struct {
 	nodes []corev1.Node
 	// failoverAfter is the Cluster's: how long the hub vouches for a copy.
 	failoverAfter time.Duration
+	// seenAt is when the last successful probe began.
+	seenAt time.Time
 }
 
 // State is a worker's standing for routing.
@@ -63,8 +65,8 @@ func (ws *Workers) get(name string) *worker {
 	return w
 }
 
-// seen records a successful probe.
-func (ws *Workers) seen(name string, kubeconfig []byte, cfg *rest.Config, nodes []corev1.Node, failoverAfter time.Duration) {
+// seen records a successful probe begun at at.
+func (ws *Workers) seen(name string, at time.Time, kubeconfig []byte, cfg *rest.Config, nodes []corev1.Node, failoverAfter time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.get(name)
@@ -72,7 +74,7 @@ func (ws *Workers) seen(name string, kubeconfig []byte, cfg *rest.Config, nodes 
 	if w.cfg == nil || w.kubeconfig != fp {
 		w.client = nil // made again from the new configuration when used
 	}
-	w.state, w.cfg, w.kubeconfig, w.nodes, w.failoverAfter = Ready, cfg, fp, nodes, failoverAfter
+	w.state, w.cfg, w.kubeconfig, w.nodes, w.failoverAfter, w.seenAt = Ready, cfg, fp, nodes, failoverAfter, at
 }
 
 // missed records a failed probe: Unreachable, or Lost once the grace passed.
@@ -102,6 +104,13 @@ type snapshot struct {
 	nodes  []corev1.Node
 	// failoverAfter is how long the hub vouches for a copy it made here.
 	failoverAfter time.Duration
+	// fence is until when the hub vouches for the copies it made here:
+	// failoverAfter after the last successful probe began. The hub moves a
+	// job no sooner than failoverAfter after the first failed probe, which
+	// is later, so a copy's fence always passes before its job can move,
+	// however late a write to the worker (with a client made before the
+	// probes began to fail) renews it.
+	fence time.Time
 }
 
 // snapshot returns the workers by name; newClient makes a worker's client
@@ -119,7 +128,7 @@ func (ws *Workers) snapshot(newClient func(*rest.Config) (client.Client, error))
 			}
 			w.client = c
 		}
-		out = append(out, snapshot{name: name, state: w.state, cfg: w.cfg, client: w.client, nodes: w.nodes, failoverAfter: w.failoverAfter})
+		out = append(out, snapshot{name: name, state: w.state, cfg: w.cfg, client: w.client, nodes: w.nodes, failoverAfter: w.failoverAfter, fence: w.seenAt.Add(w.failoverAfter)})
 	}
 	return out, nil
 }
