@@ -97,5 +97,24 @@ func TestWorkersRenewTheirClient(t *testing.T) {
 	}
 }
 
+// TestFenceFollowsTheProbes: the fence the hub writes is failoverAfter after
+// the start of the worker's last successful probe, and it stays there while
+// the probes fail, however late a pass renews it: the hub moves a job no
+// sooner than failoverAfter after the first failed probe.
+func TestFenceFollowsTheProbes(t *testing.T) {
+	ws := NewWorkers()
+	newClient := func(*rest.Config) (client.Client, error) { return dummyClient{}, nil }
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ws.seen("w", at, []byte("token: a"), &rest.Config{Host: "https://w:6443"}, nil, time.Minute)
+	ws.missed("w", false)
+	snap, err := ws.snapshot(newClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := at.Add(time.Minute); !snap[0].fence.Equal(want) {
+		t.Errorf("fence %s after a failed probe, want %s (the last successful probe's start + failoverAfter)", snap[0].fence, want)
+	}
+}
+
 // dummyClient stands for a worker's client: it is only counted.
 type dummyClient struct{ client.Client }
