@@ -274,13 +274,9 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		}
 	}
 	if o.hub {
-		ns := cmp.Or(o.hubNamespace, o.leaderNS)
+		ns := cmp.Or(o.hubNamespace, o.ownNamespace())
 		if ns == "" {
-			b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-			if err != nil {
-				return usageError{errors.New("--hub needs --hub-namespace (the namespace of the workers' kubeconfig Secrets) outside a pod")}
-			}
-			ns = strings.TrimSpace(string(b))
+			return usageError{errors.New("--hub needs --hub-namespace (the namespace of the workers' kubeconfig Secrets) outside a pod")}
 		}
 		workers := hub.NewWorkers()
 		metrics := hub.NewMetrics(ctrlmetrics.Registry)
@@ -301,7 +297,11 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 	if !o.noScheduler {
 		core := scheduler.DefaultOptions()
 		core.GangTimeout = o.gangTimeout
-		s := runner.New(runner.Options{SchedulerName: o.schedulerName, Core: &core, StrictTenancy: o.strictTenancy, Cluster: o.cluster, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1)})
+		ns := o.ownNamespace()
+		if ns == "" {
+			ctrl.Log.WithName("scheduler").Info("the manager's namespace is unknown (outside a pod, without --leader-election-namespace): a bare pod taken back from a gang bound in part is lost if the leader stops before it is made again")
+		}
+		s := runner.New(runner.Options{SchedulerName: o.schedulerName, Core: &core, StrictTenancy: o.strictTenancy, Cluster: o.cluster, StatusInterval: o.statusInterval, NotReadyGrace: cmp.Or(o.notReadyGrace, -1), StateNamespace: ns})
 		if err := s.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the scheduler: %w", err)
 		}
@@ -316,4 +316,17 @@ func restConfig(path string) (*rest.Config, error) {
 		return clientcmd.BuildConfigFromFlags("", path)
 	}
 	return ctrl.GetConfig()
+}
+
+// ownNamespace is the manager's namespace: --leader-election-namespace, else
+// the pod's (its service account's); "" outside a pod without the flag.
+func (o *managerOptions) ownNamespace() string {
+	if o.leaderNS != "" {
+		return o.leaderNS
+	}
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -18,6 +18,7 @@ import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // The manager's and the agent's service accounts, with the RBAC (and the
@@ -79,10 +80,21 @@ func TestServiceAccountRights(t *testing.T) {
 		"manager: its leader Lease, 1 taken":   func() error { return manager.Create(ctx, lease("allot-system", "allot-manager")) },
 		"manager: its leader Lease, 2 renewed": func() error { return manager.Patch(ctx, lease("allot-system", "allot-manager"), mergePatch) },
 		"manager: reads its Terraform Secret":  func() error { return get(manager, "allot-system", "allot-terraform-env", &corev1.Secret{}) },
-		"manager: reads its Git Secret":        func() error { return get(manager, "allot-system", "capacity-git", &corev1.Secret{}) },
-		"manager: lists nodes":                 func() error { return manager.List(ctx, &corev1.NodeList{}) },
-		"manager: lists pods":                  func() error { return manager.List(ctx, &corev1.PodList{}) },
-		"manager: makes a team's pod again":    func() error { return manager.Create(ctx, pod("robotics", "")) },
+		"manager: its record of unbound pods, 1 made": func() error {
+			return manager.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: runner.UnboundRecord}})
+		},
+		"manager: its record of unbound pods, 2 updated": func() error {
+			var s corev1.Secret
+			if err := get(manager, "allot-system", runner.UnboundRecord, &s); err != nil {
+				return err
+			}
+			s.Data = map[string][]byte{"uid": []byte("{}")}
+			return manager.Update(ctx, &s)
+		},
+		"manager: reads its Git Secret":     func() error { return get(manager, "allot-system", "capacity-git", &corev1.Secret{}) },
+		"manager: lists nodes":              func() error { return manager.List(ctx, &corev1.NodeList{}) },
+		"manager: lists pods":               func() error { return manager.List(ctx, &corev1.PodList{}) },
+		"manager: makes a team's pod again": func() error { return manager.Create(ctx, pod("robotics", "")) },
 		"manager: applies a Team": func() error {
 			return manager.Create(ctx, &allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "robotics"},
 				Spec: allotv1.TeamSpec{Quota: []allotv1.FlavorQuota{{Flavor: "h100", Nominal: 8}}}})
@@ -96,9 +108,12 @@ func TestServiceAccountRights(t *testing.T) {
 	}
 	// What it must not do: each must be refused (RBAC or admission).
 	cannot := map[string]func() error{
-		"manager: reads a Secret of another namespace":     func() error { return get(manager, "payments", "db", &corev1.Secret{}) },
-		"manager: lists Secrets":                           func() error { return manager.List(ctx, &corev1.SecretList{}) },
-		"manager: reads another Secret of its namespace":   func() error { return get(manager, "allot-system", "other", &corev1.Secret{}) },
+		"manager: reads a Secret of another namespace":   func() error { return get(manager, "payments", "db", &corev1.Secret{}) },
+		"manager: lists Secrets":                         func() error { return manager.List(ctx, &corev1.SecretList{}) },
+		"manager: reads another Secret of its namespace": func() error { return get(manager, "allot-system", "other", &corev1.Secret{}) },
+		"manager: updates another Secret of its namespace": func() error {
+			return manager.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "allot-system", Name: "other"}, StringData: map[string]string{"token": "y"}})
+		},
 		"manager: creates a pod in an arbitrary namespace": func() error { return manager.Create(ctx, pod("payments", "")) },
 		"manager: creates a pod bound to a node":           func() error { return manager.Create(ctx, pod("robotics", "gpu-0")) },
 		"manager: patches another Lease of its namespace":  func() error { return manager.Patch(ctx, lease("allot-system", "someone-else"), mergePatch) },

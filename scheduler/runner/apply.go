@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/scheduler"
@@ -312,19 +310,27 @@ func (r *Runner) evictPods(ctx context.Context, t evictTask) {
 // bare pods come back unbound under their own name. No pod is lost to a
 // transient error: reading a bare pod is retried (one that cannot be read is
 // left bound and accounted for again), and making it again is retried with a
-// backoff until the API takes it, however long a refusal lasts.
+// backoff until the API takes it, however long a refusal lasts. Nor to a
+// leader change: a bare pod is written to the record (UnboundRecord) before
+// it is deleted, and the next leader makes again what is still there.
 func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 	for _, p := range t.pods {
 		ref := podRef{ns: p.ns, name: p.name, uid: p.uid}
 		key := client.ObjectKey{Namespace: p.ns, Name: p.name}
-		var full corev1.Pod
+		var again *corev1.Pod
 		if !p.controlled {
+			var full corev1.Pod
 			err := retryTransient(ctx, func() error { return r.reader.Get(ctx, key, &full) })
 			if apierrors.IsNotFound(err) || (err == nil && full.UID != p.uid) {
 				continue // already gone
 			}
+			if err == nil {
+				again = unboundCopy(&full)
+				err = r.keep(ctx, p.uid, again)
+			}
 			if err != nil {
-				r.log.Error(err, "reading a pod to unbind it; it stays bound", "pod", p.name, "namespace", p.ns)
+				r.log.Error(err, "a bare pod cannot be taken back safely; it stays bound", "pod", p.name, "namespace", p.ns)
+				r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "UnbindFailed", "Unbind", "%s; the pod stays bound: %v", t.note, err)
 				r.stillThere(p.uid)
 				continue
 			}
@@ -336,55 +342,15 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
+			if again != nil {
+				r.forget(ctx, p.uid)
+			}
 			r.stillThere(p.uid)
 			continue
 		}
-		if p.controlled {
-			continue
+		if again != nil {
+			r.remakeWhenGone(ctx, ref, again)
 		}
-		// Wait until the old pod is gone (its finalizers, if any, may take a
-		// while: it is never given up on), then make it again without its node.
-		err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			var cur corev1.Pod
-			err := r.reader.Get(ctx, key, &cur)
-			return apierrors.IsNotFound(err) || (err == nil && cur.UID != p.uid), nil
-		})
-		if err != nil {
-			r.log.Error(err, "waiting for an unbound pod to go", "pod", p.name, "namespace", p.ns)
-			continue
-		}
-		r.remake(ctx, ref, &full)
-	}
-}
-
-// remakeBackoff bounds the wait between tries to make a bare pod again.
-var remakeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
-
-// remake creates a bare pod taken back from its node again, unbound, with its
-// labels, annotations, owners and finalizers. It tries until the API takes it
-// (or the pod exists again) or the runner stops: an admission policy refusing
-// it for a while, or an API server under load, must not lose the pod.
-func (r *Runner) remake(ctx context.Context, ref podRef, full *corev1.Pod) {
-	again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
-		OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
-	}, Spec: full.Spec}
-	again.Spec.NodeName = ""
-	tries := 0
-	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
-		err := r.client.Create(ctx, again.DeepCopy())
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return true, nil
-		}
-		if tries++; tries == 1 {
-			r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "RemakeFailed", "Unbind",
-				"the pod, taken back from its node, could not be made again unbound (%v); retrying until it can", err)
-		}
-		r.log.Error(err, "making an unbound pod again; retrying", "pod", ref.name, "namespace", ref.ns, "tries", tries)
-		return false, nil
-	})
-	if err != nil {
-		r.log.Error(err, "stopped before an unbound pod was made again", "pod", ref.name, "namespace", ref.ns)
 	}
 }
 

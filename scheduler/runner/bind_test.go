@@ -17,6 +17,7 @@ import (
 
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // denyCreate installs a ValidatingAdmissionPolicy (and its binding), both
@@ -118,15 +119,21 @@ func (s *sched) checkBackoff(t *testing.T) {
 	}
 }
 
-// A gang one of whose bindings the API refuses is not bound in part: no pod
-// is deleted, it is tried again with a backoff that doubles (not in a tight
-// loop), and it binds whole, with its own pods, once the refusal is lifted.
-func TestRefusedBindLosesNoPod(t *testing.T) {
+// gangOfThree is a team alpha of 64 GPUs, four nodes of 8 GPUs in one rack,
+// and a gang g of three pods of 8 GPUs, submitted.
+func gangOfThree(t *testing.T) (*cluster, []string) {
 	cl := newCluster(t)
 	cl.tiers()
 	cl.team("alpha", "", "h100", 64)
 	cl.pool("a", "h100", 4, 8, 4)
-	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	return cl, cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+}
+
+// A gang one of whose bindings the API refuses is not bound in part: no pod
+// is deleted, it is tried again with a backoff that doubles (not in a tight
+// loop), and it binds whole, with its own pods, once the refusal is lifted.
+func TestRefusedBindLosesNoPod(t *testing.T) {
+	cl, names := gangOfThree(t)
 	before := cl.uids(names)
 	lift := cl.refuseBinds(names[1], false)
 	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
@@ -199,6 +206,81 @@ func TestRefusedRealBindRemakesPods(t *testing.T) {
 	cl.checkNoOvercommit(8)
 }
 
+// A leader that stops between taking a bare pod back from its node and
+// making it again does not lose it: the pod was written to the record
+// (runner.UnboundRecord) before it was deleted, and the next leader makes it
+// again, unbound and with its labels, then binds the gang whole.
+func TestUnboundPodOutlivesTheLeader(t *testing.T) {
+	cl, names := gangOfThree(t)
+	ctx := context.Background()
+	// A finalizer of someone else's holds the first pod's deletion open.
+	const hold = "test.allot.dev/hold"
+	var p corev1.Pod
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Finalizers = append(p.Finalizers, hold)
+	p.Labels["app"] = "trainer"
+	if err := cl.c.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	first := p.UID
+	lift := cl.refuseBinds(names[1], true)
+	s1 := cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitEvent(names[0], "Unbound", "binding refused by the test")
+	eventually(t, 20*time.Second, "pod "+names[0]+" deleting and in the record", func() error {
+		var cur corev1.Pod
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &cur); err != nil || cur.DeletionTimestamp == nil {
+			return fmt.Errorf("pod %s not deleting: %v", names[0], err)
+		}
+		var rec corev1.Secret
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: runner.UnboundRecord}, &rec); err != nil {
+			return err
+		}
+		if _, ok := rec.Data[string(first)]; !ok {
+			return fmt.Errorf("record holds %d pods, not %s", len(rec.Data), names[0])
+		}
+		return nil
+	})
+	// The leader goes; then the pod's deletion ends.
+	s1.stop()
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == hold })
+	if err := cl.c.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "pod "+names[0]+" gone", func() error {
+		if _, ok := cl.pods()[names[0]]; ok {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if _, ok := cl.pods()[names[0]]; ok {
+		t.Fatalf("pod %s made again with no leader", names[0])
+	}
+	lift()
+	cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitBound(names)
+	again := cl.pods()[names[0]]
+	if again.UID == first || again.Labels["app"] != "trainer" || !slices.Contains(again.Finalizers, hold) {
+		t.Errorf("pod %s made again as uid %s labels %v finalizers %v: want a new pod with its labels and finalizers", names[0], again.UID, again.Labels, again.Finalizers)
+	}
+	eventually(t, 10*time.Second, "the record emptied", func() error {
+		var rec corev1.Secret
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: runner.UnboundRecord}, &rec); err != nil {
+			return err
+		}
+		if len(rec.Data) > 0 {
+			return fmt.Errorf("record still holds %d pods", len(rec.Data))
+		}
+		return nil
+	})
+	cl.checkNoOvercommit(8)
+}
+
 // refusePodCreation makes the API refuse to create a pod named pod, until the
 // returned func lifts it (a dry-run pod "probe-create" tells when either is in force).
 func (cl *cluster) refusePodCreation(pod string) (lift func()) {
@@ -227,11 +309,7 @@ func (cl *cluster) refusePodCreation(pod string) (lift func()) {
 // A bare pod taken back from a gang bound in part is made again even when the
 // API refuses that for a while: it is retried until it is made, never lost.
 func TestRemadePodOutlastsRefusals(t *testing.T) {
-	cl := newCluster(t)
-	cl.tiers()
-	cl.team("alpha", "", "h100", 64)
-	cl.pool("a", "h100", 4, 8, 4)
-	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	cl, names := gangOfThree(t)
 	liftBinds := cl.refuseBinds(names[1], true)
 	liftCreate := cl.refusePodCreation(names[0])
 	cl.start(schedOptions{core: fastBackoff(time.Hour)})

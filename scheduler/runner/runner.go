@@ -56,6 +56,12 @@ type Options struct {
 	// label (the manager's --cluster). The core keeps every gang inside one
 	// cluster, and a pod labelled allot.dev/cluster runs only in that one.
 	Cluster string
+	// StateNamespace is where the runner keeps what must outlive a leader: the
+	// record of bare pods taken back from their nodes until they are made
+	// again (the Secret UnboundRecord). The manager's namespace; empty: no
+	// record, and a bare pod taken back is lost if the leader stops between
+	// deleting it and making it again.
+	StateNamespace string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -109,6 +115,9 @@ type Runner struct {
 	cache  ctrlcache.Cache
 	events events.EventRecorder
 	log    logr.Logger
+
+	// recordMu serializes the updates of the UnboundRecord.
+	recordMu sync.Mutex
 
 	mu    sync.Mutex
 	st    store
@@ -195,6 +204,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("cache synced, scheduling", "schedulerName", r.opts.SchedulerName)
+	r.recoverUnbound(ctx)
 	r.tasks.Add(2)
 	go func() {
 		defer r.tasks.Done()

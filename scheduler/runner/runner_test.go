@@ -56,11 +56,7 @@ func TestGangWholeOrNothing(t *testing.T) {
 // A gang found bound in part (a bind cut short by a crash) is rolled back and
 // bound whole; a pod alone with its node set is simply accounted for.
 func TestPartlyBoundGangRolledBack(t *testing.T) {
-	cl := newCluster(t)
-	cl.tiers()
-	cl.team("alpha", "", "h100", 64)
-	cl.pool("a", "h100", 4, 8, 4)
-	names := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 3, gpus: 8})
+	cl, names := gangOfThree(t)
 	// Bind one pod of the gang by hand, as a scheduler that died mid-gang would have.
 	bindTo(t, cl, names[0], "a-3")
 	// The pod rolled back is deleted marked DisruptionTarget, so that its Job

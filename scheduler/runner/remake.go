@@ -1,0 +1,205 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// UnboundRecord is the Secret, in Options.StateNamespace, that holds the bare
+// pods taken back from their nodes until they are made again: one key per
+// pod UID, the pod to make as JSON. A leader that stops between deleting such
+// a pod and making it again leaves it there, and the next leader makes it.
+const UnboundRecord = "allot-scheduler-unbound"
+
+// maxUnboundRecord bounds the record (a Secret holds at most 1 MiB): a pod
+// that does not fit in it is not taken back (it stays bound, and its gang is
+// accounted for where it runs).
+const maxUnboundRecord = 768 << 10
+
+// unboundCopy is the pod to make again in place of one taken back from its
+// node: unbound, with its labels, annotations, owners and finalizers.
+func unboundCopy(full *corev1.Pod) *corev1.Pod {
+	again := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: full.Namespace, Name: full.Name, Labels: full.Labels, Annotations: full.Annotations,
+			OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
+		}, Spec: *full.Spec.DeepCopy()}
+	again.Spec.NodeName = ""
+	return again
+}
+
+// keep writes the pod to make again under uid into the record before the
+// pod is deleted. Without a StateNamespace there is no record.
+func (r *Runner) keep(ctx context.Context, uid types.UID, again *corev1.Pod) error {
+	if r.opts.StateNamespace == "" {
+		return nil
+	}
+	data, err := json.Marshal(again)
+	if err != nil {
+		return err
+	}
+	return r.updateRecord(ctx, func(d map[string][]byte) error {
+		size := len(data)
+		for k, v := range d {
+			if k != string(uid) {
+				size += len(k) + len(v)
+			}
+		}
+		if size > maxUnboundRecord {
+			return fmt.Errorf("the record of pods being made again (Secret %s/%s) is full: %d bytes with this pod, at most %d", r.opts.StateNamespace, UnboundRecord, size, maxUnboundRecord)
+		}
+		d[string(uid)] = data
+		return nil
+	})
+}
+
+// forget drops uid from the record: its pod was made again, or never deleted.
+func (r *Runner) forget(ctx context.Context, uid types.UID) {
+	if r.opts.StateNamespace == "" {
+		return
+	}
+	err := r.updateRecord(ctx, func(d map[string][]byte) error {
+		delete(d, string(uid))
+		return nil
+	})
+	if err != nil {
+		r.log.Error(err, "dropping a pod made again from the record; the next leader drops it", "uid", uid)
+	}
+}
+
+// updateRecord applies change to the record's data, made if missing, with
+// retries on conflicts (one leader writes it, from several goroutines).
+func (r *Runner) updateRecord(ctx context.Context, change func(map[string][]byte) error) error {
+	r.recordMu.Lock()
+	defer r.recordMu.Unlock()
+	key := client.ObjectKey{Namespace: r.opts.StateNamespace, Name: UnboundRecord}
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		var s corev1.Secret
+		err := retryTransient(ctx, func() error { return r.reader.Get(ctx, key, &s) })
+		if apierrors.IsNotFound(err) {
+			s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+			if err := change(s.Data); err != nil {
+				return err
+			}
+			if len(s.Data) == 0 {
+				return nil
+			}
+			err = r.client.Create(ctx, &s)
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("secrets"), key.Name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		if err := change(s.Data); err != nil {
+			return err
+		}
+		return r.client.Update(ctx, &s)
+	})
+}
+
+// recoverUnbound makes again the bare pods a previous leader took back from
+// their nodes and stopped before it made them again (their record outlives
+// it). A pod that was never deleted is left as it is.
+func (r *Runner) recoverUnbound(ctx context.Context) {
+	if r.opts.StateNamespace == "" {
+		return
+	}
+	var s corev1.Secret
+	key := client.ObjectKey{Namespace: r.opts.StateNamespace, Name: UnboundRecord}
+	if err := retryTransient(ctx, func() error { return r.reader.Get(ctx, key, &s) }); err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.log.Error(err, "reading the record of pods being made again; the pods a previous leader took back may not be made again", "secret", key)
+		}
+		return
+	}
+	for uid, data := range s.Data {
+		var again corev1.Pod
+		if err := json.Unmarshal(data, &again); err != nil || again.Name == "" || again.Namespace == "" {
+			r.log.Error(err, "a pod in the record of pods being made again cannot be read; dropped", "uid", uid)
+			r.forget(ctx, types.UID(uid))
+			continue
+		}
+		ref := podRef{ns: again.Namespace, name: again.Name, uid: types.UID(uid)}
+		var cur corev1.Pod
+		err := retryTransient(ctx, func() error { return r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur) })
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			r.log.Error(err, "reading a pod a previous leader took back; it is made again by the next leader", "pod", ref.name, "namespace", ref.ns)
+			continue
+		case err == nil && cur.UID == ref.uid && cur.DeletionTimestamp == nil:
+			r.forget(ctx, ref.uid) // never deleted: nothing to make again
+			continue
+		}
+		r.log.Info("making again a pod a previous leader took back from its node", "pod", ref.name, "namespace", ref.ns)
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.remakeWhenGone(ctx, ref, &again)
+		}()
+	}
+}
+
+// remakeWhenGone waits until the pod taken back is gone (its finalizers, if
+// any, may take a while: it is never given up on), makes it again unbound,
+// and drops it from the record.
+func (r *Runner) remakeWhenGone(ctx context.Context, ref podRef, again *corev1.Pod) {
+	key := client.ObjectKey{Namespace: ref.ns, Name: ref.name}
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var cur corev1.Pod
+		err := r.reader.Get(ctx, key, &cur)
+		return apierrors.IsNotFound(err) || (err == nil && cur.UID != ref.uid), nil
+	})
+	if err != nil {
+		r.log.Error(err, "stopped while waiting for an unbound pod to go; the next leader makes it again", "pod", ref.name, "namespace", ref.ns)
+		return
+	}
+	if r.remake(ctx, ref, again) {
+		r.forget(ctx, ref.uid)
+	}
+}
+
+// remakeBackoff bounds the wait between tries to make a bare pod again.
+var remakeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// remake creates a bare pod taken back from its node again. It tries until
+// the API takes it (or the pod exists again) or the runner stops: an
+// admission policy refusing it for a while, or an API server under load,
+// must not lose the pod. It says whether the pod was made.
+func (r *Runner) remake(ctx context.Context, ref podRef, again *corev1.Pod) bool {
+	tries := 0
+	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+		err := r.client.Create(ctx, again.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, nil
+		}
+		if tries++; tries == 1 {
+			r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "RemakeFailed", "Unbind",
+				"the pod, taken back from its node, could not be made again unbound (%v); retrying until it can", err)
+		}
+		r.log.Error(err, "making an unbound pod again; retrying", "pod", ref.name, "namespace", ref.ns, "tries", tries)
+		return false, nil
+	})
+	if err != nil {
+		r.log.Error(err, "stopped before an unbound pod was made again; the next leader makes it", "pod", ref.name, "namespace", ref.ns)
+		return false
+	}
+	return true
+}
