@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/scheduler"
@@ -326,12 +327,14 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 			}
 			if err == nil {
 				again = unboundCopy(&full)
-				err = r.keep(ctx, p.uid, again)
+				if err = r.canRemake(ctx, again); err == nil {
+					err = r.keep(ctx, p.uid, again)
+				}
 			}
 			if err != nil {
 				r.log.Error(err, "a bare pod cannot be taken back safely; it stays bound", "pod", p.name, "namespace", p.ns)
 				r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "UnbindFailed", "Unbind", "%s; the pod stays bound: %v", t.note, err)
-				r.stillThere(p.uid)
+				r.unbindFailed(p.uid)
 				continue
 			}
 		}
@@ -345,13 +348,32 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 			if again != nil {
 				r.forget(ctx, p.uid)
 			}
-			r.stillThere(p.uid)
+			r.unbindFailed(p.uid)
 			continue
 		}
 		if again != nil {
 			r.remakeWhenGone(ctx, ref, again)
 		}
 	}
+}
+
+// unbindBackoff is the wait before a gang whose pods could not all be taken
+// back is tried again, doubling with every failure in a row.
+var unbindBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 5 * time.Minute}
+
+// unbindFailed is stillThere for a pod that could not be taken back: its gang
+// is not taken back again before a backoff (never a tight loop of refusals).
+func (r *Runner) unbindFailed(uid types.UID) {
+	metricUnbindFailures.Inc()
+	r.mu.Lock()
+	if p := r.st.pods[uid]; p != nil {
+		if g := r.st.gangs[p.gang]; g != nil {
+			g.unbindFails++
+			g.unbindAt = r.opts.Now().Add(min(unbindBackoff.Duration<<min(g.unbindFails-1, 16), unbindBackoff.Cap))
+		}
+	}
+	r.mu.Unlock()
+	r.stillThere(uid)
 }
 
 // markDisrupted gives a pod the scheduler deletes the DisruptionTarget

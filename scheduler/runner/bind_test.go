@@ -213,44 +213,31 @@ func TestRefusedRealBindRemakesPods(t *testing.T) {
 func TestUnboundPodOutlivesTheLeader(t *testing.T) {
 	cl, names := gangOfThree(t)
 	ctx := context.Background()
-	// A finalizer of someone else's holds the first pod's deletion open.
-	const hold = "test.allot.dev/hold"
 	var p corev1.Pod
 	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &p); err != nil {
 		t.Fatal(err)
 	}
-	p.Finalizers = append(p.Finalizers, hold)
 	p.Labels["app"] = "trainer"
 	if err := cl.c.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
 	first := p.UID
+	release := cl.holdDeletion(names[0])
+	record := func() (map[string][]byte, error) {
+		var rec corev1.Secret
+		err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: runner.UnboundRecord}, &rec)
+		return rec.Data, err
+	}
 	lift := cl.refuseBinds(names[1], true)
 	s1 := cl.start(schedOptions{core: fastBackoff(time.Hour)})
 	cl.waitEvent(names[0], "Unbound", "binding refused by the test")
-	eventually(t, 20*time.Second, "pod "+names[0]+" deleting and in the record", func() error {
-		var cur corev1.Pod
-		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &cur); err != nil || cur.DeletionTimestamp == nil {
-			return fmt.Errorf("pod %s not deleting: %v", names[0], err)
-		}
-		var rec corev1.Secret
-		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: runner.UnboundRecord}, &rec); err != nil {
-			return err
-		}
-		if _, ok := rec.Data[string(first)]; !ok {
-			return fmt.Errorf("record holds %d pods, not %s", len(rec.Data), names[0])
-		}
-		return nil
-	})
+	cl.waitDeleting(names[0])
+	if rec, err := record(); err != nil || rec[string(first)] == nil {
+		t.Fatalf("pod %s deleted, not in the record (%d pods there, %v)", names[0], len(rec), err)
+	}
 	// The leader goes; then the pod's deletion ends.
 	s1.stop()
-	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: names[0]}, &p); err != nil {
-		t.Fatal(err)
-	}
-	p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == hold })
-	if err := cl.c.Update(ctx, &p); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	eventually(t, 10*time.Second, "pod "+names[0]+" gone", func() error {
 		if _, ok := cl.pods()[names[0]]; ok {
 			return errors.New("still there")
@@ -265,16 +252,12 @@ func TestUnboundPodOutlivesTheLeader(t *testing.T) {
 	cl.start(schedOptions{core: fastBackoff(time.Hour)})
 	cl.waitBound(names)
 	again := cl.pods()[names[0]]
-	if again.UID == first || again.Labels["app"] != "trainer" || !slices.Contains(again.Finalizers, hold) {
+	if again.UID == first || again.Labels["app"] != "trainer" || len(again.Finalizers) == 0 {
 		t.Errorf("pod %s made again as uid %s labels %v finalizers %v: want a new pod with its labels and finalizers", names[0], again.UID, again.Labels, again.Finalizers)
 	}
 	eventually(t, 10*time.Second, "the record emptied", func() error {
-		var rec corev1.Secret
-		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: runner.UnboundRecord}, &rec); err != nil {
-			return err
-		}
-		if len(rec.Data) > 0 {
-			return fmt.Errorf("record still holds %d pods", len(rec.Data))
+		if rec, err := record(); err != nil || len(rec) > 0 {
+			return fmt.Errorf("record holds %d pods (%v)", len(rec), err)
 		}
 		return nil
 	})
@@ -307,25 +290,96 @@ func (cl *cluster) refusePodCreation(pod string) (lift func()) {
 }
 
 // A bare pod taken back from a gang bound in part is made again even when the
-// API refuses that for a while: it is retried until it is made, never lost.
+// API refuses that for a while once it is deleted: it is retried until it is
+// made, never lost.
 func TestRemadePodOutlastsRefusals(t *testing.T) {
 	cl, names := gangOfThree(t)
 	liftBinds := cl.refuseBinds(names[1], true)
-	liftCreate := cl.refusePodCreation(names[0])
+	release := cl.holdDeletion(names[0])
 	cl.start(schedOptions{core: fastBackoff(time.Hour)})
 	cl.waitEvent(names[0], "Unbound", "binding refused by the test")
+	cl.waitDeleting(names[0])
+	// Refused only now: the dry run before it was deleted passed.
+	liftCreate := cl.refusePodCreation(names[0])
+	release()
 	eventually(t, 10*time.Second, "pod "+names[0]+" taken back", func() error {
 		if _, ok := cl.pods()[names[0]]; ok {
 			return errors.New("still there")
 		}
 		return nil
 	})
+	cl.waitEvent(names[0], "RemakeFailed", "pod creation refused by the test")
 	time.Sleep(2 * time.Second) // refused again meanwhile
+	// Binds first: the pod made again carries the test's finalizer, and a
+	// second rollback would hold it forever.
+	liftBinds()
+	liftCreate()
+	cl.waitBound(names)
+	cl.checkNoOvercommit(8)
+}
+
+// A bare pod the API would not make again (here an admission policy refuses
+// it for good) is not taken back: it stays bound, said so in an event, and
+// its gang is tried again with a backoff, not in a tight loop. Once the API
+// would make it, it is taken back, and the gang binds whole.
+func TestPodKeptBoundWhenItCannotBeMadeAgain(t *testing.T) {
+	cl, names := gangOfThree(t)
+	liftBinds := cl.refuseBinds(names[1], true)
+	liftCreate := cl.refusePodCreation(names[0])
+	first := cl.uids(names)[names[0]]
+	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitEvent(names[0], "UnbindFailed", "the API would not make it again unbound")
+	time.Sleep(4 * time.Second)
+	p, ok := cl.pods()[names[0]]
+	if !ok || p.UID != first || p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+		t.Fatalf("pod %s taken back though the API would not make it again (there %v, node %q)", names[0], ok, p.Spec.NodeName)
+	}
+	// A backoff of 1 s, 2 s, 4 s...: about three tries in 4 s, not hundreds.
+	if n, err := s.counter("allot_scheduler_unbind_failures_total{}"); err != nil || n < 1 || n > 5 {
+		t.Errorf("%v unbind failures in 4 s (%v): want a few, with a backoff", n, err)
+	}
 	liftCreate()
 	liftBinds()
 	cl.waitBound(names)
-	cl.waitEvent(names[0], "RemakeFailed", "pod creation refused by the test")
+	if cl.uids(names)[names[0]] == first {
+		t.Errorf("pod %s was not taken back once it could be made again", names[0])
+	}
 	cl.checkNoOvercommit(8)
+}
+
+// holdDeletion gives a pod a finalizer of someone else's, so that once
+// deleted it stays, terminating, until release.
+func (cl *cluster) holdDeletion(name string) (release func()) {
+	cl.t.Helper()
+	const hold = "test.allot.dev/hold"
+	change := func(f func([]string) []string) {
+		cl.t.Helper()
+		ctx := context.Background()
+		var p corev1.Pod
+		if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: name}, &p); err != nil {
+			cl.t.Fatal(err)
+		}
+		p.Finalizers = f(p.Finalizers)
+		if err := cl.c.Update(ctx, &p); err != nil {
+			cl.t.Fatal(err)
+		}
+	}
+	change(func(fs []string) []string { return append(fs, hold) })
+	return func() {
+		change(func(fs []string) []string { return slices.DeleteFunc(fs, func(f string) bool { return f == hold }) })
+	}
+}
+
+// waitDeleting waits until a pod is being deleted.
+func (cl *cluster) waitDeleting(name string) {
+	cl.t.Helper()
+	eventually(cl.t, 20*time.Second, "pod "+name+" deleting", func() error {
+		var cur corev1.Pod
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Namespace: cl.ns, Name: name}, &cur); err != nil || cur.DeletionTimestamp == nil {
+			return fmt.Errorf("not deleting: %v", err)
+		}
+		return nil
+	})
 }
 
 // The gang timeout counts until every pod runs, as the pods' status says: a

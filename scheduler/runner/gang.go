@@ -33,6 +33,10 @@ type clusterWorkload struct {
 	// stuck says why a running gang could not be accounted for (see setStuck);
 	// cleared by a rebuild, which tries again.
 	stuck string
+	// unbindFails counts the takings back of its pods that failed in a row;
+	// bound in part, it is not taken back again before unbindAt.
+	unbindFails int
+	unbindAt    time.Time
 }
 
 // gangID names a workload: the gang label's when the pod also gives the
@@ -289,6 +293,9 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		return
 	}
 	bound := g.sortedPods(isBound)
+	if len(bound) == 0 {
+		g.unbindFails, g.unbindAt = 0, time.Time{} // taken back, if it was
+	}
 	if g.stuck != "" {
 		if len(bound) > 0 {
 			return // it runs, holding its GPUs, until it ends or a rebuild takes it
@@ -309,6 +316,10 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 			}
 		}
 		if err == nil && int64(len(bound)) < w.Pods {
+			if r.opts.Now().Before(g.unbindAt) {
+				r.st.retries[g.id] = g.unbindAt // taking it back failed: wait
+				return
+			}
 			r.log.Info("rolling back a gang bound in part", "workload", g.id, "bound", len(bound), "pods", w.Pods)
 			acts.unbind(g, bound, fmt.Sprintf("gang %s had %d of %d pods bound: rolled back, to be bound whole", g.id, len(bound), w.Pods))
 			return

@@ -27,6 +27,10 @@ var (
 		Name: "allot_scheduler_evictions_total",
 		Help: "Gangs taken back whole other than by preemption, by reason (NodeUnhealthy, GangTimeout, ...).",
 	}, []string{"reason"})
+	metricUnbindFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "allot_scheduler_unbind_failures_total",
+		Help: "Pods of a gang bound in part that could not be taken back (the API would not make a bare pod again, or refused to read or delete it): they stay bound, and their gang is tried again after a backoff that doubles up to 5m.",
+	})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "allot_scheduler_core_rebuilds_total",
 		Help: "Times the scheduling core was built again from the quota objects, nodes and pods (a quota change, a relabelled node running gangs); nodes added, removed or relabelled empty change it in place.",
@@ -75,7 +79,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricRebuilds, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

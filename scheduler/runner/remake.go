@@ -40,6 +40,17 @@ func unboundCopy(full *corev1.Pod) *corev1.Pod {
 	return again
 }
 
+// canRemake asks the API, with a dry run, whether it would take the pod made
+// again: one it would refuse (an admission policy, a namespace the manager
+// may not create pods in, a quota) is not taken back, so it is never lost.
+func (r *Runner) canRemake(ctx context.Context, again *corev1.Pod) error {
+	err := retryTransient(ctx, func() error { return r.client.Create(ctx, again.DeepCopy(), client.DryRunAll) })
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return fmt.Errorf("the API would not make it again unbound: %w", err)
+}
+
 // keep writes the pod to make again under uid into the record before the
 // pod is deleted. Without a StateNamespace there is no record.
 func (r *Runner) keep(ctx context.Context, uid types.UID, again *corev1.Pod) error {
