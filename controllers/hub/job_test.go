@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -118,3 +119,46 @@ func TestFenceFollowsTheProbes(t *testing.T) {
 
 // dummyClient stands for a worker's client: it is only counted.
 type dummyClient struct{ client.Client }
+
+// TestUnprobedWorkerKeepsItsJobs: a hub that has just become the leader has
+// probed no worker yet; the jobs routed to a registered Cluster stay there
+// (no failover, which could run them twice while their copies' fences hold)
+// and it takes no new job until a probe reaches it. A job routed to a
+// Cluster that is gone is routed again.
+func TestUnprobedWorkerKeepsItsJobs(t *testing.T) {
+	cfg, workers, pools, jobs := benchFleet(2, 16, 8)
+	probed := workers[:1] // c0 probed, c1 not yet
+	clusters := []allotv1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}}, {ObjectMeta: metav1.ObjectMeta{Name: "c1"}}}
+	var onC1 int
+	for _, h := range jobs {
+		if h.cluster == "c1" {
+			onC1++
+		}
+	}
+	d, err := decide(cfg, scheduler.DefaultOptions(), withUnprobed(probed, clusters), pools, jobs, time.Unix(1e6, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.failovers) != 0 {
+		t.Errorf("%d jobs moved off a worker not probed yet", len(d.failovers))
+	}
+	for _, rt := range d.routes {
+		if rt.a.Cluster == "c1" {
+			t.Errorf("job %s routed to c1, which no probe has reached", rt.h.job.Name)
+		}
+	}
+	if len(d.routes) == 0 {
+		t.Error("nothing routed to the probed worker")
+	}
+	// c1's Cluster deleted: its jobs go elsewhere.
+	for _, h := range jobs {
+		h.cluster = h.job.Annotations[AnnotationCluster]
+	}
+	d, err = decide(cfg, scheduler.DefaultOptions(), withUnprobed(probed, clusters[:1]), pools, jobs, time.Unix(1e6, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onC1 == 0 || len(d.failovers) != onC1 {
+		t.Errorf("%d failovers with c1's Cluster gone, want its %d jobs", len(d.failovers), onC1)
+	}
+}

@@ -163,6 +163,11 @@ func (r *Router) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var clusters allotv1.ClusterList
+	if err := r.Client.List(ctx, &clusters); err != nil {
+		return err
+	}
+	workers = withUnprobed(workers, clusters.Items)
 	byName := map[string]*snapshot{}
 	for i := range workers {
 		byName[workers[i].name] = &workers[i]
@@ -245,6 +250,27 @@ func (r *Router) Pass(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withUnprobed adds the registered Clusters that no probe has reached or
+// missed yet (the hub has just become the leader) as Unreachable: they keep
+// their jobs until a probe says otherwise, and take no new ones. Only a
+// worker found Lost, or whose Cluster is gone, gives its jobs up.
+func withUnprobed(workers []snapshot, clusters []allotv1.Cluster) []snapshot {
+	known := map[string]bool{}
+	for _, w := range workers {
+		known[w.name] = true
+	}
+	added := false
+	for _, c := range clusters {
+		if !known[c.Name] && c.DeletionTimestamp == nil {
+			workers, added = append(workers, snapshot{name: c.Name, state: Unreachable}), true
+		}
+	}
+	if added {
+		slices.SortFunc(workers, func(a, b snapshot) int { return strings.Compare(a.name, b.name) })
+	}
+	return workers
 }
 
 // decision is what one pass does, decided without I/O (decide).

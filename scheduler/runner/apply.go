@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/scheduler"
@@ -343,6 +342,9 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 		err := retryTransient(ctx, func() error {
 			return r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
 		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && r.deleting(ctx, ref) {
+			err = nil // the delete went through though its answer was lost
+		}
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			r.log.Error(err, "deleting a pod to unbind it", "pod", p.name, "namespace", p.ns)
 			if again != nil {
@@ -357,19 +359,33 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 	}
 }
 
-// unbindBackoff is the wait before a gang whose pods could not all be taken
-// back is tried again, doubling with every failure in a row.
-var unbindBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 5 * time.Minute}
+// deleting says whether the pod is gone or on its way out: after a delete
+// whose answer was lost (a timeout), it may have gone through.
+func (r *Runner) deleting(ctx context.Context, ref podRef) bool {
+	var cur corev1.Pod
+	err := retryTransient(ctx, func() error {
+		return r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur)
+	})
+	return apierrors.IsNotFound(err) || (err == nil && (cur.UID != ref.uid || cur.DeletionTimestamp != nil))
+}
 
 // unbindFailed is stillThere for a pod that could not be taken back: its gang
-// is not taken back again before a backoff (never a tight loop of refusals).
+// is not taken back again before a backoff that doubles from 1 s up to
+// Options.UnbindRetry (never a tight loop of refusals).
 func (r *Runner) unbindFailed(uid types.UID) {
 	metricUnbindFailures.Inc()
 	r.mu.Lock()
 	if p := r.st.pods[uid]; p != nil {
 		if g := r.st.gangs[p.gang]; g != nil {
 			g.unbindFails++
-			g.unbindAt = r.opts.Now().Add(min(unbindBackoff.Duration<<min(g.unbindFails-1, 16), unbindBackoff.Cap))
+			g.unbindAt = r.opts.Now().Add(min(time.Second<<min(g.unbindFails-1, 16), r.opts.UnbindRetry))
+			if g.phase == queued && r.core != nil {
+				// Requeued by a rollback, it would be placed again with a pod
+				// still bound outside its placement: out of the core until it
+				// is taken back (syncIdle holds its bound pods meanwhile).
+				_ = r.core.Finish(scheduler.WorkloadID(g.id))
+				g.on(fact{kind: factLeft})
+			}
 		}
 	}
 	r.mu.Unlock()

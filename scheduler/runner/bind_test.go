@@ -329,14 +329,27 @@ func TestPodKeptBoundWhenItCannotBeMadeAgain(t *testing.T) {
 	first := cl.uids(names)[names[0]]
 	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
 	cl.waitEvent(names[0], "UnbindFailed", "the API would not make it again unbound")
+	// Meanwhile the pod kept bound holds its node's GPUs: a gang of four
+	// whole nodes cannot have them (3 nodes are free).
+	other := cl.submit("h", podSpec{team: "alpha", tier: "production", pods: 4, gpus: 8})
 	time.Sleep(4 * time.Second)
 	p, ok := cl.pods()[names[0]]
 	if !ok || p.UID != first || p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 		t.Fatalf("pod %s taken back though the API would not make it again (there %v, node %q)", names[0], ok, p.Spec.NodeName)
 	}
-	// A backoff of 1 s, 2 s, 4 s...: about three tries in 4 s, not hundreds.
+	cl.checkNoOvercommit(8)
+	if b := bound(cl.nodesOf(other)); b > 0 {
+		t.Errorf("%d pods of gang h bound beside the pod kept bound", b)
+	}
+	// A backoff of 1 s, then 2 s (the test's UnbindRetry): about three tries
+	// in 4 s, not hundreds.
 	if n, err := s.counter("allot_scheduler_unbind_failures_total{}"); err != nil || n < 1 || n > 5 {
 		t.Errorf("%v unbind failures in 4 s (%v): want a few, with a backoff", n, err)
+	}
+	for _, n := range other {
+		if err := cl.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: n}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	liftCreate()
 	liftBinds()

@@ -293,12 +293,19 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		return
 	}
 	bound := g.sortedPods(isBound)
-	if len(bound) == 0 {
+	onNodes := g.sortedPods(occupies)
+	if len(onNodes) == 0 {
 		g.unbindFails, g.unbindAt = 0, time.Time{} // taken back, if it was
 	}
 	if g.stuck != "" {
 		if len(bound) > 0 {
+			if g.unbindFails > 0 {
+				r.retryUnbind(g, live, bound, acts)
+			}
 			return // it runs, holding its GPUs, until it ends or a rebuild takes it
+		}
+		if g.unbindFails > 0 && len(onNodes) > 0 {
+			return // being taken back: its pods hold their GPUs until gone
 		}
 		r.setStuck(g, "") // what ran ended: its new pods are a new submission
 	}
@@ -316,8 +323,11 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 			}
 		}
 		if err == nil && int64(len(bound)) < w.Pods {
-			if r.opts.Now().Before(g.unbindAt) {
-				r.st.retries[g.id] = g.unbindAt // taking it back failed: wait
+			if g.unbindFails > 0 {
+				// Taking it back failed: its pods hold their GPUs outside
+				// the core, also while it is tried again, until they are gone.
+				r.setStuck(g, fmt.Sprintf("%d of its %d pods are bound and could not be taken back", len(bound), w.Pods))
+				r.retryUnbind(g, live, bound, acts)
 				return
 			}
 			r.log.Info("rolling back a gang bound in part", "workload", g.id, "bound", len(bound), "pods", w.Pods)
@@ -384,6 +394,23 @@ func (r *Runner) setStuck(g *clusterWorkload, why string) {
 		r.st.stuck[g.id] = true
 	} else {
 		delete(r.st.stuck, g.id)
+	}
+}
+
+// occupies says whether a pod is on its node, live or on its way out.
+func occupies(p *podInfo) bool { return p.node != "" && !p.terminal }
+
+// retryUnbind takes back again, once its backoff is over, the bound pods of a
+// gang bound in part that could not all be taken back; it stays stuck (its
+// pods held) meanwhile.
+func (r *Runner) retryUnbind(g *clusterWorkload, live, bound []*podInfo, acts *actions) {
+	if r.opts.Now().Before(g.unbindAt) {
+		r.st.retries[g.id] = g.unbindAt
+		return
+	}
+	delete(r.st.retries, g.id)
+	if w, err := r.workload(g, live); err == nil && int64(len(bound)) < w.Pods {
+		acts.unbind(g, bound, fmt.Sprintf("gang %s had %d of %d pods bound: rolled back, to be bound whole (try %d)", g.id, len(bound), w.Pods, g.unbindFails+1))
 	}
 }
 

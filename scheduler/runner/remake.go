@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,7 @@ func unboundCopy(full *corev1.Pod) *corev1.Pod {
 			OwnerReferences: full.OwnerReferences, Finalizers: full.Finalizers,
 		}, Spec: *full.Spec.DeepCopy()}
 	again.Spec.NodeName = ""
+	again.Spec.EphemeralContainers = nil // not accepted on create
 	return again
 }
 
@@ -45,7 +47,9 @@ func unboundCopy(full *corev1.Pod) *corev1.Pod {
 // may not create pods in, a quota) is not taken back, so it is never lost.
 func (r *Runner) canRemake(ctx context.Context, again *corev1.Pod) error {
 	err := retryTransient(ctx, func() error { return r.client.Create(ctx, again.DeepCopy(), client.DryRunAll) })
-	if err == nil || apierrors.IsAlreadyExists(err) {
+	// A quota the pod itself fills refuses the dry run; once it is deleted,
+	// the pod made again fits where it was.
+	if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota") {
 		return nil
 	}
 	return fmt.Errorf("the API would not make it again unbound: %w", err)
@@ -81,12 +85,20 @@ func (r *Runner) forget(ctx context.Context, uid types.UID) {
 	if r.opts.StateNamespace == "" {
 		return
 	}
-	err := r.updateRecord(ctx, func(d map[string][]byte) error {
-		delete(d, string(uid))
-		return nil
+	// Retried: an entry left behind for a pod made again, which then ended
+	// and was deleted, would make the next leader make it once more.
+	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+		err := r.updateRecord(ctx, func(d map[string][]byte) error {
+			delete(d, string(uid))
+			return nil
+		})
+		if err != nil {
+			r.log.Error(err, "dropping a pod made again from the record; retrying", "uid", uid)
+		}
+		return err == nil, nil
 	})
 	if err != nil {
-		r.log.Error(err, "dropping a pod made again from the record; the next leader drops it", "uid", uid)
+		r.log.Error(err, "stopped before a pod made again was dropped from the record", "uid", uid)
 	}
 }
 
@@ -135,10 +147,18 @@ func (r *Runner) recoverUnbound(ctx context.Context) {
 	}
 	var s corev1.Secret
 	key := client.ObjectKey{Namespace: r.opts.StateNamespace, Name: UnboundRecord}
-	if err := retryTransient(ctx, func() error { return r.reader.Get(ctx, key, &s) }); err != nil {
-		if !apierrors.IsNotFound(err) {
-			r.log.Error(err, "reading the record of pods being made again; the pods a previous leader took back may not be made again", "secret", key)
+	// Read until it is read (or is not there): what it holds is lost otherwise.
+	found := false
+	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+		err := r.reader.Get(ctx, key, &s)
+		if err != nil && !apierrors.IsNotFound(err) {
+			r.log.Error(err, "reading the record of pods being made again; retrying", "secret", key)
+			return false, nil
 		}
+		found = err == nil
+		return true, nil
+	})
+	if err != nil || !found {
 		return
 	}
 	for uid, data := range s.Data {
@@ -150,11 +170,18 @@ func (r *Runner) recoverUnbound(ctx context.Context) {
 		}
 		ref := podRef{ns: again.Namespace, name: again.Name, uid: types.UID(uid)}
 		var cur corev1.Pod
-		err := retryTransient(ctx, func() error { return r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur) })
+		var err error
+		if werr := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+			err = r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur)
+			if err != nil && !apierrors.IsNotFound(err) {
+				r.log.Error(err, "reading a pod a previous leader took back; retrying", "pod", ref.name, "namespace", ref.ns)
+				return false, nil
+			}
+			return true, nil
+		}); werr != nil {
+			return
+		}
 		switch {
-		case err != nil && !apierrors.IsNotFound(err):
-			r.log.Error(err, "reading a pod a previous leader took back; it is made again by the next leader", "pod", ref.name, "namespace", ref.ns)
-			continue
 		case err == nil && cur.UID == ref.uid && cur.DeletionTimestamp == nil:
 			r.forget(ctx, ref.uid) // never deleted: nothing to make again
 			continue

@@ -56,6 +56,10 @@ type Options struct {
 	// label (the manager's --cluster). The core keeps every gang inside one
 	// cluster, and a pod labelled allot.dev/cluster runs only in that one.
 	Cluster string
+	// UnbindRetry is the longest wait before the pods of a gang bound in part
+	// that could not be taken back are tried again (doubling from 1s).
+	// Default 5m.
+	UnbindRetry time.Duration
 	// StateNamespace is where the runner keeps what must outlive a leader: the
 	// record of bare pods taken back from their nodes until they are made
 	// again (the Secret UnboundRecord). The manager's namespace; empty: no
@@ -91,6 +95,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NotReadyGrace == 0 {
 		o.NotReadyGrace = 5 * time.Minute
+	}
+	if o.UnbindRetry <= 0 {
+		o.UnbindRetry = 5 * time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -204,8 +211,11 @@ func (r *Runner) Start(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("cache synced, scheduling", "schedulerName", r.opts.SchedulerName)
-	r.recoverUnbound(ctx)
-	r.tasks.Add(2)
+	r.tasks.Add(3)
+	go func() {
+		defer r.tasks.Done()
+		r.recoverUnbound(ctx)
+	}()
 	go func() {
 		defer r.tasks.Done()
 		r.statusLoop(ctx)
@@ -458,7 +468,7 @@ func (r *Runner) heldOn(name string) int64 {
 	for id := range r.st.stuck {
 		if g := r.st.gangs[id]; g != nil {
 			for _, p := range g.pods {
-				if p.node == name && isBound(p) {
+				if p.node == name && occupies(p) {
 					held += p.gpus
 				}
 			}

@@ -136,7 +136,7 @@ func (cl *cluster) start(o schedOptions) *sched {
 	r := runner.New(runner.Options{
 		Core: o.core, CycleInterval: 5 * time.Millisecond, Resync: 100 * time.Millisecond,
 		StatusInterval: 100 * time.Millisecond, SyncTimeout: 5 * time.Second, NotReadyGrace: o.notReadyGrace,
-		StateNamespace: cl.ns,
+		StateNamespace: cl.ns, UnbindRetry: 2 * time.Second,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		cl.t.Fatal(err)
