@@ -261,15 +261,12 @@ func withUnprobed(workers []snapshot, clusters []allotv1.Cluster) []snapshot {
 	for _, w := range workers {
 		known[w.name] = true
 	}
-	added := false
 	for _, c := range clusters {
 		if !known[c.Name] && c.DeletionTimestamp == nil {
-			workers, added = append(workers, snapshot{name: c.Name, state: Unreachable}), true
+			workers = append(workers, snapshot{name: c.Name, state: Unreachable})
 		}
 	}
-	if added {
-		slices.SortFunc(workers, func(a, b snapshot) int { return strings.Compare(a.name, b.name) })
-	}
+	slices.SortFunc(workers, func(a, b snapshot) int { return strings.Compare(a.name, b.name) })
 	return workers
 }
 

@@ -366,7 +366,7 @@ func (r *Runner) deleting(ctx context.Context, ref podRef) bool {
 	err := retryTransient(ctx, func() error {
 		return r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur)
 	})
-	return apierrors.IsNotFound(err) || (err == nil && (cur.UID != ref.uid || cur.DeletionTimestamp != nil))
+	return goneOrReplaced(err, &cur, ref.uid) || (err == nil && cur.DeletionTimestamp != nil)
 }
 
 // unbindFailed is stillThere for a pod that could not be taken back: its gang

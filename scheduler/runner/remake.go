@@ -87,19 +87,34 @@ func (r *Runner) forget(ctx context.Context, uid types.UID) {
 	}
 	// Retried: an entry left behind for a pod made again, which then ended
 	// and was deleted, would make the next leader make it once more.
-	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
-		err := r.updateRecord(ctx, func(d map[string][]byte) error {
+	_ = r.persist(ctx, "dropping a pod made again from the record", func() error {
+		return r.updateRecord(ctx, func(d map[string][]byte) error {
 			delete(d, string(uid))
 			return nil
 		})
-		if err != nil {
-			r.log.Error(err, "dropping a pod made again from the record; retrying", "uid", uid)
+	}, "uid", uid)
+}
+
+// persist retries f with remakeBackoff until it succeeds or ctx ends (then it
+// says so and returns ctx's error): giving up would lose a pod to make again.
+func (r *Runner) persist(ctx context.Context, what string, f func() error, kv ...any) error {
+	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(context.Context) (bool, error) {
+		if err := f(); err != nil {
+			r.log.Error(err, what+"; retrying", kv...)
+			return false, nil
 		}
-		return err == nil, nil
+		return true, nil
 	})
 	if err != nil {
-		r.log.Error(err, "stopped before a pod made again was dropped from the record", "uid", uid)
+		r.log.Error(err, "stopped before "+what+"; the next leader does it", kv...)
 	}
+	return err
+}
+
+// goneOrReplaced says, from a read of its name, whether the pod of uid is no
+// longer there.
+func goneOrReplaced(err error, cur *corev1.Pod, uid types.UID) bool {
+	return apierrors.IsNotFound(err) || (err == nil && cur.UID != uid)
 }
 
 // updateRecord applies change to the record's data, made if missing, with
@@ -148,17 +163,11 @@ func (r *Runner) recoverUnbound(ctx context.Context) {
 	var s corev1.Secret
 	key := client.ObjectKey{Namespace: r.opts.StateNamespace, Name: UnboundRecord}
 	// Read until it is read (or is not there): what it holds is lost otherwise.
-	found := false
-	err := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
-		err := r.reader.Get(ctx, key, &s)
-		if err != nil && !apierrors.IsNotFound(err) {
-			r.log.Error(err, "reading the record of pods being made again; retrying", "secret", key)
-			return false, nil
-		}
-		found = err == nil
-		return true, nil
-	})
-	if err != nil || !found {
+	var found error
+	if r.persist(ctx, "reading the record of pods being made again", func() error {
+		found = r.reader.Get(ctx, key, &s)
+		return client.IgnoreNotFound(found)
+	}, "secret", key) != nil || found != nil {
 		return
 	}
 	for uid, data := range s.Data {
@@ -171,18 +180,13 @@ func (r *Runner) recoverUnbound(ctx context.Context) {
 		ref := podRef{ns: again.Namespace, name: again.Name, uid: types.UID(uid)}
 		var cur corev1.Pod
 		var err error
-		if werr := wait.ExponentialBackoffWithContext(ctx, remakeBackoff, func(ctx context.Context) (bool, error) {
+		if r.persist(ctx, "reading a pod a previous leader took back", func() error {
 			err = r.reader.Get(ctx, client.ObjectKey{Namespace: ref.ns, Name: ref.name}, &cur)
-			if err != nil && !apierrors.IsNotFound(err) {
-				r.log.Error(err, "reading a pod a previous leader took back; retrying", "pod", ref.name, "namespace", ref.ns)
-				return false, nil
-			}
-			return true, nil
-		}); werr != nil {
+			return client.IgnoreNotFound(err)
+		}, "pod", ref.name, "namespace", ref.ns) != nil {
 			return
 		}
-		switch {
-		case err == nil && cur.UID == ref.uid && cur.DeletionTimestamp == nil:
+		if !goneOrReplaced(err, &cur, ref.uid) && cur.DeletionTimestamp == nil {
 			r.forget(ctx, ref.uid) // never deleted: nothing to make again
 			continue
 		}
@@ -203,7 +207,7 @@ func (r *Runner) remakeWhenGone(ctx context.Context, ref podRef, again *corev1.P
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var cur corev1.Pod
 		err := r.reader.Get(ctx, key, &cur)
-		return apierrors.IsNotFound(err) || (err == nil && cur.UID != ref.uid), nil
+		return goneOrReplaced(err, &cur, ref.uid), nil
 	})
 	if err != nil {
 		r.log.Error(err, "stopped while waiting for an unbound pod to go; the next leader makes it again", "pod", ref.name, "namespace", ref.ns)
