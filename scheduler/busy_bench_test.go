@@ -148,6 +148,21 @@ func (b *busy) gone(ids ...WorkloadID) {
 	b.running = kept
 }
 
+// flap marks a node at random unhealthy (its workloads evicted) and healthy
+// again.
+func (b *busy) flap(tb testing.TB) {
+	tb.Helper()
+	name := benchNode(b.rng.IntN(b.nodes)).Name
+	ids, err := b.s.SetNodeHealth(name, false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.gone(ids...)
+	if _, err := b.s.SetNodeHealth(name, true); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // churn ends k running workloads (at random) and submits k new ones.
 func (b *busy) churn(tb testing.TB, k int) {
 	tb.Helper()

@@ -25,7 +25,11 @@ type candidate struct {
 // recently started first, then the set is pruned of any victim it does not need.
 // Nothing is evicted when w would still not fit.
 func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
-	if v := s.viewOf(w, f); v.empty || v.all.capacity < w.GPUs() {
+	v := s.viewOf(w, f)
+	if v.empty || v.all.capacity < w.GPUs() {
+		return false
+	}
+	if !s.worthSearching(w, f, v) {
 		return false
 	}
 	search, ok := s.candidates(w, f)
@@ -93,6 +97,19 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	s.admit(w, f, pl, dom, victims, res)
 	s.epoch++
 	return true
+}
+
+// worthSearching is a bound checked before the search is built: a workload
+// that may not reclaim can make room only by evicting its own team's lower,
+// preemptible tiers; when its team runs none on f, or they and what is free
+// on view v are not enough, no search can succeed. The team's sums cover
+// every view of f, so the bound never turns away a search that could.
+func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
+	if s.reclaims(w, f) {
+		return true
+	}
+	own := w.team.q.r(f.id).below(w.tier.spec.Priority)
+	return own > 0 && v.all.free+own >= w.GPUs()
 }
 
 // roomInOneDomain says whether some domain of the level w requires could hold

@@ -19,7 +19,36 @@ type qres struct {
 	usage   GPUs
 	// borrowOnly is the part of a team's usage by borrowOnly tiers.
 	borrowOnly GPUs
-	has        bool
+	// preemptible is a team's usage by its preemptible tiers, by priority.
+	preemptible []tierGPUs
+	has         bool
+}
+
+type tierGPUs struct {
+	prio int64
+	gpus GPUs
+}
+
+// below is what r's preemptible tiers of a priority under prio use.
+func (r *qres) below(prio int64) GPUs {
+	var g GPUs
+	for _, x := range r.preemptible {
+		if x.prio < prio {
+			g += x.gpus
+		}
+	}
+	return g
+}
+
+// addPreemptible adds delta GPUs to the usage of the preemptible tier prio.
+func (r *qres) addPreemptible(prio int64, delta GPUs) {
+	for i := range r.preemptible {
+		if r.preemptible[i].prio == prio {
+			r.preemptible[i].gpus += delta
+			return
+		}
+	}
+	r.preemptible = append(r.preemptible, tierGPUs{prio, delta})
 }
 
 type qnode struct {
@@ -146,6 +175,9 @@ func (s *Scheduler) charge(w *workload, f *flavorState, sign GPUs) {
 	t.q.addUsage(f.id, sign*w.GPUs())
 	if w.tier.spec.BorrowOnly {
 		t.q.r(f.id).borrowOnly += sign * w.GPUs()
+	}
+	if w.tier.spec.Preemptible {
+		t.q.r(f.id).addPreemptible(w.tier.spec.Priority, sign*w.GPUs())
 	}
 	for f.id >= len(root.reclaimable) {
 		root.reclaimable = append(root.reclaimable, 0)

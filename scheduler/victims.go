@@ -302,38 +302,35 @@ func (h *streamHeap) Pop() any {
 // tried.
 func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, ok bool) {
 	t := w.team
-	r := t.q.r(f.id)
 	v := s.viewOf(w, f)
 	room := v.all.free
 	vs = &victimSearch{prio: w.tier.spec.Priority}
-	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
+	if s.reclaims(w, f) {
 		root := t.q.root()
-		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-			for _, o := range root.teams {
-				if o == t || o.reclaimable(f.id) == 0 {
-					continue
-				}
-				l := s.teamVictims(f, v, o)
-				st := &stream{borrowOnly: l.borrowOnly, rest: l.rest, reason: PreemptReclaim}
-				room += l.borrowOnlyGPUs
-				if borrowing(o, f) {
-					or := o.q.r(f.id)
-					excess := or.usage - or.borrowOnly - or.nominal
-					st.all, st.budget = true, excess
-					for _, c := range l.rest {
-						if excess <= 0 {
-							break
-						}
-						room += c.w.GPUs()
-						excess -= c.w.GPUs()
+		for _, o := range root.teams {
+			if o == t || o.reclaimable(f.id) == 0 {
+				continue
+			}
+			l := s.teamVictims(f, v, o)
+			st := &stream{borrowOnly: l.borrowOnly, rest: l.rest, reason: PreemptReclaim}
+			room += l.borrowOnlyGPUs
+			if borrowing(o, f) {
+				or := o.q.r(f.id)
+				excess := or.usage - or.borrowOnly - or.nominal
+				st.all, st.budget = true, excess
+				for _, c := range l.rest {
+					if excess <= 0 {
+						break
 					}
-				}
-				if _, any := st.head(); any {
-					vs.reclaim = append(vs.reclaim, st)
+					room += c.w.GPUs()
+					excess -= c.w.GPUs()
 				}
 			}
-			heap.Init(&vs.reclaim)
+			if _, any := st.head(); any {
+				vs.reclaim = append(vs.reclaim, st)
+			}
 		}
+		heap.Init(&vs.reclaim)
 	}
 	l := s.teamVictims(f, v, t)
 	vs.own = stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
@@ -343,6 +340,21 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 		}
 	}
 	return vs, room >= w.GPUs()
+}
+
+// reclaims says whether a search for w on f has reclaim candidates: w's team
+// would stay within its nominal quota (w's tier is not borrowOnly) and some
+// team of its cohort uses what may be reclaimed.
+func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
+	t := w.team
+	if w.tier.spec.BorrowOnly || t.q.parent == nil {
+		return false
+	}
+	if r := t.q.r(f.id); r.usage+w.GPUs() > r.nominal {
+		return false
+	}
+	root := t.q.root()
+	return f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0
 }
 
 // maxGPUs is a budget no stream reaches.

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -68,15 +69,7 @@ func TestVictimListsMatchAFreshSearch(t *testing.T) {
 		case 0:
 			b.churn(t, 1+b.rng.IntN(10))
 		case 1:
-			name := benchNode(b.rng.IntN(b.nodes)).Name
-			ids, err := b.s.SetNodeHealth(name, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.gone(ids...)
-			if _, err := b.s.SetNodeHealth(name, true); err != nil {
-				t.Fatal(err)
-			}
+			b.flap(t)
 		case 2: // gangs admitted on drained nodes age past their grace
 			b.sec += 45 * 60
 			b.s.Advance(at(b.sec))
@@ -155,6 +148,20 @@ func TestVictimListsReorderWhenTheGraceEnds(t *testing.T) {
 	t.Fatal("no team runs two workloads of one preemptible tier, the later a gang")
 }
 
+// fitsWithAllEvicted says whether w would fit f were every candidate a
+// search from scratch tries evicted (and returns them); the scheduler is left
+// as it was.
+func fitsWithAllEvicted(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) {
+	all, _ := fromScratch(s, w, f)
+	var ids []WorkloadID
+	for _, c := range all {
+		ids = append(ids, c.w.spec.ID)
+	}
+	restore := s.WhatIfEvict(ids...)
+	defer restore()
+	return all, s.fitsNow(w, f)
+}
+
 // The bound of a gang held to one domain never turns away a search that
 // would succeed: on every pending gang of a busy fleet that names a level,
 // when the bound says no, evicting every candidate does not make it fit.
@@ -187,14 +194,7 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 				if !slices.Equal(seen, want) {
 					t.Fatalf("step %d: each yields %v, all %v", step, seen, want)
 				}
-				all, _ := fromScratch(b.s, w, f)
-				var ids []WorkloadID
-				for _, c := range all {
-					ids = append(ids, c.w.spec.ID)
-				}
-				restore := b.s.WhatIfEvict(ids...)
-				fits := b.s.fitsNow(w, f)
-				restore()
+				all, fits := fitsWithAllEvicted(b.s, w, f)
 				if fits && b.s.viewOf(w, f).levels[w.spec.Require].largestFree() < w.GPUs() {
 					could++ // only with victims
 				}
@@ -214,4 +214,69 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 		t.Fatalf("the bound refused %d searches, %d could succeed: too few to tell", refused, could)
 	}
 	t.Logf("%d searches refused by the bound, none of which could succeed; %d could, and were let through", refused, could)
+}
+
+// The bound checked before a search is built never turns away one that would
+// succeed, and the team's sums it reads are exact: on a busy fleet, after
+// completions, arrivals, node faults and the cycles' preemptions (whose
+// what-if evictions come and go), each team's usage by preemptible tier
+// equals what its running workloads add up to, and when the bound says no,
+// evicting every candidate a search from scratch would try does not make the
+// workload fit.
+func TestPreemptionBoundIsSound(t *testing.T) {
+	b := newBusy(t, 300)
+	refused, searched, could := 0, 0, 0
+	for step := range 120 {
+		b.churn(t, 10)
+		if step%10 == 3 {
+			b.flap(t)
+		}
+		for _, tm := range b.s.teamList {
+			for _, f := range b.s.flavorList {
+				want := map[int64]GPUs{}
+				for x := range tm.running {
+					if x.flavor == f && x.tier.spec.Preemptible {
+						want[x.tier.spec.Priority] += x.GPUs()
+					}
+				}
+				got := map[int64]GPUs{}
+				for _, x := range tm.q.r(f.id).preemptible {
+					if x.gpus != 0 {
+						got[x.prio] = x.gpus
+					}
+				}
+				if !maps.Equal(got, want) {
+					t.Fatalf("step %d: team %s uses %v GPUs of %s by preemptible tier, its sums say %v", step, tm.spec.Name, want, f.name, got)
+				}
+			}
+		}
+		for _, w := range b.s.workloads {
+			if w.state != statePending {
+				continue
+			}
+			for _, f := range w.cands {
+				if b.s.fitsNow(w, f) {
+					continue // no search: it is placed as it is
+				}
+				all, fits := fitsWithAllEvicted(b.s, w, f)
+				if b.s.worthSearching(w, f, b.s.viewOf(w, f)) {
+					searched++
+					if fits && !b.s.reclaims(w, f) {
+						could++ // by its own team's lower tiers
+					}
+					continue
+				}
+				refused++
+				if fits {
+					t.Fatalf("step %d: %s (team %s, tier %s, %d x %d GPUs) fits with its %d candidates evicted, but the bound refused the search",
+						step, w.spec.ID, w.team.spec.Name, w.tier.spec.Name, w.spec.Pods, w.spec.GPUsPerPod, len(all))
+				}
+			}
+		}
+		b.cycle(t)
+	}
+	if refused < 100 || could < 5 {
+		t.Fatalf("the bound refused %d searches and let %d through, %d of which own tiers could make room for: too few to tell", refused, searched, could)
+	}
+	t.Logf("%d searches refused by the bound, none of which could succeed; %d let through, %d of which its own lower tiers could make room for", refused, searched, could)
 }
