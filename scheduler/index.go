@@ -28,6 +28,9 @@ type node struct {
 	removed     bool
 	reservedFor *workload
 	pods        []podRef
+	// freed is roomInPods' sum for the search numbered freedOf.
+	freed   GPUs
+	freedOf uint64
 }
 
 type podRef struct {

@@ -36,6 +36,11 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if !ok {
 		return false
 	}
+	if w.spec.Pods > 1 && !s.roomInPods(w, f, v, search) {
+		// Not enough nodes could take its pods were every candidate
+		// evicted: the GPUs are there in all, on the wrong nodes.
+		return false
+	}
 	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
 		// A gang held to one domain that no domain could hold with every
 		// candidate there evicted: no search can make it fit.
@@ -147,6 +152,40 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 		return true
 	})
 	return enough
+}
+
+// roomInPods says whether the nodes of view v could take w's pods were every
+// candidate of the search evicted: the pods that fit now, and those each node
+// the candidates run on would take once they are gone. A gang of whole nodes
+// whose view has enough free GPUs, but not enough whole free nodes, would
+// otherwise evict every candidate one by one before it gave up. Reserved and
+// unhealthy nodes (not listed) count as they would for placement: not at all.
+func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *victimSearch) bool {
+	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
+	n := usable(v.all.buckets, gpp, pods)
+	if n >= pods {
+		return true
+	}
+	s.searches++
+	search.each(func(c *candidate) bool {
+		for _, p := range c.w.placements {
+			nd := p.node
+			if !nd.listed || nd.flavor != f || (v != f.view && !v.admitsClass(f, nd.spec.Class)) {
+				continue
+			}
+			if nd.freedOf != s.searches {
+				nd.freed, nd.freedOf = 0, s.searches
+			}
+			before := max(0, nd.capacity()-(nd.used-nd.freed)) / gpp
+			nd.freed += p.pods * c.w.spec.GPUsPerPod
+			n += max(0, nd.capacity()-(nd.used-nd.freed))/gpp - before
+			if n >= pods {
+				return false
+			}
+		}
+		return true
+	})
+	return n >= pods
 }
 
 // domainOf is n's domain at level li: on the flavor's own view (own) its

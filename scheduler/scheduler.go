@@ -37,7 +37,8 @@ type Scheduler struct {
 	// gang's reserved nodes back in the index.
 	cycles uint64
 	epoch  int
-	// searches numbers the domain bounds of preemption searches.
+	// searches numbers the bounds of preemption searches (roomInOneDomain,
+	// roomInPods).
 	searches uint64
 	// shapes are the shapes of the known workloads and their classes (a
 	// shape without its pod count and tier), with the failures of this cycle.

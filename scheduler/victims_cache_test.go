@@ -225,7 +225,7 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 // workload fit.
 func TestPreemptionBoundIsSound(t *testing.T) {
 	b := newBusy(t, 300)
-	refused, searched, could := 0, 0, 0
+	refused, searched, could, short := 0, 0, 0, 0
 	for step := range 120 {
 		b.churn(t, 10)
 		if step%10 == 3 {
@@ -259,7 +259,18 @@ func TestPreemptionBoundIsSound(t *testing.T) {
 					continue // no search: it is placed as it is
 				}
 				all, fits := fitsWithAllEvicted(b.s, w, f)
-				if b.s.worthSearching(w, f, b.s.viewOf(w, f)) {
+				v := b.s.viewOf(w, f)
+				bound := "worthSearching"
+				ok := b.s.worthSearching(w, f, v)
+				if ok {
+					if vs, enough := b.s.candidates(w, f); enough {
+						bound, ok = "roomInPods", b.s.roomInPods(w, f, v, vs)
+						if !ok {
+							short++
+						}
+					}
+				}
+				if ok {
 					searched++
 					if fits && !b.s.reclaims(w, f) {
 						could++ // by its own team's lower tiers
@@ -268,15 +279,15 @@ func TestPreemptionBoundIsSound(t *testing.T) {
 				}
 				refused++
 				if fits {
-					t.Fatalf("step %d: %s (team %s, tier %s, %d x %d GPUs) fits with its %d candidates evicted, but the bound refused the search",
-						step, w.spec.ID, w.team.spec.Name, w.tier.spec.Name, w.spec.Pods, w.spec.GPUsPerPod, len(all))
+					t.Fatalf("step %d: %s (team %s, tier %s, %d x %d GPUs) fits with its %d candidates evicted, but %s refused the search",
+						step, w.spec.ID, w.team.spec.Name, w.tier.spec.Name, w.spec.Pods, w.spec.GPUsPerPod, len(all), bound)
 				}
 			}
 		}
 		b.cycle(t)
 	}
-	if refused < 100 || could < 5 {
-		t.Fatalf("the bound refused %d searches and let %d through, %d of which own tiers could make room for: too few to tell", refused, searched, could)
+	if refused < 100 || could < 5 || short < 20 {
+		t.Fatalf("the bounds refused %d searches (%d for want of nodes) and let %d through, %d of which own tiers could make room for: too few to tell", refused, short, searched, could)
 	}
-	t.Logf("%d searches refused by the bound, none of which could succeed; %d let through, %d of which its own lower tiers could make room for", refused, searched, could)
+	t.Logf("%d searches refused by the bounds (%d for want of nodes), none of which could succeed; %d let through, %d of which its own lower tiers could make room for", refused, short, searched, could)
 }
