@@ -11,11 +11,19 @@ import (
 // then submission), admitting each that fits, preempting by the rules where that
 // makes one fit, and reserving nodes for a gang that waited long enough. The
 // decisions are applied to the scheduler's state and returned for the runner.
+// Only what changed is walked: the workloads submitted since the last cycle,
+// or, after GPUs or quota were released, the queue in that order until
+// Options.WalkDepth workloads in a row did not fit (all of it when a whole
+// walk is due).
 func (s *Scheduler) Cycle(now time.Time) Results {
 	s.now = now
 	var res Results
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
+	whole := full && (s.opts.WalkDepth <= 0 || !now.Before(s.wholeDue))
+	if whole {
+		s.wholeDue = now.Add(s.opts.FullWalkEvery)
+	}
 	s.dirty = false
 	s.cycles++
 	clear(s.admittedNow)
@@ -50,19 +58,34 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			h.push(c)
 		}
 	}
+	// misses counts the workloads in a row that did not fit; a walk that is
+	// not whole stops at WalkDepth of them.
+	misses, cut := 0, false
 	for len(h) > 0 {
-		c := h.pop()
-		w := c.cur
-		old := w.reason
-		s.consider(w, &res)
-		if w.state == statePending && w.reason != old {
-			res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
+		if full && !whole && misses >= s.opts.WalkDepth {
+			cut = true
+			break
 		}
-		if w.state == statePending && !w.notBefore.IsZero() && w.notBefore.After(now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
-			res.Wake = w.notBefore
+		c := h.pop()
+		if s.step(c.cur, &res) {
+			misses = 0
+		} else {
+			misses++
 		}
 		if c.next(); c.cur != nil {
 			h.push(c)
+		}
+	}
+	if cut {
+		// A gang holding a reservation starts as soon as its nodes have
+		// drained (docs/scheduling.md's guarantee), wherever it is in the walk.
+		for _, f := range s.flavorList {
+			if w := f.res; w != nil && w.seen != s.cycles && w.state == statePending {
+				s.step(w, &res)
+			}
+		}
+		if res.Wake.IsZero() || s.wholeDue.Before(res.Wake) {
+			res.Wake = s.wholeDue
 		}
 	}
 	for _, t := range walked {
@@ -78,6 +101,24 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 		s.wake = res.Wake
 	}
 	return res
+}
+
+// step considers w in the walk and reports what changed: a new reason, the
+// end of its backoff. It says whether w is no longer pending.
+func (s *Scheduler) step(w *workload, res *Results) bool {
+	old := w.reason
+	w.seen = s.cycles
+	s.consider(w, res)
+	if w.state != statePending {
+		return true
+	}
+	if w.reason != old {
+		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
+	}
+	if !w.notBefore.IsZero() && w.notBefore.After(s.now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
+		res.Wake = w.notBefore
+	}
+	return false
 }
 
 // consider tries to admit one pending workload.

@@ -84,6 +84,9 @@ func TestProperties(t *testing.T) {
 // changed by tweak, checking the invariants after every cycle.
 func runProperties(t *testing.T, rng *rand.Rand, cfg Config, nodes []Node, tweak func(*Workload)) {
 	opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute}
+	if rng.IntN(2) == 0 {
+		opts.WalkDepth, opts.FullWalkEvery = 1+rng.IntN(4), time.Duration(rng.IntN(5))*time.Minute
+	}
 	f := newFx(t, cfg, nodes, opts)
 	next := 0
 	for step := range 150 {

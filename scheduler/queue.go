@@ -49,6 +49,8 @@ type workload struct {
 	// gen counts the times the workload entered its queue; an entry of an
 	// earlier generation is a gap.
 	gen uint32
+	// seen is the last cycle that considered w.
+	seen uint64
 }
 
 func (w *workload) GPUs() GPUs { return w.spec.GPUs() }

@@ -54,6 +54,9 @@ type Scheduler struct {
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
 	searching bool
+	// wholeDue is when a walk after a release goes the whole queue again
+	// (Options.WalkDepth).
+	wholeDue time.Time
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of

@@ -13,17 +13,23 @@ import (
 // later than when the work running on its reserved nodes, when it first held
 // them, has ended, whatever stream of smaller work arrives meanwhile. Small jobs
 // of three teams arrive every cycle and run 1 to maxRun cycles; a gang of most
-// of the fleet's nodes arrives among them.
+// of the fleet's nodes arrives among them. It holds as well when the walks after
+// a release stop at the first workload that does not fit and the whole queue
+// is walked only once an hour (Options.WalkDepth): the gang is considered anyway.
 func TestBigGangStartsOnceReserved(t *testing.T) {
 	const maxRun = 6
-	for seed := range 200 {
+	for seed := range 400 {
+		opts := Options{ReserveAfter: 0}
+		if seed%2 == 1 {
+			opts.WalkDepth, opts.FullWalkEvery = 1, time.Hour
+		}
 		rng := rand.New(rand.NewPCG(uint64(seed), 23))
 		n := 3 + rng.IntN(6)
 		var cfg Config
 		for i := range 3 {
 			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "", GPUs(n*8), nil, nil))
 		}
-		f := newFx(t, cfg, rack("n", "a", n, 8, 0, 0), Options{ReserveAfter: 0})
+		f := newFx(t, cfg, rack("n", "a", n, 8, 0, 0), opts)
 		ends := map[int][]WorkloadID{}
 		gang := wl("gang", "t0", "production", int64(n-1-rng.IntN(2)), 8, 3)
 		held, deadline := -1, -1

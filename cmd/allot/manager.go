@@ -59,6 +59,7 @@ type managerOptions struct {
 	statusInterval time.Duration
 	notReadyGrace  time.Duration
 	gangTimeout    time.Duration
+	walk           scheduler.Options
 	strictTenancy  bool
 	development    bool
 	terraformDir   string
@@ -118,6 +119,8 @@ in-cluster service account.`,
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
 	f.DurationVar(&o.gangTimeout, "gang-timeout", scheduler.DefaultOptions().GangTimeout, "how long an admitted gang may take to have every pod running (pod status) before it is taken back whole and requeued with a doubling backoff (0: never)")
+	o.walk = scheduler.DefaultOptions()
+	walkFlags(f, &o.walk)
 	f.BoolVar(&o.strictTenancy, "strict-tenancy", true, "refuse the pods of namespaces that belong to no team (a team's own, or one mapped by teams.<team>.namespaces); with --strict-tenancy=false their allot.dev/team label names their team")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
@@ -297,6 +300,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 	if !o.noScheduler {
 		core := scheduler.DefaultOptions()
 		core.GangTimeout = o.gangTimeout
+		core.WalkDepth, core.FullWalkEvery = o.walk.WalkDepth, o.walk.FullWalkEvery
 		ns := o.ownNamespace()
 		if ns == "" {
 			ctrl.Log.WithName("scheduler").Info("the manager's namespace is unknown (outside a pod, without --leader-election-namespace): a bare pod taken back from a gang bound in part is lost if the leader stops before it is made again")

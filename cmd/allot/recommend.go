@@ -126,5 +126,6 @@ broken, 2 bad usage or unreadable input.`,
 	f.IntVar(&in.CurveSteps, "curve", in.CurveSteps, "cost-versus-wait points on each side of the recommendation (0: none)")
 	f.IntVar(&in.Parallel, "parallel", in.Parallel, "replays run at once")
 	f.IntVar(&in.MaxReplays, "max-replays", in.MaxReplays, "stop the search after this many replays")
+	walkFlags(f, &opts)
 	return c
 }

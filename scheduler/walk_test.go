@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestWalkDepthBoundsTheWalkAfterARelease: after a release, a cycle stops once
+// WalkDepth workloads in a row did not fit; what it did not reach is walked at
+// the latest FullWalkEvery after the last whole walk, and the cycle's Wake says
+// when. Without a bound the same release admits it at once.
+func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
+	for _, depth := range []int{0, 3} {
+		t.Run(fmt.Sprintf("depth=%d", depth), func(t *testing.T) {
+			f := newFx(t, Config{Teams: []Team{teamQ("x", "", 1000, nil, nil)}}, rack("n", "a", 3, 8, 0, 0),
+				Options{ReserveAfter: -1, WalkDepth: depth, FullWalkEvery: time.Minute})
+			f.submit(wl("r0", "x", "production", 1, 8, 0), wl("r1", "x", "production", 1, 8, 0), wl("r2", "x", "production", 1, 8, 0))
+			f.cycle(0) // whole: the nodes are new
+			// Ten gangs larger than the fleet, then a pod that fits once a node is free.
+			for i := range 10 {
+				f.submit(wl(fmt.Sprintf("g%d", i), "x", "production", 4, 8, 1+i))
+			}
+			f.submit(wl("small", "x", "production", 1, 4, 20))
+			f.cycle(20)
+			f.finish("r0")
+			res := f.cycle(30)
+			if depth == 0 {
+				if !slices.Contains(admittedIDs(res), "small") || !res.Wake.IsZero() {
+					t.Fatalf("a whole walk admitted %v (want small), Wake %v (want none)", admittedIDs(res), res.Wake)
+				}
+				return
+			}
+			if len(res.Admitted) != 0 {
+				t.Fatalf("a walk that is not whole admitted %v past %d workloads in a row that did not fit", admittedIDs(res), depth)
+			}
+			for _, id := range []WorkloadID{"g0", "g2", "g3", "small"} {
+				seen := f.s.workloads[id].seen == f.s.cycles
+				if want := id <= "g2"; seen != want {
+					t.Fatalf("%s considered: %v, want %v", id, seen, want)
+				}
+			}
+			if want := at(60); !res.Wake.Equal(want) {
+				t.Fatalf("Wake %v, want %v (a minute after the last whole walk)", res.Wake, want)
+			}
+			if res := f.cycle(45); len(res.Admitted) != 0 {
+				t.Fatalf("a cycle before the Wake with nothing released admitted %v", admittedIDs(res))
+			}
+			if res := f.cycle(60); !slices.Contains(admittedIDs(res), "small") {
+				t.Fatalf("the whole walk at the Wake admitted %v, want small", admittedIDs(res))
+			}
+		})
+	}
+}
