@@ -204,9 +204,11 @@ func BenchmarkBusyCycle(b *testing.B) {
 }
 
 // BenchmarkBusyNodeChange times one node change in a fleet at work, the
-// change alone (the cycle after it is not timed): a node added, and a node
-// marked unhealthy (its workloads evicted) then healthy again (what a cordon or a
-// fault and its repair do).
+// change alone (the cycle after it is not timed): a node added; a node marked
+// unhealthy (its workloads evicted) then healthy again (a fault and its
+// repair); a node cordoned and uncordoned (the runner holds all its GPUs, then
+// none); a node relabelled (the runner removes it, its workloads evicted, and
+// adds it again in its new class).
 func BenchmarkBusyNodeChange(b *testing.B) {
 	for _, nodes := range []int{1_000, 10_000, 50_000} {
 		w := newBusy(b, nodes)
@@ -238,6 +240,44 @@ func BenchmarkBusyNodeChange(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StopTimer()
+				w.cycle(b)
+				b.StartTimer()
+			}
+		})
+		b.Run(fmt.Sprintf("cordon+uncordon/nodes=%d", nodes), func(b *testing.B) {
+			i := 3
+			for b.Loop() {
+				name := NodeName(fmt.Sprintf("n%d", i%nodes))
+				i += 7
+				if err := w.s.Hold(name, 8); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				w.cycle(b)
+				b.StartTimer()
+				if err := w.s.Hold(name, 0); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				w.cycle(b)
+				b.StartTimer()
+			}
+		})
+		b.Run(fmt.Sprintf("relabel/nodes=%d", nodes), func(b *testing.B) {
+			i := 5
+			for b.Loop() {
+				spec := benchNode(i % nodes)
+				i += 7
+				evicted, err := w.s.RemoveNode(spec.Name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec.Class = fmt.Sprintf("c%d", i%3)
+				if err := w.s.AddNode(spec); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				w.gone(evicted...)
 				w.cycle(b)
 				b.StartTimer()
 			}

@@ -102,10 +102,7 @@ func (s *Scheduler) attach(v *view, n *node) {
 	for i := start; i < len(n.groups); i++ {
 		g := n.groups[i]
 		if !n.spec.Unhealthy {
-			g.capacity += n.capacity()
-			if g.level != nil {
-				g.level.maxCap = max(g.level.maxCap, g.capacity)
-			}
+			g.grow(n.capacity())
 		}
 		if n.listed {
 			s.regroup(g, func() { g.add(n, i) })

@@ -119,7 +119,42 @@ type levelIndex struct {
 	domains map[string]*group
 	byFree  [][]*group
 	nonzero []uint64
-	maxCap  GPUs
+	// maxCap is the largest capacity a domain of the level has had since the
+	// last node removal (which sets it to the largest now).
+	maxCap GPUs
+	// caps counts the level's domains by capacity (none of 0).
+	caps map[GPUs]int
+}
+
+// grow changes g's capacity by d.
+func (g *group) grow(d GPUs) {
+	l := g.level
+	if l == nil {
+		g.capacity += d
+		return
+	}
+	if g.capacity > 0 {
+		if l.caps[g.capacity]--; l.caps[g.capacity] == 0 {
+			delete(l.caps, g.capacity)
+		}
+	}
+	g.capacity += d
+	if g.capacity > 0 {
+		if l.caps == nil {
+			l.caps = map[GPUs]int{}
+		}
+		l.caps[g.capacity]++
+	}
+	l.maxCap = max(l.maxCap, g.capacity)
+}
+
+// largestCap is the capacity of the level's largest domain now.
+func (l *levelIndex) largestCap() GPUs {
+	var m GPUs
+	for c := range l.caps {
+		m = max(m, c)
+	}
+	return m
 }
 
 const exactBuckets = 2048

@@ -1,6 +1,9 @@
 package scheduler
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // checkInvariants recomputes, from the admitted workloads alone, what the
 // scheduler's rules promise, and says what is broken: no node over committed or
@@ -120,7 +123,24 @@ func (s *Scheduler) checkInvariants() error {
 			}
 		}
 	}
-	return nil
+	// Each level counts its domains by capacity as they are.
+	var err error
+	for _, f := range s.flavorList {
+		f.eachView(func(v *view) {
+			for _, l := range v.levels {
+				caps := map[GPUs]int{}
+				for _, d := range l.domains {
+					if d.capacity > 0 {
+						caps[d.capacity]++
+					}
+				}
+				if err == nil && (!maps.Equal(caps, l.caps) || l.maxCap < l.largestCap()) {
+					err = fmt.Errorf("flavor %s, level %s: domains by capacity %v, counted %v, largest %d", f.name, l.name, caps, l.caps, l.maxCap)
+				}
+			}
+		})
+	}
+	return err
 }
 
 func contains(fs []Flavor, f Flavor) bool {

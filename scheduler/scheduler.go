@@ -272,10 +272,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 func (s *Scheduler) addCapacity(n *node, sign GPUs) {
 	n.flavor.held += sign * min(n.held, n.spec.GPUs)
 	for _, g := range n.groups {
-		g.capacity += sign * n.capacity()
-		if g.level != nil {
-			g.level.maxCap = max(g.level.maxCap, g.capacity)
-		}
+		g.grow(sign * n.capacity())
 	}
 }
 
@@ -381,10 +378,7 @@ func (s *Scheduler) RemoveNode(name NodeName) ([]WorkloadID, error) {
 	// The largest domain of each of its levels may have been its.
 	for _, g := range n.groups {
 		if l := g.level; l != nil {
-			l.maxCap = 0
-			for _, d := range l.domains {
-				l.maxCap = max(l.maxCap, d.capacity)
-			}
+			l.maxCap = l.largestCap()
 		}
 	}
 	s.dirty = true
