@@ -76,6 +76,14 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			h.push(c)
 		}
 	}
+	switch {
+	case cut:
+		res.Walk = WalkStopped
+	case full:
+		res.Walk = WalkWhole
+	default:
+		res.Walk = WalkArrivals
+	}
 	if cut {
 		// A gang holding a reservation starts as soon as its nodes have
 		// drained (docs/scheduling.md's guarantee), wherever it is in the walk.
@@ -108,6 +116,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 func (s *Scheduler) step(w *workload, res *Results) bool {
 	old := w.reason
 	w.seen = s.cycles
+	res.Considered++
 	s.consider(w, res)
 	if w.state != statePending {
 		return true

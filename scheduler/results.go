@@ -63,9 +63,28 @@ type Results struct {
 	// current reason of any workload is Scheduler.Reason.
 	Pending []PendingStatus
 	// Wake, when not zero, is the earliest time a Cycle may decide something new
-	// without any other event (a backoff ending).
+	// without any other event (a backoff ending, or the whole walk due after a
+	// walk that stopped at Options.WalkDepth).
 	Wake time.Time
+	// Walk says how far the cycle walked the queue, Considered how many
+	// workloads it considered.
+	Walk       Walk
+	Considered int
 }
+
+// Walk is how far a cycle walked the queue.
+type Walk string
+
+const (
+	// WalkArrivals: nothing was released; only the workloads submitted since
+	// the last cycle were considered.
+	WalkArrivals Walk = "arrivals"
+	// WalkWhole: the whole queue.
+	WalkWhole Walk = "whole"
+	// WalkStopped: the queue until Options.WalkDepth workloads in a row did
+	// not fit (and the gangs holding reservations).
+	WalkStopped Walk = "stopped"
+)
 
 // PendingStatus pairs a pending workload with why it waits.
 type PendingStatus struct {

@@ -17,20 +17,27 @@ func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
 			f := newFx(t, Config{Teams: []Team{teamQ("x", "", 1000, nil, nil)}}, rack("n", "a", 3, 8, 0, 0),
 				Options{ReserveAfter: -1, WalkDepth: depth, FullWalkEvery: time.Minute})
 			f.submit(wl("r0", "x", "production", 1, 8, 0), wl("r1", "x", "production", 1, 8, 0), wl("r2", "x", "production", 1, 8, 0))
-			f.cycle(0) // whole: the nodes are new
+			if res := f.cycle(0); res.Walk != WalkWhole { // the nodes are new
+				t.Fatalf("the first cycle walked %q", res.Walk)
+			}
 			// Ten gangs larger than the fleet, then a pod that fits once a node is free.
 			for i := range 10 {
 				f.submit(wl(fmt.Sprintf("g%d", i), "x", "production", 4, 8, 1+i))
 			}
 			f.submit(wl("small", "x", "production", 1, 4, 20))
-			f.cycle(20)
+			if res := f.cycle(20); res.Walk != WalkArrivals || res.Considered != 11 {
+				t.Fatalf("with nothing released the cycle walked %q and considered %d, want arrivals and 11", res.Walk, res.Considered)
+			}
 			f.finish("r0")
 			res := f.cycle(30)
 			if depth == 0 {
-				if !slices.Contains(admittedIDs(res), "small") || !res.Wake.IsZero() {
-					t.Fatalf("a whole walk admitted %v (want small), Wake %v (want none)", admittedIDs(res), res.Wake)
+				if !slices.Contains(admittedIDs(res), "small") || !res.Wake.IsZero() || res.Walk != WalkWhole {
+					t.Fatalf("walk %q admitted %v (want whole, small), Wake %v (want none)", res.Walk, admittedIDs(res), res.Wake)
 				}
 				return
+			}
+			if res.Walk != WalkStopped || res.Considered != depth {
+				t.Fatalf("the walk after the release: %q, %d considered; want stopped after %d", res.Walk, res.Considered, depth)
 			}
 			if len(res.Admitted) != 0 {
 				t.Fatalf("a walk that is not whole admitted %v past %d workloads in a row that did not fit", admittedIDs(res), depth)
@@ -47,7 +54,7 @@ func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
 			if res := f.cycle(45); len(res.Admitted) != 0 {
 				t.Fatalf("a cycle before the Wake with nothing released admitted %v", admittedIDs(res))
 			}
-			if res := f.cycle(60); !slices.Contains(admittedIDs(res), "small") {
+			if res := f.cycle(60); !slices.Contains(admittedIDs(res), "small") || res.Walk != WalkWhole {
 				t.Fatalf("the whole walk at the Wake admitted %v, want small", admittedIDs(res))
 			}
 		})

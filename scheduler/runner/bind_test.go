@@ -483,6 +483,18 @@ func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
 	s := cl.start(schedOptions{core: fastBackoff(time.Hour)})
 	first := cl.submit("first", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})
 	node := cl.waitBound(first)[0]
+	// The cycles count how far they walked and what they considered.
+	var walks float64
+	for _, w := range []string{"arrivals", "whole", "stopped"} {
+		n, err := s.counter(`allot_scheduler_walks_total{walk="` + w + `"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		walks += n
+	}
+	if n, err := s.counter(`allot_scheduler_workloads_considered_total{}`); err != nil || n < 1 || walks < 1 {
+		t.Errorf("%v cycles, %v workloads considered (%v): want at least one of each", walks, n, err)
+	}
 	rebuilds := func() float64 {
 		n, err := s.counter(`allot_scheduler_core_rebuilds_total`)
 		if err != nil {

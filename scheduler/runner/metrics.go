@@ -23,6 +23,14 @@ var (
 		Help:    "Time the scheduling core takes for one cycle.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	metricWalks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_scheduler_walks_total",
+		Help: "Cycles by how far they walked the queue: arrivals (only what was just submitted), whole, stopped (after --walk-depth workloads in a row that did not fit; the whole queue follows within --full-walk-every).",
+	}, []string{"walk"})
+	metricConsidered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "allot_scheduler_workloads_considered_total",
+		Help: "Pending workloads the cycles considered.",
+	})
 	metricEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_scheduler_evictions_total",
 		Help: "Gangs taken back whole other than by preemption, by reason (NodeUnhealthy, GangTimeout, ...).",
@@ -79,7 +87,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricWalks, metricConsidered, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

@@ -373,6 +373,8 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	start := time.Now()
 	res := r.core.Cycle(now)
 	metricCycle.Observe(time.Since(start).Seconds())
+	metricWalks.WithLabelValues(string(res.Walk)).Inc()
+	metricConsidered.Add(float64(res.Considered))
 	r.applyResults(res, now, &acts)
 	r.mu.Unlock()
 	r.run(ctx, acts)
