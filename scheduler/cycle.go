@@ -108,6 +108,9 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	if full || s.wake.IsZero() || (!res.Wake.IsZero() && res.Wake.Before(s.wake)) {
 		s.wake = res.Wake
 	}
+	// A cycle that walked only the arrivals still reports what an earlier one
+	// left due: the caller keeps one timer, the last cycle's.
+	res.Wake = s.wake
 	return res
 }
 

@@ -64,7 +64,8 @@ type Results struct {
 	Pending []PendingStatus
 	// Wake, when not zero, is the earliest time a Cycle may decide something new
 	// without any other event (a backoff ending, or the whole walk due after a
-	// walk that stopped at Options.WalkDepth).
+	// walk that stopped at Options.WalkDepth). Every cycle reports it, also one
+	// that did not walk what set it: the caller needs only the last one's.
 	Wake time.Time
 	// Walk says how far the cycle walked the queue, Considered how many
 	// workloads it considered.

@@ -51,8 +51,9 @@ func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
 			if want := at(60); !res.Wake.Equal(want) {
 				t.Fatalf("Wake %v, want %v (a minute after the last whole walk)", res.Wake, want)
 			}
-			if res := f.cycle(45); len(res.Admitted) != 0 {
-				t.Fatalf("a cycle before the Wake with nothing released admitted %v", admittedIDs(res))
+			f.submit(wl("late", "x", "production", 4, 8, 45))
+			if res := f.cycle(45); len(res.Admitted) != 0 || res.Walk != WalkArrivals || !res.Wake.Equal(at(60)) {
+				t.Fatalf("a cycle of arrivals before the Wake admitted %v, walked %q, Wake %v (want none, arrivals, the whole walk's)", admittedIDs(res), res.Walk, res.Wake)
 			}
 			if res := f.cycle(60); !slices.Contains(admittedIDs(res), "small") || res.Walk != WalkWhole {
 				t.Fatalf("the whole walk at the Wake admitted %v, want small", admittedIDs(res))

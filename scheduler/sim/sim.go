@@ -141,7 +141,9 @@ type simNode struct {
 }
 
 type replay struct {
-	p       Scheduler
+	p Scheduler
+	// woken is the last wake pushed: cycles report it again until it is due.
+	woken   time.Time
 	in      Input
 	opts    Options
 	events  eventHeap
@@ -462,8 +464,9 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 			return fmt.Errorf("starting %s: %w", a.Workload, err)
 		}
 	}
-	if !res.Wake.IsZero() && res.Wake.After(r.now) {
+	if !res.Wake.IsZero() && res.Wake.After(r.now) && !res.Wake.Equal(r.woken) {
 		r.push(event{at: res.Wake, kind: kWake})
+		r.woken = res.Wake
 	}
 	return nil
 }
