@@ -163,15 +163,18 @@ type Options struct {
 	// are; nothing is preempted for it (a fleet's hub routes work, it does
 	// not stop what runs in a worker).
 	NoPreemption bool
-	// WalkDepth bounds the walk of a cycle that follows a release of GPUs or
-	// quota: it stops once WalkDepth workloads in a row did not fit (a gang
-	// holding a reservation is still considered), unless a whole walk is due
-	// (FullWalkEvery after the last one). What was not reached is walked at
-	// the latest then: the cycle's Wake says when. Zero or less: every such
-	// cycle walks the whole queue. (Slurm's default_queue_depth and
-	// bf_interval, for the same reason: in a full fleet most of the queue
-	// cannot fit, and walking all of it at every job's end makes the cost
-	// of an event grow with the queue.)
+	// WalkDepth, when positive, bounds the walk of a cycle that follows a
+	// release of GPUs or quota: it stops once WalkDepth workloads in a row did
+	// not fit (a gang holding a reservation is still considered), unless a
+	// whole walk is due (FullWalkEvery after the last one). What was not
+	// reached is walked at the latest then: the cycle's Wake says when. Zero
+	// (the default): every such cycle walks the whole queue. (Slurm's
+	// default_queue_depth and bf_interval.) It bounds the cost of an event in
+	// a long queue, but it is a policy too, not only a speed: what a walk that
+	// stops leaves free accumulates for the work at the head of the queue
+	// instead of going at once to smaller work further down (backfill), which
+	// can lengthen the waits of teams far above their share
+	// (scheduler/BENCHMARKS.md).
 	WalkDepth int
 	// FullWalkEvery is the least time between two whole walks when WalkDepth
 	// bounds the others.
@@ -181,5 +184,5 @@ type Options struct {
 // DefaultOptions are what allot uses when nothing else is said.
 func DefaultOptions() Options {
 	return Options{ReserveAfter: 10 * time.Minute, GangTimeout: 5 * time.Minute, Backoff: 30 * time.Second,
-		WalkDepth: 256, FullWalkEvery: 5 * time.Second}
+		FullWalkEvery: 5 * time.Second}
 }

@@ -39,10 +39,14 @@ func synthetic(n, nodes int) []workload.Spec {
 }
 
 func benchSim(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Spec) {
+	benchSimWith(b, q, nodes, jobs, scheduler.DefaultOptions())
+}
+
+func benchSimWith(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []workload.Spec, opts scheduler.Options) {
 	var rep *Report
 	var peak uint64
 	for b.Loop() {
-		core, err := NewCore(q, nodes, scheduler.DefaultOptions())
+		core, err := NewCore(q, nodes, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -58,6 +62,7 @@ func benchSim(b *testing.B, q scheduler.Config, nodes []scheduler.Node, jobs []w
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "MB-sys")
 	b.ReportMetric(rep.Summary.GPUUtilization, "util")
+	b.ReportMetric(rep.Summary.WaitP95S, "wait-p95-s")
 }
 
 // BenchmarkSimHelios replays the full Helios trace (10,796 GPU jobs of the 15,000)
@@ -110,12 +115,21 @@ func busyJobs(nodes int) []workload.Spec {
 
 // BenchmarkSimBusy replays a busy synthetic workload (busyJobs) at 625, 1,250
 // and 2,500 nodes: 4x the fleet and the jobs should cost at most 8x the time.
+// The depth=256 runs bound the walks after a release (Options.WalkDepth).
 func BenchmarkSimBusy(b *testing.B) {
-	for _, nodes := range []int{625, 1_250, 2_500} {
-		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
-			q := sharedCohort(50, "h", int64(nodes*8/50))
-			q.Tiers = append(q.Tiers, scheduler.Tier{Name: "opportunist", Priority: 0, Preemptible: true, BorrowOnly: true})
-			benchSim(b, q, pods("h", nodes), busyJobs(nodes))
-		})
+	for _, depth := range []int{0, 256} {
+		for _, nodes := range []int{625, 1_250, 2_500} {
+			name := fmt.Sprintf("nodes=%d", nodes)
+			if depth > 0 {
+				name = fmt.Sprintf("depth=%d/%s", depth, name)
+			}
+			b.Run(name, func(b *testing.B) {
+				q := sharedCohort(50, "h", int64(nodes*8/50))
+				q.Tiers = append(q.Tiers, scheduler.Tier{Name: "opportunist", Priority: 0, Preemptible: true, BorrowOnly: true})
+				opts := scheduler.DefaultOptions()
+				opts.WalkDepth = depth
+				benchSimWith(b, q, pods("h", nodes), busyJobs(nodes), opts)
+			})
+		}
 	}
 }
