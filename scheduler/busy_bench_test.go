@@ -203,6 +203,27 @@ func BenchmarkBusyCycle(b *testing.B) {
 	}
 }
 
+// flip times a change of a node (off) and its undo, on every seventh of the
+// first n nodes in turn from first, the cycle after each not timed; change
+// returns the workloads it evicted.
+func (b *busy) flip(tb *testing.B, n, first int, change func(name NodeName, off bool) ([]WorkloadID, error)) {
+	i := first
+	for tb.Loop() {
+		name := NodeName(fmt.Sprintf("n%d", i%n))
+		i += 7
+		for _, off := range []bool{true, false} {
+			evicted, err := change(name, off)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.StopTimer()
+			b.gone(evicted...)
+			b.cycle(tb)
+			tb.StartTimer()
+		}
+	}
+}
+
 // BenchmarkBusyNodeChange times one node change in a fleet at work, the
 // change alone (the cycle after it is not timed): a node added; a node marked
 // unhealthy (its workloads evicted) then healthy again (a fault and its
@@ -224,44 +245,16 @@ func BenchmarkBusyNodeChange(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("unhealthy+healthy/nodes=%d", nodes), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				name := NodeName(fmt.Sprintf("n%d", i%nodes))
-				i += 7
-				evicted, err := w.s.SetNodeHealth(name, false)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				w.gone(evicted...)
-				w.cycle(b)
-				b.StartTimer()
-				if _, err := w.s.SetNodeHealth(name, true); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				w.cycle(b)
-				b.StartTimer()
-			}
+			w.flip(b, nodes, 0, func(name NodeName, off bool) ([]WorkloadID, error) { return w.s.SetNodeHealth(name, !off) })
 		})
 		b.Run(fmt.Sprintf("cordon+uncordon/nodes=%d", nodes), func(b *testing.B) {
-			i := 3
-			for b.Loop() {
-				name := NodeName(fmt.Sprintf("n%d", i%nodes))
-				i += 7
-				if err := w.s.Hold(name, 8); err != nil {
-					b.Fatal(err)
+			w.flip(b, nodes, 3, func(name NodeName, off bool) ([]WorkloadID, error) {
+				held := GPUs(0)
+				if off {
+					held = 8
 				}
-				b.StopTimer()
-				w.cycle(b)
-				b.StartTimer()
-				if err := w.s.Hold(name, 0); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				w.cycle(b)
-				b.StartTimer()
-			}
+				return nil, w.s.Hold(name, held)
+			})
 		})
 		b.Run(fmt.Sprintf("relabel/nodes=%d", nodes), func(b *testing.B) {
 			i := 5

@@ -76,15 +76,12 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			h.push(c)
 		}
 	}
-	switch {
-	case cut:
-		res.Walk = WalkStopped
-	case full:
+	res.Walk = WalkArrivals
+	if full {
 		res.Walk = WalkWhole
-	default:
-		res.Walk = WalkArrivals
 	}
 	if cut {
+		res.Walk = WalkStopped
 		// A gang holding a reservation starts as soon as its nodes have
 		// drained (docs/scheduling.md's guarantee), wherever it is in the walk.
 		for _, f := range s.flavorList {

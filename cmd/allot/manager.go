@@ -58,21 +58,21 @@ type managerOptions struct {
 	noGitOps       bool
 	statusInterval time.Duration
 	notReadyGrace  time.Duration
-	gangTimeout    time.Duration
-	walk           scheduler.Options
-	strictTenancy  bool
-	development    bool
-	terraformDir   string
-	terraformHook  string
-	tfClusters     []string
-	backend        backendFlags
-	cluster        string
-	readyTimeout   time.Duration
-	tfEnvSecret    string
-	staleLockAge   time.Duration
-	hub            bool
-	quotaFromHub   bool
-	hubNamespace   string
+	// core: the scheduling core's options the flags set (gang timeout, walk).
+	core          scheduler.Options
+	strictTenancy bool
+	development   bool
+	terraformDir  string
+	terraformHook string
+	tfClusters    []string
+	backend       backendFlags
+	cluster       string
+	readyTimeout  time.Duration
+	tfEnvSecret   string
+	staleLockAge  time.Duration
+	hub           bool
+	quotaFromHub  bool
+	hubNamespace  string
 }
 
 func newManagerCommand() *cobra.Command {
@@ -118,9 +118,9 @@ in-cluster service account.`,
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
-	f.DurationVar(&o.gangTimeout, "gang-timeout", scheduler.DefaultOptions().GangTimeout, "how long an admitted gang may take to have every pod running (pod status) before it is taken back whole and requeued with a doubling backoff (0: never)")
-	o.walk = scheduler.DefaultOptions()
-	walkFlags(f, &o.walk)
+	o.core = scheduler.DefaultOptions()
+	f.DurationVar(&o.core.GangTimeout, "gang-timeout", o.core.GangTimeout, "how long an admitted gang may take to have every pod running (pod status) before it is taken back whole and requeued with a doubling backoff (0: never)")
+	walkFlags(f, &o.core)
 	f.BoolVar(&o.strictTenancy, "strict-tenancy", true, "refuse the pods of namespaces that belong to no team (a team's own, or one mapped by teams.<team>.namespaces); with --strict-tenancy=false their allot.dev/team label names their team")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
 	f.StringVar(&o.terraformDir, "terraform-dir", "", "make pool sizes real with Terraform, keeping its working directories here (a persistent volume); empty: pool sizes live in the Pool objects only")
@@ -298,9 +298,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		return fmt.Errorf("setting up the Pool health reconciler: %w", err)
 	}
 	if !o.noScheduler {
-		core := scheduler.DefaultOptions()
-		core.GangTimeout = o.gangTimeout
-		core.WalkDepth, core.FullWalkEvery = o.walk.WalkDepth, o.walk.FullWalkEvery
+		core := o.core
 		ns := o.ownNamespace()
 		if ns == "" {
 			ctrl.Log.WithName("scheduler").Info("the manager's namespace is unknown (outside a pod, without --leader-election-namespace): a bare pod taken back from a gang bound in part is lost if the leader stops before it is made again")
