@@ -61,19 +61,38 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	// misses counts the workloads in a row that did not fit; a walk that is
 	// not whole stops at WalkDepth of them.
 	misses, cut := 0, false
+walk:
 	for len(h) > 0 {
-		if full && !whole && misses >= s.opts.WalkDepth {
-			cut = true
-			break
-		}
-		c := h.pop()
-		if s.step(c.cur, &res) {
-			misses = 0
-		} else {
-			misses++
-		}
-		if c.next(); c.cur != nil {
-			h.push(c)
+		// A team keeps the walk while its next workload still comes first:
+		// within a tier that is the team of the smallest share's whole run.
+		for c := h.pop(); c.cur != nil; {
+			if full && !whole && misses >= s.opts.WalkDepth {
+				cut = true
+				break walk
+			}
+			if full && c.cur.tier != c.tier {
+				// A run of the team's work of a new tier: pass over it
+				// whole if none of it can start (skip.go). What it passes
+				// over did not fit, as far as WalkDepth is concerned.
+				c.tier = c.cur.tier
+				if n := s.skipRun(c, h, &res); n > 0 {
+					misses += n
+					if c.cur != nil && len(h) > 0 && first(h[0], c) {
+						h.push(c)
+						break
+					}
+					continue
+				}
+			}
+			if s.step(c.cur, &res) {
+				misses = 0
+			} else {
+				misses++
+			}
+			if c.next(); c.cur != nil && len(h) > 0 && first(h[0], c) {
+				h.push(c)
+				break
+			}
 		}
 	}
 	res.Walk = WalkArrivals

@@ -150,6 +150,8 @@ type cursor struct {
 	list []entry
 	i    int
 	cur  *workload
+	// tier is the tier of the last run skipRun looked at.
+	tier *tier
 }
 
 // next moves cur to the next pending workload of the list.
@@ -168,18 +170,22 @@ func (c *cursor) next() {
 // weighted share (smallest first), then the head's submission time.
 type teamHeap []*cursor
 
-func (h teamHeap) less(i, j int) bool {
-	a, b := h[i].cur, h[j].cur
+func (h teamHeap) less(i, j int) bool { return first(h[i], h[j]) }
+
+// first says whether cursor x's head comes before y's. Team names are
+// unique, so two cursors are never tied.
+func first(x, y *cursor) bool {
+	a, b := x.cur, y.cur
 	if a.tier.spec.Priority != b.tier.spec.Priority {
 		return a.tier.spec.Priority > b.tier.spec.Priority
 	}
-	if h[i].t.share != h[j].t.share {
-		return h[i].t.share < h[j].t.share
+	if x.t.share != y.t.share {
+		return x.t.share < y.t.share
 	}
 	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
 		return c < 0
 	}
-	return h[i].t.spec.Name < h[j].t.spec.Name
+	return x.t.spec.Name < y.t.spec.Name
 }
 
 func (h *teamHeap) push(c *cursor) {

@@ -68,9 +68,12 @@ type Results struct {
 	// that did not walk what set it: the caller needs only the last one's.
 	Wake time.Time
 	// Walk says how far the cycle walked the queue, Considered how many
-	// workloads it considered.
+	// workloads it considered, Skipped how many it passed over in runs
+	// that could not start (a team's work of one tier; they keep the
+	// reasons they were last given).
 	Walk       Walk
 	Considered int
+	Skipped    int
 }
 
 // Walk is how far a cycle walked the queue.

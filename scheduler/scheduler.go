@@ -57,6 +57,11 @@ type Scheduler struct {
 	// wholeDue is when a walk after a release goes the whole queue again
 	// (Options.WalkDepth).
 	wholeDue time.Time
+	// noSkip (set by tests) makes a walk consider every workload, with no
+	// run passed over (skip.go); runPods and runLevels are skipRun's buffers.
+	noSkip    bool
+	runPods   []podBound
+	runLevels []levelBound
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of

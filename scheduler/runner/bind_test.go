@@ -495,6 +495,9 @@ func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
 	if n, err := s.counter(`allot_scheduler_workloads_considered_total{}`); err != nil || n < 1 || walks < 1 {
 		t.Errorf("%v cycles, %v workloads considered (%v): want at least one of each", walks, n, err)
 	}
+	if _, err := s.counter(`allot_scheduler_workloads_skipped_total{}`); err != nil {
+		t.Errorf("the workloads passed over are not counted: %v", err)
+	}
 	rebuilds := func() float64 {
 		n, err := s.counter(`allot_scheduler_core_rebuilds_total`)
 		if err != nil {

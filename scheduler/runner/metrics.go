@@ -31,6 +31,10 @@ var (
 		Name: "allot_scheduler_workloads_considered_total",
 		Help: "Pending workloads the cycles considered.",
 	})
+	metricSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "allot_scheduler_workloads_skipped_total",
+		Help: "Pending workloads the cycles passed over without considering them: a team's work of one tier that provably could not start (they keep their last reasons).",
+	})
 	metricEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_scheduler_evictions_total",
 		Help: "Gangs taken back whole other than by preemption, by reason (NodeUnhealthy, GangTimeout, ...).",
@@ -87,7 +91,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricWalks, metricConsidered, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricWalks, metricConsidered, metricSkipped, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

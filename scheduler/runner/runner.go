@@ -375,6 +375,7 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	metricCycle.Observe(time.Since(start).Seconds())
 	metricWalks.WithLabelValues(string(res.Walk)).Inc()
 	metricConsidered.Add(float64(res.Considered))
+	metricSkipped.Add(float64(res.Skipped))
 	r.applyResults(res, now, &acts)
 	r.mu.Unlock()
 	r.run(ctx, acts)

@@ -1,0 +1,165 @@
+package scheduler
+
+import "time"
+
+// A walk after a release goes through the pending queue in order, but most of
+// a busy queue still does not fit: a cycle re-learns, workload by workload,
+// what it learnt in the last one. skipRun bounds a whole run at once: the
+// pending workloads of one team and tier, which the walk takes one after
+// another while that team's share is the smallest and nothing of the run
+// starts. When a bound on what the run asks of each flavor (the fewest GPUs,
+// the fewest pods of each pod size, the fewest GPUs of each required level)
+// shows that none of them can be admitted, preempt or reserve, the walk
+// passes over the run, and its workloads keep the reasons they were last
+// given. The decisions are those of the walk that tries each workload: the
+// bounds are ones the admission, preemption and reservation paths check
+// before anything else, taken over the whole run.
+
+// runBound is what a run of pending workloads asks, at the least.
+type runBound struct {
+	n    int
+	last int // index of its last workload in the cursor's list
+	need GPUs
+	// pods: per pod size, the fewest pods asked by a workload that requires
+	// no topology level; levels: per level, the fewest GPUs asked of one
+	// domain of it.
+	pods   []podBound
+	levels []levelBound
+	since  time.Time
+	wake   time.Time
+}
+
+type podBound struct {
+	gpp  GPUs
+	pods int64
+}
+
+type levelBound struct {
+	level string
+	need  GPUs
+}
+
+// skipRun passes over c's run (the workloads of c's team and of c.cur's tier
+// still to walk) when none of it can start and the walk would take all of it
+// before any other team's work. It returns how many workloads it passed
+// over; c then stands after them.
+func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
+	if s.noSkip || s.opts.BorrowFirstAfter > 0 {
+		return 0 // the borrow-first gang is chosen as the walk fails
+	}
+	b, ok := s.boundRun(c)
+	if !ok || !s.runStuck(c.t, c.cur.tier, b) {
+		return 0
+	}
+	if len(h) > 0 && first(h[0], &cursor{t: c.t, cur: c.list[b.last].w}) {
+		return 0 // another team's work comes in the middle of the run
+	}
+	c.i = b.last + 1
+	c.next()
+	res.Skipped += b.n
+	if !b.wake.IsZero() && (res.Wake.IsZero() || b.wake.Before(res.Wake)) {
+		res.Wake = b.wake
+	}
+	return b.n
+}
+
+// boundRun sums up c's run. ok is false when the run has a workload the walk
+// must consider: one that holds a reservation, or one never considered (it
+// has no reason yet).
+func (s *Scheduler) boundRun(c *cursor) (runBound, bool) {
+	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
+	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
+	tier := c.cur.tier
+	for i := c.i - 1; i < len(c.list); i++ {
+		e := c.list[i]
+		if !e.live() {
+			continue
+		}
+		w := e.w
+		if w.tier != tier {
+			break
+		}
+		if w.reserved != nil || w.reason.Code == ReasonQueued {
+			return b, false
+		}
+		need := w.GPUs()
+		if b.n == 0 || need < b.need {
+			b.need = need
+		}
+		if b.n == 0 || w.since.Before(b.since) {
+			b.since = w.since
+		}
+		b.n++
+		b.last = i
+		if l := w.spec.Require; l != "" {
+			b.levels = lowerLevel(b.levels, l, need)
+		} else {
+			b.pods = lowerPods(b.pods, w.spec.GPUsPerPod, w.spec.Pods)
+		}
+		if w.notBefore.After(s.now) && (b.wake.IsZero() || w.notBefore.Before(b.wake)) {
+			b.wake = w.notBefore
+		}
+	}
+	return b, b.n > 0
+}
+
+func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {
+	for i := range bs {
+		if bs[i].gpp == gpp {
+			bs[i].pods = min(bs[i].pods, pods)
+			return bs
+		}
+	}
+	return append(bs, podBound{gpp, pods})
+}
+
+func lowerLevel(bs []levelBound, level string, need GPUs) []levelBound {
+	for i := range bs {
+		if bs[i].level == level {
+			bs[i].need = min(bs[i].need, need)
+			return bs
+		}
+	}
+	return append(bs, levelBound{level, need})
+}
+
+// runStuck says whether no workload of team t and tier p asking at least b
+// can be admitted, preempt or reserve on any of t's flavors now. Each test
+// is one the path itself makes first, on a view that holds at least the
+// nodes any workload's own view does: a workload of placement rules, a
+// cluster or a required level is placed on a part of the flavor's nodes.
+func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
+	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(b.since) >= s.opts.ReserveAfter
+	for _, f := range t.flavors {
+		if eligible && f.res == nil {
+			return false // one of them may reserve (reserve)
+		}
+		v := f.view
+		if t.q.available(f.id) >= b.need { // quotaCheck
+			for _, pb := range b.pods {
+				if v.all.fits(pb.gpp, pb.pods) { // placeOn
+					return false
+				}
+			}
+			for _, lb := range b.levels {
+				if li := v.levels[lb.level]; li != nil && li.largestFree() >= lb.need { // bestFit
+					return false
+				}
+			}
+		}
+		if s.opts.NoPreemption {
+			continue
+		}
+		// worthSearching, for the least of the run.
+		r := t.q.r(f.id)
+		if !p.spec.BorrowOnly && t.q.parent != nil && r.usage+b.need <= r.nominal {
+			if root := t.q.root(); f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
+				return false
+			}
+		}
+		if own := r.below(p.spec.Priority); own > 0 && v.all.free+own >= b.need {
+			return false
+		}
+	}
+	return true
+}

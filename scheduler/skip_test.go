@@ -1,0 +1,169 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSkippedRunsDecideAsTheWholeWalk drives two schedulers through the same
+// random events, one passing over the runs skipRun shows cannot start and one
+// considering every workload, and requires the same decisions from every
+// cycle: admissions (nodes and pods), preemptions, evictions, and the same
+// usage at the end. Random fleets and quota trees with an even-priority
+// borrowOnly tier, with and without placement rules, reservations, a walk
+// depth and preemption; the runs passed over must add up, or the test
+// proves nothing.
+func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
+	classes := []string{"x", "y", "z"}
+	even := []Tier{{Name: "scavenger", Priority: 0, Preemptible: true, BorrowOnly: true}, {Name: "batch", Priority: 100}}
+	skipped := 0
+	for seed := range 80 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 41))
+		cfg, nodes := randomWorld(rng)
+		cfg.Tiers = append(slices.Clone(cfg.Tiers), even...)
+		rules := seed%2 == 1
+		if rules {
+			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
+		}
+		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, NoPreemption: rng.IntN(5) == 0}
+		if rng.IntN(3) == 0 {
+			opts.WalkDepth, opts.FullWalkEvery = 1+rng.IntN(4), time.Duration(rng.IntN(5))*time.Minute
+		}
+		if rng.IntN(4) == 0 {
+			opts.GangTimeout, opts.Backoff = 2*time.Minute, time.Minute
+		}
+		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
+		b.s.noSkip = true
+		next := 0
+		for step := range 200 {
+			sec := step * 30
+			for range rng.IntN(5) {
+				w := randomWorkload(rng, cfg, next, sec)
+				if rng.IntN(3) == 0 {
+					w.Tier = even[rng.IntN(len(even))].Name
+				}
+				if rules && rng.IntN(4) > 0 {
+					var admit []string
+					for _, c := range classes {
+						if rng.IntN(2) == 0 {
+							admit = append(admit, c)
+						}
+					}
+					w.Rules = classRules(strings.Join(admit, ","))
+				}
+				a.submit(w)
+				b.submit(w)
+				next++
+			}
+			if ids := a.running(); len(ids) > 0 && rng.IntN(3) > 0 {
+				id := ids[rng.IntN(len(ids))]
+				a.finish(id)
+				b.finish(id)
+			}
+			if rng.IntN(12) == 0 {
+				n, healthy := nodes[rng.IntN(len(nodes))], rng.IntN(2) == 0
+				for _, f := range []*fx{a, b} {
+					evicted, err := f.s.SetNodeHealth(n.Name, healthy)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, id := range evicted {
+						delete(f.admitted, id)
+					}
+				}
+			}
+			ra, rb := a.cycle(sec), b.cycle(sec)
+			if rb.Skipped != 0 {
+				t.Fatalf("seed %d step %d: the scheduler without skips passed over %d", seed, step, rb.Skipped)
+			}
+			skipped += ra.Skipped
+			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+				t.Fatalf("seed %d step %d (%d passed over): with skips %v, walking every workload %v", seed, step, ra.Skipped, decisions(ra), decisions(rb))
+			}
+			if err := a.s.checkInvariants(); err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+		}
+		if ua, ub := a.s.Usage(), b.s.Usage(); !reflect.DeepEqual(ua, ub) {
+			t.Fatalf("seed %d: usage with skips %+v, walking every workload %+v", seed, ua, ub)
+		}
+	}
+	if skipped < 1000 {
+		t.Fatalf("only %d workloads passed over in all the worlds: the test does not exercise skipRun", skipped)
+	}
+	t.Logf("%d workloads passed over", skipped)
+}
+
+// decisions is what a cycle decided, without its reasons and counts.
+func decisions(r Results) string {
+	var b strings.Builder
+	for _, a := range r.Admitted {
+		fmt.Fprintf(&b, "admit %s on %s %v %v preempting %v; ", a.Workload, a.Flavor, a.Pods, a.Domain, a.Preempted)
+	}
+	for _, p := range r.Preempted {
+		fmt.Fprintf(&b, "preempt %s by %s (%s); ", p.Victim, p.By, p.Reason)
+	}
+	for _, e := range r.Evicted {
+		fmt.Fprintf(&b, "evict %s (%s); ", e.Workload, e.Reason)
+	}
+	return b.String()
+}
+
+// TestSkipKeepsReasonsAndWakes: a run passed over keeps the reasons its
+// workloads were given, a workload in it whose backoff ends later still wakes
+// the scheduler then, and a run with one workload that can start is walked.
+func TestSkipKeepsReasonsAndWakes(t *testing.T) {
+	cfg := Config{Teams: []Team{teamQ("a", "", 16, nil, nil), teamQ("b", "", 4, nil, nil)}}
+	f := newFx(t, cfg, rack("n", "a", 2, 8, 1, 0), Options{ReserveAfter: -1, NoPreemption: true})
+	// Team b's work asks more than its quota: it cannot start, whatever ends.
+	f.submit(wl("b1", "b", "production", 1, 8, 0), wl("b2", "b", "production", 1, 6, 0))
+	if res := f.cycle(0); res.Skipped != 0 || res.Considered != 2 {
+		t.Fatalf("arrivals are considered, not passed over: %+v", res)
+	}
+	for _, id := range []WorkloadID{"b1", "b2"} {
+		if got := f.reasonCode(id); got != ReasonOverQuota {
+			t.Fatalf("%s waits for %q, want %q", id, got, ReasonOverQuota)
+		}
+	}
+	release := func(sec int) Results {
+		t.Helper()
+		id := fmt.Sprintf("a%d", sec)
+		f.submit(wl(id, "a", "production", 1, 1, sec))
+		if res := f.cycle(sec); len(res.Admitted) != 1 {
+			t.Fatalf("%s not admitted: %+v", id, res)
+		}
+		f.finish(WorkloadID(id))
+		return f.cycle(sec + 1)
+	}
+	// A release: the whole queue is walked, and team b's run passed over.
+	b1 := f.s.workloads["b1"]
+	b1.reason.Available = 123 // a reason the walk would correct
+	if res := release(10); res.Skipped != 2 || res.Considered != 0 || res.Walk != WalkWhole {
+		t.Fatalf("after the release: %s walk, %d considered, %d passed over; want team b's run of 2 passed over", res.Walk, res.Considered, res.Skipped)
+	}
+	if b1.reason.Available != 123 {
+		t.Fatalf("b1's reason changed though it was passed over: %+v", b1.reason)
+	}
+	// A backoff inside a run passed over still sets the wake.
+	b1.notBefore = at(100)
+	if res := release(20); res.Skipped != 2 || !res.Wake.Equal(at(100)) {
+		t.Fatalf("skipped %d, wake %v; want 2 and the backoff's end %v", res.Skipped, res.Wake, at(100))
+	}
+	// One workload of the run fits its quota once b3 ends: the run is walked.
+	f.submit(wl("b3", "b", "production", 1, 4, 29))
+	f.cycle(29)
+	f.submit(wl("b4", "b", "production", 1, 4, 30))
+	if res := f.cycle(30); len(res.Admitted) != 0 {
+		t.Fatalf("b4 admitted over team b's quota: %+v", res)
+	}
+	f.finish("b3")
+	res := f.cycle(31)
+	if res.Skipped != 0 || len(res.Admitted) != 1 || res.Admitted[0].Workload != "b4" {
+		t.Fatalf("team b's run has b4, which fits its quota now: %d considered, %d passed over, admitted %v", res.Considered, res.Skipped, admittedIDs(res))
+	}
+}
