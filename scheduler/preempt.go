@@ -123,12 +123,16 @@ func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
 // candidates' GPUs there are enough. It reads the candidates in place (the
 // search yields them all after, in order).
 func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimSearch) bool {
-	v := s.viewOf(w, f)
-	li := v.levels[w.spec.Require]
+	return s.domainRoom(f, s.viewOf(w, f), w.spec.Require, w.GPUs(), search)
+}
+
+// domainRoom says whether some domain of the level on view v of f has need
+// GPUs free, or would were every candidate of the search evicted.
+func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs, search *victimSearch) bool {
+	li := v.levels[level]
 	if li == nil {
 		return false
 	}
-	need := w.GPUs()
 	if li.largestFree() >= need {
 		return true
 	}
@@ -161,7 +165,12 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 // otherwise evict every candidate one by one before it gave up. Reserved and
 // unhealthy nodes (not listed) count as they would for placement: not at all.
 func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *victimSearch) bool {
-	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
+	return s.podRoom(f, v, w.spec.GPUsPerPod, w.spec.Pods, search)
+}
+
+// podRoom says whether the listed nodes of view v of f could take pods pods
+// of gpp GPUs were every candidate of the search evicted.
+func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, search *victimSearch) bool {
 	n := usable(v.all.buckets, gpp, pods)
 	if n >= pods {
 		return true

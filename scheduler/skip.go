@@ -157,9 +157,34 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 				return false
 			}
 		}
-		if own := r.below(p.spec.Priority); own > 0 && v.all.free+own >= b.need {
+		if own := r.below(p.spec.Priority); own > 0 && v.all.free+own >= b.need && s.ownRoom(t, p, f, b) {
 			return false
 		}
 	}
 	return true
+}
+
+// ownRoom says whether evicting all of team t's preemptible work below tier
+// p on f could make room for some workload of the run b bounds: the pods of
+// a pod size on the flavor's nodes (roomInPods), the GPUs in one domain of a
+// required level (roomInOneDomain). A search for one of them yields no more
+// candidates, on no more nodes. A single pod counts as room: its search
+// evicts and puts back its candidates one by one before it gives up (no
+// bound comes first), and putting back does not restore the order of the
+// nodes in the index exactly, so passing over it could change where later
+// work lands.
+func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
+	l := s.teamVictims(f, f.view, t)
+	search := &victimSearch{prio: p.spec.Priority, own: stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: maxGPUs}}
+	for _, pb := range b.pods {
+		if pb.pods == 1 || s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
+			return true
+		}
+	}
+	for _, lb := range b.levels {
+		if s.domainRoom(f, f.view, lb.level, lb.need, search) {
+			return true
+		}
+	}
+	return false
 }
