@@ -47,10 +47,15 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		return false
 	}
 	// The victim lists stay as they are while victims are tried (and put
-	// back); what is evicted for good leaves them after.
+	// back); what is evicted for good leaves them after. The index keeps a
+	// journal meanwhile (journal.go).
 	s.searching = true
+	defer s.endSearch()
+	if s.searched != nil {
+		s.searched(false)
+	}
 	var chosen []candidate
-	var restores []func()
+	var restores []whatIf
 	fits := false
 	for c, more := search.next(); more && !fits; c, more = search.next() {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
@@ -61,16 +66,19 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		fits = s.fitsNow(w, f)
 	}
 	if !fits {
+		// As if never tried: a failed search leaves no trace.
 		for i := len(restores) - 1; i >= 0; i-- {
-			restores[i]()
+			s.undo(restores[i])
 		}
-		s.searching = false
+		if s.searched != nil {
+			s.searched(true)
+		}
 		return false
 	}
 	// Prune: put back each victim, most important first, if w fits without it.
 	var keep []candidate
 	for i := len(chosen) - 1; i >= 0; i-- {
-		restores[i]()
+		s.rebind(restores[i])
 		if s.fitsNow(w, f) {
 			continue
 		}
@@ -78,7 +86,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		keep = append(keep, chosen[i])
 	}
 	slices.Reverse(keep)
-	s.searching = false
+	s.endSearch()
 	for _, c := range keep {
 		s.unlistVictim(c.w)
 	}
@@ -286,24 +294,59 @@ func (s *Scheduler) justAdmittedGang(x *workload) bool {
 	return x.spec.Pods > 1 && x.drained && s.now.Sub(x.admittedAt) < drainedGrace
 }
 
-// evictWhatIf releases x and returns the function that puts it back exactly.
-func (s *Scheduler) evictWhatIf(x *workload) func() {
-	started, dirty := x.started, s.dirty
+// whatIf is a workload a search evicted what-if, and what putting it back
+// needs.
+type whatIf struct {
+	w                         *workload
+	mark                      int
+	started, dirty, unstarted bool
+}
+
+// evictWhatIf releases x, to be put back by undo or rebind.
+func (s *Scheduler) evictWhatIf(x *workload) whatIf {
 	_, unstarted := s.unstarted[x]
+	e := whatIf{w: x, mark: len(s.journal), started: x.started, dirty: s.dirty, unstarted: unstarted}
 	s.release(x)
-	return func() {
-		s.bind(x, x.flavor, x.placements)
-		x.started, s.dirty = started, dirty
-		if unstarted {
-			s.unstarted[x] = struct{}{}
-		}
+	return e
+}
+
+// undo puts e back exactly as it was, the order of the index included, by
+// undoing the journal since its eviction: it must be the last eviction of
+// the search not yet put back.
+func (s *Scheduler) undo(e whatIf) {
+	x := e.w
+	s.rollback(e.mark)
+	x.state = stateAdmitted
+	s.charge(x, x.flavor, 1)
+	x.team.running[x] = struct{}{}
+	s.restoreFlags(e)
+}
+
+// rebind puts e back by binding it again: its nodes' sums and the quotas as
+// they were, not the order of the nodes in the index.
+func (s *Scheduler) rebind(e whatIf) {
+	s.bind(e.w, e.w.flavor, e.w.placements)
+	s.restoreFlags(e)
+}
+
+// endSearch ends a search's what-if evictions and its journal.
+func (s *Scheduler) endSearch() {
+	s.searching = false
+	clear(s.journal)
+	s.journal = s.journal[:0]
+}
+
+func (s *Scheduler) restoreFlags(e whatIf) {
+	e.w.started, s.dirty = e.started, e.dirty
+	if e.unstarted {
+		s.unstarted[e.w] = struct{}{}
 	}
 }
 
 // WhatIfEvict releases the given admitted workloads as if they were evicted and
 // returns the function that restores the scheduler exactly.
 func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
-	var restores []func()
+	var restores []whatIf
 	for _, id := range ids {
 		if w, ok := s.workloads[id]; ok && w.state == stateAdmitted {
 			restores = append(restores, s.evictWhatIf(w))
@@ -311,7 +354,7 @@ func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
 	}
 	return func() {
 		for i := len(restores) - 1; i >= 0; i-- {
-			restores[i]()
+			s.rebind(restores[i])
 		}
 	}
 }

@@ -46,6 +46,10 @@ type Scheduler struct {
 	// classHit, when set (by tests), sees each workload a class's failure
 	// decided, with the reason it was given.
 	classHit func(*workload, PendingReason)
+	// searched, when set (by tests), is called as a preemption search
+	// starts evicting what-if (done false) and once a failed one has put
+	// everything back (done true).
+	searched func(done bool)
 	// admittedNow indexes the admissions of the running cycle in its Results.
 	admittedNow map[*workload]int
 	// borrowFirst is, per cohort tree (by its root), the gang the tree's
@@ -62,6 +66,9 @@ type Scheduler struct {
 	noSkip    bool
 	runPods   []podBound
 	runLevels []levelBound
+	// journal holds what a search's what-if evictions changed in the index
+	// (journal.go).
+	journal []indexOp
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -499,8 +506,18 @@ func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 // release frees what an admitted w holds; it stays known, in no queue.
 func (s *Scheduler) release(w *workload) {
 	for _, p := range w.placements {
-		s.setUsed(p.node, p.node.used-p.pods*w.spec.GPUsPerPod)
-		p.node.pods = slices.DeleteFunc(p.node.pods, func(r podRef) bool { return r.w == w })
+		n := p.node
+		s.setUsed(n, n.used-p.pods*w.spec.GPUsPerPod)
+		if !s.searching {
+			n.pods = slices.DeleteFunc(n.pods, func(r podRef) bool { return r.w == w })
+			continue
+		}
+		for i := len(n.pods) - 1; i >= 0; i-- {
+			if n.pods[i].w == w {
+				s.note(indexOp{kind: opPod, n: n, slot: int32(i), pod: n.pods[i]})
+				n.pods = slices.Delete(n.pods, i, i+1)
+			}
+		}
 	}
 	s.charge(w, w.flavor, -1)
 	s.unlistVictim(w)

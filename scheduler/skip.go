@@ -168,16 +168,15 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 // p on f could make room for some workload of the run b bounds: the pods of
 // a pod size on the flavor's nodes (roomInPods), the GPUs in one domain of a
 // required level (roomInOneDomain). A search for one of them yields no more
-// candidates, on no more nodes. A single pod counts as room: its search
-// evicts and puts back its candidates one by one before it gives up (no
-// bound comes first), and putting back does not restore the order of the
-// nodes in the index exactly, so passing over it could change where later
-// work lands.
+// candidates, on no more nodes. (A single pod's search has no such bound
+// first: it evicts its candidates one by one before it gives up; passing
+// over it changes nothing because a failed search leaves the index exactly
+// as it was: journal.go.)
 func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 	l := s.teamVictims(f, f.view, t)
 	search := &victimSearch{prio: p.spec.Priority, own: stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: maxGPUs}}
 	for _, pb := range b.pods {
-		if pb.pods == 1 || s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
+		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
 			return true
 		}
 	}
