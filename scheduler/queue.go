@@ -88,6 +88,10 @@ func before(a, b *workload) int {
 type queue struct {
 	items    []entry
 	incoming []entry
+	// ver changes whenever a workload joins or leaves the queue or items
+	// (or takes or gives back a reservation): what skipRun learnt of a run
+	// holds while it does not.
+	ver uint64
 }
 
 type entry struct {
@@ -100,6 +104,7 @@ func (e entry) live() bool { return e.w.gen == e.gen && e.w.state == statePendin
 func byEntry(a, b entry) int { return before(a.w, b.w) }
 
 func (q *queue) push(w *workload) {
+	q.ver++
 	w.gen++
 	q.incoming = append(q.incoming, entry{w, w.gen})
 }
@@ -109,6 +114,7 @@ func (q *queue) merge() {
 	if len(q.incoming) == 0 {
 		return
 	}
+	q.ver++
 	slices.SortFunc(q.incoming, byEntry)
 	q.compact()
 	if len(q.items) == 0 || byEntry(q.items[len(q.items)-1], q.incoming[0]) < 0 {
@@ -138,6 +144,9 @@ func (q *queue) compact() {
 		if e.live() {
 			live = append(live, e)
 		}
+	}
+	if len(live) < len(q.items) {
+		q.ver++
 	}
 	clear(q.items[len(live):])
 	q.items = live

@@ -159,6 +159,8 @@ type team struct {
 	// floor are the failures of the running cycle of the team's workloads
 	// with no placement constraint (see failsLike).
 	floor []failure
+	// runs are what skipRun learnt of the team's runs, by tier.
+	runs map[*tier]*runCache
 }
 
 // reclaimable is what the team uses of flavor f that others may reclaim.

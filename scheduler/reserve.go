@@ -34,6 +34,7 @@ func (s *Scheduler) reserve(w *workload, prev []*node) bool {
 			capacity += n.capacity()
 		}
 		w.reserved, f.res = nodes, w
+		w.team.queue.ver++
 		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
 		return true
 	}
@@ -100,6 +101,7 @@ func (s *Scheduler) unreserve(w *workload) {
 	}
 	w.reserved[0].flavor.res = nil
 	w.reserved = nil
+	w.team.queue.ver++
 	s.dirty = true
 }
 

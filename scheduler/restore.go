@@ -24,6 +24,7 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 		delete(s.workloads, spec.ID)
 		w.state = stateGone
 		w.gen++ // its queue entry becomes a gap
+		w.team.queue.ver++
 		return err
 	}
 	w.admittedAt, w.started, w.restored = spec.Submitted, true, true

@@ -69,6 +69,9 @@ type Scheduler struct {
 	// journal holds what a search's what-if evictions changed in the index
 	// (journal.go).
 	journal []indexOp
+	// checkRuns, when set (by tests), sees each run bound boundRun took
+	// from its cache beside the one a scan finds now.
+	checkRuns func(cached runBound, scanned runBound, ok bool)
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of
@@ -468,6 +471,7 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	}
 	s.unreserve(w)
 	w.state = stateGone
+	w.team.queue.ver++
 	s.unref(w.shape)
 	s.unref(w.class)
 	delete(s.workloads, id)
@@ -494,6 +498,7 @@ func (s *Scheduler) Restarts(id WorkloadID) int {
 // bind places w's pods and charges its team.
 func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	w.flavor, w.placements, w.state = f, pl, stateAdmitted
+	w.team.queue.ver++
 	for _, p := range pl {
 		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)
 		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})

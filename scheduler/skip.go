@@ -63,10 +63,48 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	return b.n
 }
 
+// runCache is what boundRun learnt of a team's run of one tier, while the
+// team's queue stays as it was (queue.ver): which workloads the run holds,
+// where it ends and when they joined do not change until one joins or
+// leaves, or takes or gives back a reservation.
+type runCache struct {
+	ver   uint64
+	start int
+	b     runBound
+}
+
 // boundRun sums up c's run. ok is false when the run has a workload the walk
 // must consider: one that holds a reservation, or one never considered (it
 // has no reason yet).
 func (s *Scheduler) boundRun(c *cursor) (runBound, bool) {
+	rc := c.t.runs[c.cur.tier]
+	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 {
+		if s.checkRuns != nil {
+			scanned, ok := s.scanRun(c)
+			s.checkRuns(rc.b, scanned, ok)
+		}
+		return rc.b, true
+	}
+	b, ok := s.scanRun(c)
+	if !ok || !b.wake.IsZero() {
+		return b, ok // a backoff ends with time, not with the queue
+	}
+	if rc == nil {
+		if c.t.runs == nil {
+			c.t.runs = map[*tier]*runCache{}
+		}
+		rc = &runCache{}
+		c.t.runs[c.cur.tier] = rc
+	}
+	rc.ver, rc.start = c.t.queue.ver, c.i-1
+	pods, levels := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...)
+	rc.b = b
+	rc.b.pods, rc.b.levels = pods, levels
+	return b, true
+}
+
+// scanRun sums up c's run from its workloads.
+func (s *Scheduler) scanRun(c *cursor) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
 	tier := c.cur.tier

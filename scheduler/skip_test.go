@@ -17,11 +17,12 @@ import (
 // usage at the end. Random fleets and quota trees with an even-priority
 // borrowOnly tier, with and without placement rules, reservations, a walk
 // depth and preemption; the runs passed over must add up, or the test
-// proves nothing.
+// proves nothing. Every run bound taken from the cache must be the one a
+// scan finds.
 func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 	classes := []string{"x", "y", "z"}
 	even := []Tier{{Name: "scavenger", Priority: 0, Preemptible: true, BorrowOnly: true}, {Name: "batch", Priority: 100}}
-	skipped := 0
+	skipped, cacheHits := 0, 0
 	for seed := range 80 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 41))
 		cfg, nodes := randomWorld(rng)
@@ -39,6 +40,12 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		}
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
 		b.s.noSkip = true
+		a.s.checkRuns = func(cached, scanned runBound, ok bool) {
+			cacheHits++
+			if !ok || !sameBound(cached, scanned) {
+				t.Fatalf("seed %d: a run's bound from the cache %+v, scanned now %+v (ok %v)", seed, cached, scanned, ok)
+			}
+		}
 		next := 0
 		for step := range 200 {
 			sec := step * 30
@@ -93,10 +100,15 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 			t.Fatalf("seed %d: usage with skips %+v, walking every workload %+v", seed, ua, ub)
 		}
 	}
-	if skipped < 1000 {
-		t.Fatalf("only %d workloads passed over in all the worlds: the test does not exercise skipRun", skipped)
+	if skipped < 1000 || cacheHits < 1000 {
+		t.Fatalf("only %d workloads passed over, %d run bounds from the cache in all the worlds: the test does not exercise skipRun", skipped, cacheHits)
 	}
-	t.Logf("%d workloads passed over", skipped)
+	t.Logf("%d workloads passed over, %d run bounds from the cache", skipped, cacheHits)
+}
+
+func sameBound(a, b runBound) bool {
+	return a.n == b.n && a.last == b.last && a.need == b.need && a.since.Equal(b.since) && a.wake.Equal(b.wake) &&
+		slices.Equal(a.pods, b.pods) && slices.Equal(a.levels, b.levels)
 }
 
 // decisions is what a cycle decided, without its reasons and counts.
@@ -151,6 +163,7 @@ func TestSkipKeepsReasonsAndWakes(t *testing.T) {
 	}
 	// A backoff inside a run passed over still sets the wake.
 	b1.notBefore = at(100)
+	b1.team.queue.ver++ // as every path that sets a backoff does: it requeues
 	if res := release(20); res.Skipped != 2 || !res.Wake.Equal(at(100)) {
 		t.Fatalf("skipped %d, wake %v; want 2 and the backoff's end %v", res.Skipped, res.Wake, at(100))
 	}
