@@ -43,7 +43,7 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 		var list []entry
 		if full {
 			q.merge()
-			q.compact()
+			q.tidy()
 			list = q.items
 		} else {
 			if len(q.incoming) == 0 {

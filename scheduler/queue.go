@@ -92,6 +92,9 @@ type queue struct {
 	// (or takes or gives back a reservation): what skipRun learnt of a run
 	// holds while it does not.
 	ver uint64
+	// left counts the workloads that left since items was last compacted
+	// (at most the gaps in it).
+	left int
 }
 
 type entry struct {
@@ -137,8 +140,17 @@ func (q *queue) merge() {
 	q.incoming = q.incoming[:0]
 }
 
+// tidy compacts items once a quarter of it may be gaps: a walk steps over
+// a gap for the price of a look, and compacting costs the whole list.
+func (q *queue) tidy() {
+	if q.left*4 >= len(q.items) {
+		q.compact()
+	}
+}
+
 // compact drops the gaps from items.
 func (q *queue) compact() {
+	q.left = 0
 	live := q.items[:0]
 	for _, e := range q.items {
 		if e.live() {

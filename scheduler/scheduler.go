@@ -472,6 +472,7 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	s.unreserve(w)
 	w.state = stateGone
 	w.team.queue.ver++
+	w.team.queue.left++
 	s.unref(w.shape)
 	s.unref(w.class)
 	delete(s.workloads, id)
@@ -499,6 +500,7 @@ func (s *Scheduler) Restarts(id WorkloadID) int {
 func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	w.flavor, w.placements, w.state = f, pl, stateAdmitted
 	w.team.queue.ver++
+	w.team.queue.left++
 	for _, p := range pl {
 		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)
 		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})
