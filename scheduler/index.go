@@ -83,7 +83,9 @@ func (g *group) add(s *Scheduler, n *node, slot int) {
 	n.slots[slot] = int32(len(g.buckets[f]))
 	g.buckets[f] = append(g.buckets[f], member{n.id, int32(slot)})
 	g.free += f
-	s.note(indexOp{kind: opAdd, g: g, key: int(f)})
+	if s.searching {
+		s.note(indexOp{kind: opAdd, g: g, key: int(f)})
+	}
 }
 
 func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
@@ -94,7 +96,9 @@ func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
 	s.nodes[last.id].slots[last.k] = i
 	g.buckets[f] = b[:len(b)-1]
 	g.free -= f
-	s.note(indexOp{kind: opRemove, g: g, key: int(f), slot: i, n: n, k: int32(slot)})
+	if s.searching {
+		s.note(indexOp{kind: opRemove, g: g, key: int(f), slot: i, n: n, k: int32(slot)})
+	}
 }
 
 // fits says whether pods pods of gpp GPUs fit on the group's listed nodes.
@@ -352,7 +356,9 @@ func (s *Scheduler) unlist(n *node) {
 
 // setUsed changes n's used GPUs, keeping the index current.
 func (s *Scheduler) setUsed(n *node, used GPUs) {
-	s.note(indexOp{kind: opUsed, n: n, used: n.used})
+	if s.searching {
+		s.note(indexOp{kind: opUsed, n: n, used: n.used})
+	}
 	if !n.listed || used == n.used {
 		n.used = used
 		return
@@ -377,10 +383,14 @@ func (s *Scheduler) regroup(g *group, change func()) {
 	change()
 	if after := freeKey(g.free); after != before || !g.inLevel {
 		if g.inLevel {
-			s.note(indexOp{kind: opDelete, g: g, key: g.lvlKey, slot: g.lvlSlot})
+			if s.searching {
+				s.note(indexOp{kind: opDelete, g: g, key: g.lvlKey, slot: g.lvlSlot})
+			}
 			g.level.delete(g)
 		}
 		g.level.insert(g)
-		s.note(indexOp{kind: opInsert, g: g, key: g.lvlKey})
+		if s.searching {
+			s.note(indexOp{kind: opInsert, g: g, key: g.lvlKey})
+		}
 	}
 }

@@ -35,12 +35,8 @@ type indexOp struct {
 	pod  podRef
 }
 
-// note records op while a search evicts what-if.
-func (s *Scheduler) note(op indexOp) {
-	if s.searching {
-		s.journal = append(s.journal, op)
-	}
-}
+// note records op; the index calls it while a search evicts what-if.
+func (s *Scheduler) note(op indexOp) { s.journal = append(s.journal, op) }
 
 // rollback undoes the journal down to mark, last change first.
 func (s *Scheduler) rollback(mark int) {
