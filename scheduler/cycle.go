@@ -71,9 +71,10 @@ walk:
 				break walk
 			}
 			if full && c.cur.tier != c.tier {
-				// A run of the team's work of a new tier: pass over it
-				// whole if none of it can start (skip.go). What it passes
-				// over did not fit, as far as WalkDepth is concerned.
+				// A run of the team's work of a new tier (or the rest
+				// of one): pass over it if none of it can start
+				// (skip.go). What it passes over did not fit, as far as
+				// WalkDepth is concerned.
 				c.tier = c.cur.tier
 				if n := s.skipRun(c, h, &res); n > 0 {
 					misses += n
@@ -88,6 +89,9 @@ walk:
 				misses = 0
 			} else {
 				misses++
+			}
+			if c.recheck {
+				c.tier, c.recheck = nil, false
 			}
 			if c.next(); c.cur != nil && len(h) > 0 && first(h[0], c) {
 				h.push(c)

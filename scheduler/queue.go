@@ -171,8 +171,10 @@ type cursor struct {
 	list []entry
 	i    int
 	cur  *workload
-	// tier is the tier of the last run skipRun looked at.
-	tier *tier
+	// tier is the tier of the last run skipRun looked at; recheck: look
+	// again after the workload it stopped at.
+	tier    *tier
+	recheck bool
 }
 
 // next moves cur to the next pending workload of the list.
@@ -195,18 +197,20 @@ func (h teamHeap) less(i, j int) bool { return first(h[i], h[j]) }
 
 // first says whether cursor x's head comes before y's. Team names are
 // unique, so two cursors are never tied.
-func first(x, y *cursor) bool {
-	a, b := x.cur, y.cur
+func first(x, y *cursor) bool { return firstOf(x.t, x.cur, y.t, y.cur) }
+
+// firstOf says whether workload a of team at comes before b of bt in a walk.
+func firstOf(at *team, a *workload, bt *team, b *workload) bool {
 	if a.tier.spec.Priority != b.tier.spec.Priority {
 		return a.tier.spec.Priority > b.tier.spec.Priority
 	}
-	if x.t.share != y.t.share {
-		return x.t.share < y.t.share
+	if at.share != bt.share {
+		return at.share < bt.share
 	}
 	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
 		return c < 0
 	}
-	return x.t.spec.Name < y.t.spec.Name
+	return at.spec.Name < bt.spec.Name
 }
 
 func (h *teamHeap) push(c *cursor) {

@@ -40,22 +40,30 @@ type levelBound struct {
 }
 
 // skipRun passes over c's run (the workloads of c's team and of c.cur's tier
-// still to walk) when none of it can start and the walk would take all of it
-// before any other team's work. It returns how many workloads it passed
-// over; c then stands after them.
+// still to walk), or the part of it up to the first workload the walk must
+// consider or another team's work comes before, when none of that can start.
+// It returns how many workloads it passed over; c then stands after them.
+// When it stops short of the run's end, c.tier is cleared so that the rest
+// is looked at in its turn.
 func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	if s.noSkip || s.opts.BorrowFirstAfter > 0 {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
-	b, ok := s.boundRun(c)
-	if !ok || !s.runStuck(c.t, c.cur.tier, b) {
+	b, whole := s.boundRun(c, h)
+	if b.n == 0 {
+		// The first must be considered (see scanRun); what follows it is
+		// looked at after it.
+		c.recheck = true
 		return 0
 	}
-	if len(h) > 0 && first(h[0], &cursor{t: c.t, cur: c.list[b.last].w}) {
-		return 0 // another team's work comes in the middle of the run
+	if !s.runStuck(c.t, c.cur.tier, b) {
+		return 0
 	}
 	c.i = b.last + 1
 	c.next()
+	if !whole {
+		c.tier = nil
+	}
 	res.Skipped += b.n
 	if !b.wake.IsZero() && (res.Wake.IsZero() || b.wake.Before(res.Wake)) {
 		res.Wake = b.wake
@@ -73,21 +81,21 @@ type runCache struct {
 	b     runBound
 }
 
-// boundRun sums up c's run. ok is false when the run has a workload the walk
-// must consider: one that holds a reservation, or one never considered (it
-// has no reason yet).
-func (s *Scheduler) boundRun(c *cursor) (runBound, bool) {
+// boundRun sums up c's run, or the part of it scanRun stops at; whole says
+// it is the whole run.
+func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 	rc := c.t.runs[c.cur.tier]
-	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 {
+	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
+		(len(h) == 0 || !firstOf(h[0].t, h[0].cur, c.t, c.list[rc.b.last].w)) {
 		if s.checkRuns != nil {
-			scanned, ok := s.scanRun(c)
-			s.checkRuns(rc.b, scanned, ok)
+			scanned, whole := s.scanRun(c, h)
+			s.checkRuns(rc.b, scanned, whole)
 		}
 		return rc.b, true
 	}
-	b, ok := s.scanRun(c)
-	if !ok || !b.wake.IsZero() {
-		return b, ok // a backoff ends with time, not with the queue
+	b, whole := s.scanRun(c, h)
+	if !whole || !b.wake.IsZero() {
+		return b, whole // a backoff ends with time, not with the queue
 	}
 	if rc == nil {
 		if c.t.runs == nil {
@@ -103,8 +111,11 @@ func (s *Scheduler) boundRun(c *cursor) (runBound, bool) {
 	return b, true
 }
 
-// scanRun sums up c's run from its workloads.
-func (s *Scheduler) scanRun(c *cursor) (runBound, bool) {
+// scanRun sums up c's run from its workloads, stopping before the first the
+// walk must consider (one that holds a reservation, or one never considered:
+// it has no reason yet) and before the first that another team's work (h's
+// top) comes before. whole says it went to the run's end.
+func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
 	tier := c.cur.tier
@@ -117,7 +128,7 @@ func (s *Scheduler) scanRun(c *cursor) (runBound, bool) {
 		if w.tier != tier {
 			break
 		}
-		if w.reserved != nil || w.reason.Code == ReasonQueued {
+		if w.reserved != nil || w.reason.Code == ReasonQueued || (len(h) > 0 && firstOf(h[0].t, h[0].cur, c.t, w)) {
 			return b, false
 		}
 		need := w.GPUs()
@@ -138,7 +149,7 @@ func (s *Scheduler) scanRun(c *cursor) (runBound, bool) {
 			b.wake = w.notBefore
 		}
 	}
-	return b, b.n > 0
+	return b, true
 }
 
 func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {
