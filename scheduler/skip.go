@@ -21,8 +21,8 @@ type runBound struct {
 	last int // index of its last workload in the cursor's list
 	need GPUs
 	// pods: per pod size, the fewest pods asked by a workload that requires
-	// no topology level; levels: per level, the fewest GPUs asked of one
-	// domain of it.
+	// no topology level; levels: the same per level and pod size for those
+	// that require one.
 	pods   []podBound
 	levels []levelBound
 	since  time.Time
@@ -36,7 +36,8 @@ type podBound struct {
 
 type levelBound struct {
 	level string
-	need  GPUs
+	gpp   GPUs
+	pods  int64
 }
 
 // skipRun passes over c's run (the workloads of c's team and of c.cur's tier
@@ -141,7 +142,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		b.n++
 		b.last = i
 		if l := w.spec.Require; l != "" {
-			b.levels = lowerLevel(b.levels, l, need)
+			b.levels = lowerLevel(b.levels, l, w.spec.GPUsPerPod, w.spec.Pods)
 		} else {
 			b.pods = lowerPods(b.pods, w.spec.GPUsPerPod, w.spec.Pods)
 		}
@@ -162,14 +163,14 @@ func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {
 	return append(bs, podBound{gpp, pods})
 }
 
-func lowerLevel(bs []levelBound, level string, need GPUs) []levelBound {
+func lowerLevel(bs []levelBound, level string, gpp GPUs, pods int64) []levelBound {
 	for i := range bs {
-		if bs[i].level == level {
-			bs[i].need = min(bs[i].need, need)
+		if bs[i].level == level && bs[i].gpp == gpp {
+			bs[i].pods = min(bs[i].pods, pods)
 			return bs
 		}
 	}
-	return append(bs, levelBound{level, need})
+	return append(bs, levelBound{level, gpp, pods})
 }
 
 // runStuck says whether no workload of team t and tier p asking at least b
@@ -183,17 +184,16 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		if eligible && f.res == nil {
 			return false // one of them may reserve (reserve)
 		}
-		v := f.view
-		if t.q.available(f.id) >= b.need { // quotaCheck
-			for _, pb := range b.pods {
-				if v.all.fits(pb.gpp, pb.pods) { // placeOn
-					return false
-				}
+		// quotaCheck, then placeOn, for the least of each pod size.
+		v, avail := f.view, t.q.available(f.id)
+		for _, pb := range b.pods {
+			if avail >= pb.gpp*pb.pods && v.all.fits(pb.gpp, pb.pods) {
+				return false
 			}
-			for _, lb := range b.levels {
-				if li := v.levels[lb.level]; li != nil && li.largestFree() >= lb.need { // bestFit
-					return false
-				}
+		}
+		for _, lb := range b.levels {
+			if li := v.levels[lb.level]; avail >= lb.gpp*lb.pods && li != nil && li.bestFit(lb.gpp, lb.pods, nil) != nil {
+				return false
 			}
 		}
 		if s.opts.NoPreemption {
@@ -230,7 +230,7 @@ func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 		}
 	}
 	for _, lb := range b.levels {
-		if s.domainRoom(f, f.view, lb.level, lb.need, search) {
+		if s.domainRoom(f, f.view, lb.level, lb.gpp*lb.pods, search) {
 			return true
 		}
 	}
