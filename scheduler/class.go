@@ -105,7 +105,7 @@ func (s *Scheduler) attach(v *view, n *node) {
 			g.grow(n.capacity())
 		}
 		if n.listed {
-			s.regroup(g, func() { g.add(s, n, i) })
+			s.regroup(g, func() { g.add(n, i) })
 		}
 	}
 }

@@ -76,7 +76,9 @@ walk:
 				// (skip.go). What it passes over did not fit, as far as
 				// WalkDepth is concerned.
 				c.tier = c.cur.tier
-				if n := s.skipRun(c, h, &res); n > 0 {
+				if mustConsider(c.cur) {
+					c.recheck = true // what follows is looked at after it
+				} else if n := s.skipRun(c, h, &res); n > 0 {
 					misses += n
 					if c.cur != nil && len(h) > 0 && first(h[0], c) {
 						h.push(c)

@@ -75,7 +75,7 @@ type group struct {
 	roomOf uint64
 }
 
-func (g *group) add(s *Scheduler, n *node, slot int) {
+func (g *group) add(n *node, slot int) {
 	f := n.free()
 	for int(f) >= len(g.buckets) {
 		g.buckets = append(g.buckets, nil)
@@ -83,9 +83,6 @@ func (g *group) add(s *Scheduler, n *node, slot int) {
 	n.slots[slot] = int32(len(g.buckets[f]))
 	g.buckets[f] = append(g.buckets[f], member{n.id, int32(slot)})
 	g.free += f
-	if s.searching {
-		s.note(indexOp{kind: opAdd, g: g, key: int(f)})
-	}
 }
 
 func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
@@ -96,9 +93,6 @@ func (g *group) remove(s *Scheduler, n *node, slot int, f GPUs) {
 	s.nodes[last.id].slots[last.k] = i
 	g.buckets[f] = b[:len(b)-1]
 	g.free -= f
-	if s.searching {
-		s.note(indexOp{kind: opRemove, g: g, key: int(f), slot: i, n: n, k: int32(slot)})
-	}
 }
 
 // fits says whether pods pods of gpp GPUs fit on the group's listed nodes.
@@ -339,7 +333,10 @@ func (s *Scheduler) list(n *node) {
 	}
 	n.listed = true
 	for i, g := range n.groups {
-		s.regroup(g, func() { g.add(s, n, i) })
+		if s.searching {
+			s.note(indexOp{kind: opAdd, g: g, key: int(n.free())})
+		}
+		s.regroup(g, func() { g.add(n, i) })
 	}
 }
 
@@ -350,6 +347,9 @@ func (s *Scheduler) unlist(n *node) {
 	n.listed = false
 	f := n.free()
 	for i, g := range n.groups {
+		if s.searching {
+			s.noteRemove(g, n, i, f)
+		}
 		s.regroup(g, func() { g.remove(s, n, i, f) })
 	}
 }
@@ -365,11 +365,17 @@ func (s *Scheduler) setUsed(n *node, used GPUs) {
 	}
 	old := n.free()
 	for i, g := range n.groups {
+		if s.searching {
+			s.noteRemove(g, n, i, old)
+		}
 		s.regroup(g, func() { g.remove(s, n, i, old) })
 	}
 	n.used = used
 	for i, g := range n.groups {
-		s.regroup(g, func() { g.add(s, n, i) })
+		if s.searching {
+			s.note(indexOp{kind: opAdd, g: g, key: int(n.free())})
+		}
+		s.regroup(g, func() { g.add(n, i) })
 	}
 }
 

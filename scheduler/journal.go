@@ -35,8 +35,17 @@ type indexOp struct {
 	pod  podRef
 }
 
-// note records op; the index calls it while a search evicts what-if.
+// note records op; the index calls it, before the change, while a search
+// evicts what-if. (A search builds no view: preempt takes w's before it
+// evicts anything, so every group a search changes is one the journal
+// knows.)
 func (s *Scheduler) note(op indexOp) { s.journal = append(s.journal, op) }
+
+// noteRemove records that node n (its group k) is about to leave g's bucket
+// of free GPUs f.
+func (s *Scheduler) noteRemove(g *group, n *node, k int, f GPUs) {
+	s.note(indexOp{kind: opRemove, g: g, key: int(f), slot: n.slots[k], n: n, k: int32(k)})
+}
 
 // rollback undoes the journal down to mark, last change first.
 func (s *Scheduler) rollback(mark int) {

@@ -72,6 +72,10 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	return b.n
 }
 
+// mustConsider says whether a walk must consider w, whatever its run: it
+// holds a reservation, or it was never considered (it has no reason yet).
+func mustConsider(w *workload) bool { return w.reserved != nil || w.reason.Code == ReasonQueued }
+
 // runCache is what boundRun learnt of a team's run of one tier, while the
 // team's queue stays as it was (queue.ver): which workloads the run holds,
 // where it ends and when they joined do not change until one joins or
@@ -129,7 +133,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if w.tier != tier {
 			break
 		}
-		if w.reserved != nil || w.reason.Code == ReasonQueued || (len(h) > 0 && firstOf(h[0].t, h[0].cur, c.t, w)) {
+		if mustConsider(w) || (len(h) > 0 && firstOf(h[0].t, h[0].cur, c.t, w)) {
 			return b, false
 		}
 		need := w.GPUs()
