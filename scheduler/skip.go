@@ -7,13 +7,13 @@ import "time"
 // what it learnt in the last one. skipRun bounds a whole run at once: the
 // pending workloads of one team and tier, which the walk takes one after
 // another while that team's share is the smallest and nothing of the run
-// starts. When a bound on what the run asks of each flavor (the fewest GPUs,
-// the fewest pods of each pod size, the fewest GPUs of each required level)
-// shows that none of them can be admitted, preempt or reserve, the walk
-// passes over the run, and its workloads keep the reasons they were last
-// given. The decisions are those of the walk that tries each workload: the
-// bounds are ones the admission, preemption and reservation paths check
-// before anything else, taken over the whole run.
+// starts. When a bound on what the run asks of each flavor (the fewest GPUs;
+// per pod size, and per required level and pod size, the fewest pods) shows
+// that none of them can be admitted, preempt or reserve, the walk passes over
+// the run, and its workloads keep the reasons they were last given. The
+// decisions are those of the walk that tries each workload: the bounds are
+// ones the admission, preemption and reservation paths check before anything
+// else, taken over the run (TestSkippedRunsDecideAsTheWholeWalk).
 
 // runBound is what a run of pending workloads asks, at the least.
 type runBound struct {
