@@ -160,17 +160,22 @@ func TestPropertiesWithRules(t *testing.T) {
 			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
 			runProperties(t, rng, cfg, nodes, func(w *Workload) {
 				if rng.IntN(4) > 0 {
-					var admit []string
-					for _, c := range classes {
-						if rng.IntN(2) == 0 {
-							admit = append(admit, c)
-						}
-					}
-					w.Rules = classRules(strings.Join(admit, ","))
+					w.Rules = randomRules(rng, classes)
 				}
 			})
 		})
 	}
+}
+
+// randomRules admits each of classes or not, at random.
+func randomRules(rng *rand.Rand, classes []string) classRules {
+	var admit []string
+	for _, c := range classes {
+		if rng.IntN(2) == 0 {
+			admit = append(admit, c)
+		}
+	}
+	return classRules(strings.Join(admit, ","))
 }
 
 // BenchmarkCycleClasses is BenchmarkCycle at 10,000 nodes in 20 classes (one

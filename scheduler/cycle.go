@@ -70,6 +70,7 @@ walk:
 				cut = true
 				break walk
 			}
+			skipped := 0
 			if full && c.cur.tier != c.tier {
 				// A run of the team's work of a new tier (or the rest
 				// of one): pass over it if none of it can start
@@ -78,24 +79,24 @@ walk:
 				c.tier = c.cur.tier
 				if mustConsider(c.cur) {
 					c.recheck = true // what follows is looked at after it
-				} else if n := s.skipRun(c, h, &res); n > 0 {
-					misses += n
-					if c.cur != nil && len(h) > 0 && first(h[0], c) {
-						h.push(c)
-						break
-					}
-					continue
+				} else {
+					skipped = s.skipRun(c, h, &res)
 				}
 			}
-			if s.step(c.cur, &res) {
-				misses = 0
+			if skipped > 0 {
+				misses += skipped
 			} else {
-				misses++
+				if s.step(c.cur, &res) {
+					misses = 0
+				} else {
+					misses++
+				}
+				if c.recheck {
+					c.tier, c.recheck = nil, false
+				}
+				c.next()
 			}
-			if c.recheck {
-				c.tier, c.recheck = nil, false
-			}
-			if c.next(); c.cur != nil && len(h) > 0 && first(h[0], c) {
+			if c.cur != nil && len(h) > 0 && first(h[0], c) {
 				h.push(c)
 				break
 			}

@@ -118,11 +118,14 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 // on view v are not enough, no search can succeed. The team's sums cover
 // every view of f, so the bound never turns away a search that could.
 func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
-	if s.reclaims(w, f) {
-		return true
-	}
-	own := w.team.q.r(f.id).below(w.tier.spec.Priority)
-	return own > 0 && v.all.free+own >= w.GPUs()
+	return s.reclaims(w, f) || ownMayMakeRoom(w.team, w.tier, f, v, w.GPUs())
+}
+
+// ownMayMakeRoom says whether team t's preemptible work below tier p on f
+// and what is free on view v add up to need GPUs.
+func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
+	own := t.q.r(f.id).below(p.spec.Priority)
+	return own > 0 && v.all.free+own >= need
 }
 
 // roomInOneDomain says whether some domain of the level w requires could hold
@@ -344,7 +347,9 @@ func (s *Scheduler) restoreFlags(e whatIf) {
 }
 
 // WhatIfEvict releases the given admitted workloads as if they were evicted and
-// returns the function that restores the scheduler exactly.
+// returns the function that binds them again: usage, quotas and free GPUs as
+// they were (not the order of nodes inside the index, which a failed
+// preemption search restores with its journal).
 func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
 	var restores []whatIf
 	for _, id := range ids {

@@ -65,6 +65,16 @@ func randomWorkload(rng *rand.Rand, cfg Config, id int, sec int) Workload {
 	return w
 }
 
+// randomWorkloadOf is randomWorkload, of one of the tiers extra a third of
+// the time.
+func randomWorkloadOf(rng *rand.Rand, cfg Config, id int, sec int, extra []Tier) Workload {
+	w := randomWorkload(rng, cfg, id, sec)
+	if rng.IntN(3) == 0 {
+		w.Tier = extra[rng.IntN(len(extra))].Name
+	}
+	return w
+}
+
 // TestProperties drives random fleets and workloads through submissions,
 // completions and node faults, checking after every cycle that no node is over
 // committed, no gang is partial, no team exceeds nominal + borrowing limit, no

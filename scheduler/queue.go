@@ -140,6 +140,13 @@ func (q *queue) merge() {
 	q.incoming = q.incoming[:0]
 }
 
+// leave notes that a workload of the queue left it (admitted or gone): its
+// entry is a gap now.
+func (q *queue) leave() {
+	q.ver++
+	q.left++
+}
+
 // tidy compacts items once a quarter of it may be gaps: a walk steps over
 // a gap for the price of a look, and compacting costs the whole list.
 func (q *queue) tidy() {

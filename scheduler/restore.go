@@ -24,7 +24,7 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 		delete(s.workloads, spec.ID)
 		w.state = stateGone
 		w.gen++ // its queue entry becomes a gap
-		w.team.queue.ver++
+		w.team.queue.leave()
 		return err
 	}
 	w.admittedAt, w.started, w.restored = spec.Submitted, true, true

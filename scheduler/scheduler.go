@@ -471,8 +471,7 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	}
 	s.unreserve(w)
 	w.state = stateGone
-	w.team.queue.ver++
-	w.team.queue.left++
+	w.team.queue.leave()
 	s.unref(w.shape)
 	s.unref(w.class)
 	delete(s.workloads, id)
@@ -499,8 +498,7 @@ func (s *Scheduler) Restarts(id WorkloadID) int {
 // bind places w's pods and charges its team.
 func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	w.flavor, w.placements, w.state = f, pl, stateAdmitted
-	w.team.queue.ver++
-	w.team.queue.left++
+	w.team.queue.leave()
 	for _, p := range pl {
 		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)
 		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})

@@ -45,10 +45,7 @@ func TestClassFailureIsABound(t *testing.T) {
 		for step := range 120 {
 			sec := step * 30
 			for range rng.IntN(6) {
-				w := randomWorkload(rng, cfg, next, sec)
-				if rng.IntN(3) == 0 {
-					w.Tier = even[rng.IntN(len(even))].Name
-				}
+				w := randomWorkloadOf(rng, cfg, next, sec, even)
 				f.submit(w)
 				next++
 			}

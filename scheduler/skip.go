@@ -51,13 +51,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
 	b, whole := s.boundRun(c, h)
-	if b.n == 0 {
-		// The first must be considered (see scanRun); what follows it is
-		// looked at after it.
-		c.recheck = true
-		return 0
-	}
-	if !s.runStuck(c.t, c.cur.tier, b) {
+	if b.n == 0 || !s.runStuck(c.t, c.cur.tier, b) {
 		return 0
 	}
 	c.i = b.last + 1
@@ -203,14 +197,9 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		if s.opts.NoPreemption {
 			continue
 		}
-		// worthSearching, for the least of the run.
-		r := t.q.r(f.id)
-		if !p.spec.BorrowOnly && t.q.parent != nil && r.usage+b.need <= r.nominal {
-			if root := t.q.root(); f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-				return false
-			}
-		}
-		if own := r.below(p.spec.Priority); own > 0 && v.all.free+own >= b.need && s.ownRoom(t, p, f, b) {
+		// worthSearching, for the least of the run, then the room its own
+		// lower tiers could make.
+		if reclaimsFor(t, p, f, b.need) || (ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}
 	}

@@ -50,18 +50,9 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		for step := range 200 {
 			sec := step * 30
 			for range rng.IntN(5) {
-				w := randomWorkload(rng, cfg, next, sec)
-				if rng.IntN(3) == 0 {
-					w.Tier = even[rng.IntN(len(even))].Name
-				}
+				w := randomWorkloadOf(rng, cfg, next, sec, even)
 				if rules && rng.IntN(4) > 0 {
-					var admit []string
-					for _, c := range classes {
-						if rng.IntN(2) == 0 {
-							admit = append(admit, c)
-						}
-					}
-					w.Rules = classRules(strings.Join(admit, ","))
+					w.Rules = randomRules(rng, classes)
 				}
 				a.submit(w)
 				b.submit(w)

@@ -346,11 +346,15 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 // would stay within its nominal quota (w's tier is not borrowOnly) and some
 // team of its cohort uses what may be reclaimed.
 func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
-	t := w.team
-	if w.tier.spec.BorrowOnly || t.q.parent == nil {
+	return reclaimsFor(w.team, w.tier, f, w.GPUs())
+}
+
+// reclaimsFor is reclaims for a workload of team t and tier p asking need GPUs.
+func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
+	if p.spec.BorrowOnly || t.q.parent == nil {
 		return false
 	}
-	if r := t.q.r(f.id); r.usage+w.GPUs() > r.nominal {
+	if r := t.q.r(f.id); r.usage+need > r.nominal {
 		return false
 	}
 	root := t.q.root()

@@ -299,7 +299,6 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 	// The hub routes and accounts; the workers run the jobs: no gang
 	// timeout, and no preemption across clusters.
 	opts.GangTimeout, opts.NoPreemption = 0, true
-	opts.WalkDepth = 0 // a core made for one pass walks it whole anyway
 	core, err := scheduler.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("the hub's quota tree: %w", err)
