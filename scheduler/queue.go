@@ -66,12 +66,15 @@ type tier struct {
 
 // before orders workloads of one team: higher tier, requeued after a fault, earlier
 // submission, then arrival.
-func before(a, b *workload) int {
+func before(a, b *workload) int { return order(a, a.ahead, b, b.ahead) }
+
+// order is before, with a and b requeued after a fault as aAhead and bAhead say.
+func order(a *workload, aAhead bool, b *workload, bAhead bool) int {
 	if c := cmp.Compare(b.tier.spec.Priority, a.tier.spec.Priority); c != 0 {
 		return c
 	}
-	if a.ahead != b.ahead {
-		if a.ahead {
+	if aAhead != bAhead {
+		if aAhead {
 			return -1
 		}
 		return 1
@@ -83,8 +86,8 @@ func before(a, b *workload) int {
 }
 
 // queue holds a team's pending workloads: items in order (with gaps left by
-// workloads that left, compacted as a cycle walks them) and incoming ones not yet
-// merged.
+// workloads that left, compacted once a quarter may be gaps) and incoming ones
+// not yet merged.
 type queue struct {
 	items    []entry
 	incoming []entry
@@ -97,44 +100,50 @@ type queue struct {
 	left int
 }
 
+// entry is a workload in a queue as it joined it: a later generation of the
+// workload makes it a gap. It keeps the one part of the workload's order that
+// changes (ahead), so that items stay in order, gaps included.
 type entry struct {
-	w   *workload
-	gen uint32
+	w     *workload
+	gen   uint32
+	ahead bool
 }
 
 func (e entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
 
-func byEntry(a, b entry) int { return before(a.w, b.w) }
+func byEntry(a, b entry) int { return order(a.w, a.ahead, b.w, b.ahead) }
 
 func (q *queue) push(w *workload) {
 	q.ver++
 	w.gen++
-	q.incoming = append(q.incoming, entry{w, w.gen})
+	q.incoming = append(q.incoming, entry{w, w.gen, w.ahead})
 }
 
-// merge sorts the incoming workloads into items.
+// merge sorts the incoming workloads into items: each after the items that
+// come before it (a binary search), the items after it moved up in one copy,
+// from the last incoming to the first. A merge costs O(k log n) comparisons
+// for k incoming, not a walk of the queue.
 func (q *queue) merge() {
 	if len(q.incoming) == 0 {
 		return
 	}
 	q.ver++
 	slices.SortFunc(q.incoming, byEntry)
-	q.compact()
-	if len(q.items) == 0 || byEntry(q.items[len(q.items)-1], q.incoming[0]) < 0 {
-		q.items = append(q.items, q.incoming...)
-	} else {
-		merged := make([]entry, 0, len(q.items)+len(q.incoming))
-		i, j := 0, 0
-		for i < len(q.items) || j < len(q.incoming) {
-			if j == len(q.incoming) || (i < len(q.items) && byEntry(q.items[i], q.incoming[j]) <= 0) {
-				merged = append(merged, q.items[i])
-				i++
-			} else {
-				merged = append(merged, q.incoming[j])
-				j++
+	q.tidy()
+	n, k := len(q.items), len(q.incoming)
+	q.items = slices.Grow(q.items, k)[:n+k]
+	hi := n // items[:hi] are still where they were
+	for j := k - 1; j >= 0; j-- {
+		e := q.incoming[j]
+		i, _ := slices.BinarySearchFunc(q.items[:hi], e, func(x, e entry) int {
+			if byEntry(x, e) <= 0 {
+				return -1
 			}
-		}
-		q.items = merged
+			return 1
+		})
+		copy(q.items[i+j+1:], q.items[i:hi])
+		q.items[i+j] = e
+		hi = i
 	}
 	clear(q.incoming)
 	q.incoming = q.incoming[:0]

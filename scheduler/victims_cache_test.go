@@ -107,7 +107,18 @@ func TestVictimListsMatchAFreshSearch(t *testing.T) {
 // grace (drainedGrace); once that ends it takes its place by admission time
 // again, and the kept lists follow, as a list built from scratch does.
 func TestVictimListsReorderWhenTheGraceEnds(t *testing.T) {
-	b := newBusy(t, 200)
+	// The first busy fleet where a team runs what the test needs.
+	for _, size := range []int{200, 300, 400, 600} {
+		if graceEndsReorder(t, newBusy(t, size)) {
+			return
+		}
+	}
+	t.Fatal("no team runs two workloads of one preemptible tier, the later a gang")
+}
+
+// graceEndsReorder checks the order of a team of b that runs two workloads
+// of one preemptible tier, the later a gang, if there is one.
+func graceEndsReorder(t *testing.T, b *busy) bool {
 	f := b.s.flavorList[0]
 	for _, tm := range b.s.teamList {
 		// Two running of one preemptible tier: the later (the first victim) a gang.
@@ -143,9 +154,9 @@ func TestVictimListsReorderWhenTheGraceEnds(t *testing.T) {
 		if got := order(); !slices.Equal(got, []*workload{gang, older}) {
 			t.Fatalf("after its grace the drained gang is not first (the more recent): %v", got)
 		}
-		return
+		return true
 	}
-	t.Fatal("no team runs two workloads of one preemptible tier, the later a gang")
+	return false
 }
 
 // fitsWithAllEvicted says whether w would fit f were every candidate a
