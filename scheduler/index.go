@@ -28,7 +28,8 @@ type node struct {
 	removed     bool
 	reservedFor *workload
 	pods        []podRef
-	// freed is roomInPods' sum for the search numbered freedOf.
+	// freed is what the search numbered freedOf frees on the node: the sum
+	// of roomInPods, or of a tally's victims (tally.go).
 	freed   GPUs
 	freedOf uint64
 }
@@ -73,6 +74,10 @@ type group struct {
 	// room is roomInOneDomain's sum for the search numbered roomOf.
 	room   GPUs
 	roomOf uint64
+	// tallied is a tally's count of the pods the domain would take, for
+	// the tally numbered talliedOf (tally.go).
+	tallied   int64
+	talliedOf uint64
 }
 
 func (g *group) add(n *node, slot int) {

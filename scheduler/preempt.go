@@ -46,53 +46,41 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		// candidate there evicted: no search can make it fit.
 		return false
 	}
-	// The victim lists stay as they are while victims are tried (and put
-	// back); what is evicted for good leaves them after. The index keeps a
-	// journal meanwhile (journal.go).
-	s.searching = true
-	defer s.endSearch()
 	if s.searched != nil {
 		s.searched(false)
 	}
-	var chosen []candidate
-	var restores []whatIf
-	fits := false
-	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
-			continue
+	var keep []candidate
+	var evicted []whatIf
+	switch t := s.newTally(w, f); {
+	case t == nil:
+		keep, ok = s.tryVictims(w, f, search)
+	case s.crossTally != nil:
+		tallied, tok := t.run(search)
+		check := s.crossTally(w, tallied, tok)
+		again, _ := s.candidates(w, f)
+		keep, ok = s.tryVictims(w, f, again)
+		check(keep, ok)
+	default:
+		if keep, ok = t.run(search); ok {
+			for _, c := range slices.Backward(keep) {
+				evicted = append(evicted, s.evictWhatIf(c.w))
+			}
 		}
-		restores = append(restores, s.evictWhatIf(c.w))
-		chosen = append(chosen, c)
-		fits = s.fitsNow(w, f)
 	}
-	if !fits {
-		// As if never tried: a failed search leaves no trace.
-		for i := len(restores) - 1; i >= 0; i-- {
-			s.undo(restores[i])
-		}
+	if !ok {
 		if s.searched != nil {
 			s.searched(true)
 		}
 		return false
 	}
-	// Prune: put back each victim, most important first, if w fits without it.
-	var keep []candidate
-	for i := len(chosen) - 1; i >= 0; i-- {
-		s.rebind(restores[i])
-		if s.fitsNow(w, f) {
-			continue
-		}
-		s.evictWhatIf(chosen[i].w)
-		keep = append(keep, chosen[i])
-	}
-	slices.Reverse(keep)
-	s.endSearch()
-	for _, c := range keep {
-		s.unlistVictim(c.w)
-	}
 	pl, dom, _, ok := s.placeOn(w, f)
 	if !ok {
-		return false // unreachable: fitsNow said it fits
+		// Unreachable (the fit test said it fits); were it reached, the
+		// tallied victims go back as they were.
+		for _, e := range slices.Backward(evicted) {
+			s.rebind(e)
+		}
+		return false
 	}
 	victims := make([]WorkloadID, 0, len(keep))
 	for _, c := range keep {
@@ -110,6 +98,53 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	s.admit(w, f, pl, dom, victims, res)
 	s.epoch++
 	return true
+}
+
+// tryVictims runs w's search on f by evicting its victims what-if, in order,
+// until w fits (fitsNow), then puts back each victim, most important first,
+// that w fits without. It returns the victims kept, evicted and out of their
+// lists; when w does not fit with every victim evicted it puts everything
+// back as it was (the index's journal) and returns false. Tallies (tally.go)
+// give its answer for most searches without evicting.
+func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch) (keep []candidate, ok bool) {
+	// The victim lists stay as they are while victims are tried (and put
+	// back); what is evicted for good leaves them after. The index keeps a
+	// journal meanwhile (journal.go).
+	s.searching = true
+	defer s.endSearch()
+	var chosen []candidate
+	var restores []whatIf
+	fits := false
+	for c, more := search.next(); more && !fits; c, more = search.next() {
+		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
+			continue
+		}
+		restores = append(restores, s.evictWhatIf(c.w))
+		chosen = append(chosen, c)
+		fits = s.fitsNow(w, f)
+	}
+	if !fits {
+		// As if never tried: a failed search leaves no trace.
+		for i := len(restores) - 1; i >= 0; i-- {
+			s.undo(restores[i])
+		}
+		return nil, false
+	}
+	// Prune: put back each victim, most important first, if w fits without it.
+	for i := len(chosen) - 1; i >= 0; i-- {
+		s.rebind(restores[i])
+		if s.fitsNow(w, f) {
+			continue
+		}
+		s.evictWhatIf(chosen[i].w)
+		keep = append(keep, chosen[i])
+	}
+	slices.Reverse(keep)
+	s.endSearch()
+	for _, c := range keep {
+		s.unlistVictim(c.w)
+	}
+	return keep, true
 }
 
 // worthSearching is a bound checked before the search is built: a workload

@@ -226,7 +226,7 @@ func (s *Scheduler) takesHeadroom(w, h *workload, f *flavorState) bool {
 	if q.root() != h.team.q.root() {
 		return false
 	}
-	held := min(h.GPUs(), drainedFree(h.reserved, h.spec.GPUsPerPod))
+	held := min(h.GPUs(), s.drainedFree(h.reserved, h.spec.GPUsPerPod))
 	if held == 0 {
 		return false
 	}

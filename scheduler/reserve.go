@@ -79,11 +79,12 @@ func domainAt(n *node, level string) (Domain, bool) {
 	return Domain{}, false
 }
 
-// drainedFree is the GPUs free now on nodes, in whole pods of gpp GPUs.
-func drainedFree(nodes []*node, gpp GPUs) GPUs {
+// drainedFree is the GPUs free now on nodes, in whole pods of gpp GPUs (with
+// what a running tally evicts counted as gone).
+func (s *Scheduler) drainedFree(nodes []*node, gpp GPUs) GPUs {
 	var free GPUs
 	for _, n := range nodes {
-		free += n.free() / gpp * gpp
+		free += s.freeNow(n) / gpp * gpp
 	}
 	return free
 }

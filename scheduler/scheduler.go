@@ -38,7 +38,7 @@ type Scheduler struct {
 	cycles uint64
 	epoch  int
 	// searches numbers the bounds of preemption searches (roomInOneDomain,
-	// roomInPods).
+	// roomInPods) and the tallies.
 	searches uint64
 	// shapes are the shapes of the known workloads and their classes (a
 	// shape without its pod count and tier), with the failures of this cycle.
@@ -58,6 +58,13 @@ type Scheduler struct {
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
 	searching bool
+	// tallying numbers the tally running, if any (tally.go); noTally, set
+	// by tests, makes every search evict what-if instead.
+	tallying uint64
+	noTally  bool
+	// crossTally, when set (by tests), sees what each tally found; the
+	// search is then run by what-if evictions too, whose answer it checks.
+	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))
 	// wholeDue is when a walk after a release goes the whole queue again
 	// (Options.WalkDepth).
 	wholeDue time.Time

@@ -1,0 +1,161 @@
+package scheduler
+
+import "slices"
+
+// A tally runs a preemption search without evicting anyone from the index:
+// it charges each victim tried off its team's quota (O(depth), undone after)
+// and counts, per node, the GPUs the victims tried would free, and from them
+// the pods of the workload's size the view's listed nodes (or each domain of
+// the level it requires) would take. In a busy fleet a search tries hundreds
+// of victims for the one or two it keeps, each spread over other nodes; a
+// what-if eviction moves every node and domain it frees in every bucket of
+// the index (and back), a tally adds to a counter. Its answer is the one the
+// what-if search (tryVictims) gives on the same state: the same victims tried
+// in the same order, the same fit test (fitsNow's, on the counters), the same
+// pruning. It serves workloads whose nodes name no cluster; the others take
+// the what-if search.
+type tally struct {
+	s    *Scheduler
+	w    *workload
+	f    *flavorState
+	v    *view
+	li   *levelIndex // the level w requires, or nil: any listed nodes
+	gpp  GPUs
+	pods int64
+	id   uint64
+	// fit0: w's pods fit the nodes with nothing evicted (then more freed
+	// changes nothing); else n counts the pods the view takes (li nil) or
+	// fitting the domains of li that take them all.
+	fit0    bool
+	n       int64
+	fitting int
+}
+
+// newTally prepares a tally of w's search on f, or returns nil when its fit
+// test is not one a tally can make (nodes in clusters, or a named cluster).
+func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
+	v := s.viewOf(w, f)
+	if s.noTally || len(v.clusters) > 0 || w.spec.Cluster != "" || w.spec.GPUsPerPod <= 0 {
+		return nil
+	}
+	s.searches++
+	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, id: s.searches}
+	if l := w.spec.Require; l != "" {
+		if t.li = v.levels[l]; t.li == nil {
+			return nil
+		}
+		t.fit0 = t.li.bestFit(t.gpp, t.pods, nil) != nil
+	} else {
+		t.n = usable(v.all.buckets, t.gpp, t.pods)
+		t.fit0 = t.n >= t.pods
+	}
+	return t
+}
+
+// run tries the search's victims in order until w fits, then prunes them as
+// tryVictims does; it returns the victims kept, and leaves the quotas and
+// the index as it found them.
+func (t *tally) run(search *victimSearch) (keep []candidate, ok bool) {
+	s, f := t.s, t.f
+	s.tallying = t.id
+	defer func() { s.tallying = 0 }()
+	var chosen []candidate
+	fits := false
+	for c, more := search.next(); more && !fits; c, more = search.next() {
+		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
+			continue
+		}
+		t.evict(c.w)
+		chosen = append(chosen, c)
+		fits = t.fits()
+	}
+	if !fits {
+		for _, c := range slices.Backward(chosen) {
+			t.back(c.w)
+		}
+		return nil, false
+	}
+	for i := len(chosen) - 1; i >= 0; i-- {
+		t.back(chosen[i].w)
+		if t.fits() {
+			continue
+		}
+		t.evict(chosen[i].w)
+		keep = append(keep, chosen[i])
+	}
+	for _, c := range keep {
+		t.back(c.w)
+	}
+	slices.Reverse(keep)
+	return keep, true
+}
+
+// fits is fitsNow on the tally: the quota as charged, the nodes as counted.
+func (t *tally) fits() bool {
+	if _, ok := t.s.quotaCheck(t.w, t.f); !ok {
+		return false
+	}
+	switch {
+	case t.fit0:
+		return true
+	case t.li != nil:
+		return t.fitting > 0
+	}
+	return t.n >= t.pods
+}
+
+// evict tallies x as evicted; back as put back.
+func (t *tally) evict(x *workload) { t.move(x, 1) }
+func (t *tally) back(x *workload)  { t.move(x, -1) }
+
+func (t *tally) move(x *workload, sign GPUs) {
+	t.s.charge(x, x.flavor, -sign)
+	for _, p := range x.placements {
+		nd := p.node
+		if nd.freedOf != t.id {
+			nd.freed, nd.freedOf = 0, t.id
+		}
+		before := nd.freeAfter()
+		nd.freed += sign * p.pods * x.spec.GPUsPerPod
+		if t.fit0 || !nd.listed || nd.flavor != t.f || (t.v != t.f.view && !t.v.admitsClass(t.f, nd.spec.Class)) {
+			continue
+		}
+		d := nd.freeAfter()/t.gpp - before/t.gpp
+		if d == 0 {
+			continue
+		}
+		if t.li == nil {
+			t.n += d
+			continue
+		}
+		g := domainOf(nd, t.v == t.f.view, t.li)
+		if g == nil {
+			continue
+		}
+		if g.talliedOf != t.id {
+			// The domain's count with nothing evicted: less than pods,
+			// since none fit then (fit0 false).
+			g.tallied, g.talliedOf = usable(g.buckets, t.gpp, t.pods), t.id
+		}
+		was := g.tallied >= t.pods
+		g.tallied += d
+		switch now := g.tallied >= t.pods; {
+		case now && !was:
+			t.fitting++
+		case was && !now:
+			t.fitting--
+		}
+	}
+}
+
+// freeAfter is n's free GPUs once what the search numbered freedOf freed
+// is gone from it.
+func (n *node) freeAfter() GPUs { return max(0, n.capacity()-(n.used-n.freed)) }
+
+// freeNow is n's free GPUs, counting what the running tally has evicted.
+func (s *Scheduler) freeNow(n *node) GPUs {
+	if s.tallying != 0 && n.freedOf == s.tallying {
+		return n.freeAfter()
+	}
+	return n.free()
+}
