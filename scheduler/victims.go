@@ -167,29 +167,45 @@ type stream struct {
 	all    bool
 	budget GPUs
 	reason PreemptReason
+	// top is the head while known (a heap of streams asks for it often).
+	top   *candidate
+	known bool
 }
 
 // head returns the next candidate of the stream, if any.
 func (st *stream) head() (candidate, bool) {
-	restOK := st.all && st.j < len(st.rest) && st.budget > 0
-	switch {
-	case st.i < len(st.borrowOnly) && (!restOK || victimLess(&st.borrowOnly[st.i], &st.rest[st.j])):
-		return st.borrowOnly[st.i], true
-	case restOK:
-		return st.rest[st.j], true
+	if c := st.peek(); c != nil {
+		return *c, true
 	}
 	return candidate{}, false
 }
 
+// peek returns the next candidate of the stream in place, or nil.
+func (st *stream) peek() *candidate {
+	if st.known {
+		return st.top
+	}
+	st.top, st.known = nil, true
+	restOK := st.all && st.j < len(st.rest) && st.budget > 0
+	switch {
+	case st.i < len(st.borrowOnly) && (!restOK || victimLess(&st.borrowOnly[st.i], &st.rest[st.j])):
+		st.top = &st.borrowOnly[st.i]
+	case restOK:
+		st.top = &st.rest[st.j]
+	}
+	return st.top
+}
+
 // pop moves past the head.
 func (st *stream) pop() {
-	c, _ := st.head()
+	c := st.peek()
 	if c.w.tier.spec.BorrowOnly {
 		st.i++
 	} else {
 		st.j++
 		st.budget -= c.w.GPUs()
 	}
+	st.known = false
 }
 
 // next returns the next candidate of the search.
@@ -251,9 +267,9 @@ func (vs *victimSearch) all() []candidate {
 func (vs *victimSearch) pull() (candidate, bool) {
 	if len(vs.reclaim) > 0 {
 		st := vs.reclaim[0]
-		c, _ := st.head()
+		c := *st.peek()
 		st.pop()
-		if _, more := st.head(); more {
+		if st.peek() != nil {
 			heap.Fix(&vs.reclaim, 0)
 		} else {
 			heap.Pop(&vs.reclaim)
@@ -279,9 +295,8 @@ type streamHeap []*stream
 
 func (h streamHeap) Len() int { return len(h) }
 func (h streamHeap) Less(i, j int) bool {
-	a, _ := h[i].head()
-	b, _ := h[j].head()
-	return victimLess(&a, &b)
+	// Every stream in the heap has a head.
+	return victimLess(h[i].peek(), h[j].peek())
 }
 func (h streamHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *streamHeap) Push(x any)   { *h = append(*h, x.(*stream)) }
