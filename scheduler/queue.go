@@ -14,18 +14,28 @@ const (
 	stateGone
 )
 
-// workload is the scheduler's record of a Workload.
+// workload is the scheduler's record of a Workload. What a walk reads of
+// every pending workload it passes (is its entry live, must it be considered,
+// since when it waits) comes first, in one or two cache lines: a busy queue
+// holds tens of thousands of workloads, and what they ask is in their queue
+// entries.
 type workload struct {
-	spec  Workload
-	team  *team
-	tier  *tier
-	seq   int64
+	// gen counts the times the workload entered its queue; an entry of an
+	// earlier generation is a gap.
+	gen   uint32
 	state state
 	// ahead puts a workload requeued after a hardware fault ahead of its tier.
 	ahead    bool
-	restarts int
+	reserved []*node
 	// since is when the workload last entered its queue.
-	since time.Time
+	since     time.Time
+	notBefore time.Time
+	// pending state.
+	reason PendingReason
+	spec   Workload
+	team   *team
+	tier   *tier
+	seq    int64
 	// admission, when admitted.
 	flavor     *flavorState
 	placements []placement
@@ -36,19 +46,13 @@ type workload struct {
 	drained bool
 	// restored: admitted by Restore, where it already ran, rules or not.
 	restored bool
-	// pending state.
-	reason    PendingReason
-	notBefore time.Time
-	timeouts  int
-	reserved  []*node
+	restarts int
+	timeouts int
 	// shape and class (the shape whatever its pod count and tier) are shared
 	// with the workloads like it: a cycle tries one of them at a time.
 	shape, class *shapeInfo
 	// cands are the flavors w may use, in the order they are tried.
 	cands []*flavorState
-	// gen counts the times the workload entered its queue; an entry of an
-	// earlier generation is a gap.
-	gen uint32
 	// seen is the last cycle that considered w.
 	seen uint64
 }
@@ -66,23 +70,9 @@ type tier struct {
 
 // before orders workloads of one team: higher tier, requeued after a fault, earlier
 // submission, then arrival.
-func before(a, b *workload) int { return order(a, a.ahead, b, b.ahead) }
-
-// order is before, with a and b requeued after a fault as aAhead and bAhead say.
-func order(a *workload, aAhead bool, b *workload, bAhead bool) int {
-	if c := cmp.Compare(b.tier.spec.Priority, a.tier.spec.Priority); c != 0 {
-		return c
-	}
-	if aAhead != bAhead {
-		if aAhead {
-			return -1
-		}
-		return 1
-	}
-	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.seq, b.seq)
+func before(a, b *workload) int {
+	ea, eb := entryOf(a), entryOf(b)
+	return entryOrder(&ea, &eb)
 }
 
 // queue holds a team's pending workloads: items in order (with gaps left by
@@ -101,22 +91,53 @@ type queue struct {
 }
 
 // entry is a workload in a queue as it joined it: a later generation of the
-// workload makes it a gap. It keeps the one part of the workload's order that
-// changes (ahead), so that items stay in order, gaps included.
+// workload makes it a gap. It keeps the workload's order (ahead may change
+// once the entry is a gap, so that items stay in order, gaps included) and
+// what it asks, which do not change while it is live: merges and walks read
+// them in order from the queue rather than from each workload.
 type entry struct {
-	w     *workload
-	gen   uint32
-	ahead bool
+	w         *workload
+	gen       uint32
+	ahead     bool
+	tier      *tier
+	seq       int64
+	submitted time.Time
+	pods      int64
+	gpp       GPUs
+	require   string
 }
 
-func (e entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
+func (e *entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
 
-func byEntry(a, b entry) int { return order(a.w, a.ahead, b.w, b.ahead) }
+func byEntry(a, b entry) int { return entryOrder(&a, &b) }
+
+// entryOrder orders entries as before orders their workloads.
+func entryOrder(a, b *entry) int {
+	if c := cmp.Compare(b.tier.spec.Priority, a.tier.spec.Priority); c != 0 {
+		return c
+	}
+	if a.ahead != b.ahead {
+		if a.ahead {
+			return -1
+		}
+		return 1
+	}
+	if c := a.submitted.Compare(b.submitted); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+// entryOf is w's entry as it would join its queue now.
+func entryOf(w *workload) entry {
+	return entry{w: w, gen: w.gen, ahead: w.ahead, tier: w.tier, seq: w.seq,
+		submitted: w.spec.Submitted, pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require}
+}
 
 func (q *queue) push(w *workload) {
 	q.ver++
 	w.gen++
-	q.incoming = append(q.incoming, entry{w, w.gen, w.ahead})
+	q.incoming = append(q.incoming, entryOf(w))
 }
 
 // merge sorts the incoming workloads into items: each after the items that
@@ -168,9 +189,9 @@ func (q *queue) tidy() {
 func (q *queue) compact() {
 	q.left = 0
 	live := q.items[:0]
-	for _, e := range q.items {
-		if e.live() {
-			live = append(live, e)
+	for i := range q.items {
+		if q.items[i].live() {
+			live = append(live, q.items[i])
 		}
 	}
 	if len(live) < len(q.items) {
@@ -196,7 +217,7 @@ type cursor struct {
 // next moves cur to the next pending workload of the list.
 func (c *cursor) next() {
 	for ; c.i < len(c.list); c.i++ {
-		if e := c.list[c.i]; e.live() {
+		if e := &c.list[c.i]; e.live() {
 			c.cur = e.w
 			c.i++
 			return

@@ -118,19 +118,34 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
 	tier := c.cur.tier
+	// Whether h's top comes before a workload of the run (firstOf): by tier
+	// and share alike for all of them, else by submission.
+	var top *cursor
+	ahead, bySubmission := false, false
+	if len(h) > 0 {
+		top = h[0]
+		switch {
+		case top.cur.tier.spec.Priority != tier.spec.Priority:
+			ahead = top.cur.tier.spec.Priority > tier.spec.Priority
+		case top.t.share != c.t.share:
+			ahead = top.t.share < c.t.share
+		default:
+			bySubmission = true
+		}
+	}
 	for i := c.i - 1; i < len(c.list); i++ {
-		e := c.list[i]
+		e := &c.list[i]
 		if !e.live() {
 			continue
 		}
-		w := e.w
-		if w.tier != tier {
+		if e.tier != tier {
 			break
 		}
-		if mustConsider(w) || (len(h) > 0 && firstOf(h[0].t, h[0].cur, c.t, w)) {
+		w := e.w
+		if ahead || mustConsider(w) || (bySubmission && submittedFirst(top, c.t, e)) {
 			return b, false
 		}
-		need := w.GPUs()
+		need := e.pods * e.gpp
 		if b.n == 0 || need < b.need {
 			b.need = need
 		}
@@ -139,16 +154,26 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		}
 		b.n++
 		b.last = i
-		if l := w.spec.Require; l != "" {
-			b.levels = lowerLevel(b.levels, l, w.spec.GPUsPerPod, w.spec.Pods)
+		if e.require != "" {
+			b.levels = lowerLevel(b.levels, e.require, e.gpp, e.pods)
 		} else {
-			b.pods = lowerPods(b.pods, w.spec.GPUsPerPod, w.spec.Pods)
+			b.pods = lowerPods(b.pods, e.gpp, e.pods)
 		}
 		if w.notBefore.After(s.now) && (b.wake.IsZero() || w.notBefore.Before(b.wake)) {
 			b.wake = w.notBefore
 		}
 	}
 	return b, true
+}
+
+// submittedFirst is firstOf(top.t, top.cur, t, e's workload) for a top of
+// the run's tier and of t's share: the earlier submission, then the team's
+// name.
+func submittedFirst(top *cursor, t *team, e *entry) bool {
+	if c := top.cur.spec.Submitted.Compare(e.submitted); c != 0 {
+		return c < 0
+	}
+	return top.t.spec.Name < t.spec.Name
 }
 
 func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {
