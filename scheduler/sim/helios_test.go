@@ -12,20 +12,15 @@ import (
 	"github.com/allot-dev/allot/scheduler/workload"
 )
 
-// helios replays the whole Helios trace with its users dealt onto 8 teams of
-// one cohort on n nodes of 8 GPUs (racks of 4, blocks of 8 racks), the teams'
-// quotas 95% of the fleet (issue 15's setup).
-func helios(t *testing.T, n int, opts scheduler.Options) *Report {
-	t.Helper()
-	return heliosReplicas(t, n, opts, 1)[0]
-}
-
-// heliosReplicas replays issue 15's Helios setup k times: the trace as it
-// is, then with every submission moved later by less than a second (seeded
-// by the replica's number), two at a time. Which of two equally good nodes
-// or domains a placement takes depends on the order the index holds them in,
-// and the figures of a replay follow such ties a long way (scheduler/
-// BENCHMARKS.md, "The noise of ties"): a figure is the median of replicas.
+// heliosReplicas replays issue 15's Helios setup k times (the whole Helios
+// trace with its users dealt onto 8 teams of one cohort on n nodes of 8 GPUs,
+// racks of 4, blocks of 8 racks, the teams' quotas 95% of the fleet): the
+// trace as it is, then with every submission moved later by less than a
+// second (seeded by the replica's number), two at a time. Which of two
+// equally good nodes or domains a placement takes depends on the order the
+// index holds them in, and the figures of a replay follow such ties a long
+// way (scheduler/BENCHMARKS.md, "The noise of ties"): a figure is the median
+// of replicas.
 func heliosReplicas(t *testing.T, n int, opts scheduler.Options, k int) []*Report {
 	t.Helper()
 	f, full := trace("helios/helios_15k_users.csv")
