@@ -165,6 +165,11 @@ func (s *Scheduler) viewOf(w *workload, f *flavorState) *view {
 	return v
 }
 
+// lists says whether n is a listed node of f that counts for view v.
+func (v *view) lists(f *flavorState, n *node) bool {
+	return n.listed && n.flavor == f && (v == f.view || v.admitsClass(f, n.spec.Class))
+}
+
 // admitsClass says whether the class is among those v admits.
 func (v *view) admitsClass(f *flavorState, class string) bool {
 	i, ok := f.classes[class]

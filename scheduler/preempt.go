@@ -100,46 +100,82 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	return true
 }
 
-// tryVictims runs w's search on f by evicting its victims what-if, in order,
-// until w fits (fitsNow), then puts back each victim, most important first,
-// that w fits without. It returns the victims kept, evicted and out of their
-// lists; when w does not fit with every victim evicted it puts everything
-// back as it was (the index's journal) and returns false. Tallies (tally.go)
-// give its answer for most searches without evicting.
+// trial is how a search tries its victims: evicted from the index what-if
+// (whatIfTrial), or tallied (tally.go).
+type trial interface {
+	evict(x *workload)
+	// back puts x back; failed: the search found nothing and puts back
+	// every victim it tried, the last first.
+	back(x *workload, failed bool)
+	fits() bool
+}
+
+// searchVictims tries the search's candidates in order until the workload
+// fits (tr.fits), then puts back each victim, most important first, that it
+// fits without. It returns the victims kept, still evicted by tr; when the
+// workload does not fit with every candidate evicted, it puts them all back
+// and returns false.
+func searchVictims(f *flavorState, search *victimSearch, tr trial) (keep []candidate, ok bool) {
+	var chosen []candidate
+	fits := false
+	for c, more := search.next(); more && !fits; c, more = search.next() {
+		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
+			continue
+		}
+		tr.evict(c.w)
+		chosen = append(chosen, c)
+		fits = tr.fits()
+	}
+	if !fits {
+		for _, c := range slices.Backward(chosen) {
+			tr.back(c.w, true)
+		}
+		return nil, false
+	}
+	for i := len(chosen) - 1; i >= 0; i-- {
+		tr.back(chosen[i].w, false)
+		if tr.fits() {
+			continue
+		}
+		tr.evict(chosen[i].w)
+		keep = append(keep, chosen[i])
+	}
+	slices.Reverse(keep)
+	return keep, true
+}
+
+// whatIfTrial evicts the victims it tries from the index and binds them back;
+// a failed search undoes the index's journal, so that it leaves no trace.
+type whatIfTrial struct {
+	s        *Scheduler
+	w        *workload
+	f        *flavorState
+	restores map[*workload]whatIf
+}
+
+func (t *whatIfTrial) evict(x *workload) { t.restores[x] = t.s.evictWhatIf(x) }
+func (t *whatIfTrial) fits() bool        { return t.s.fitsNow(t.w, t.f) }
+func (t *whatIfTrial) back(x *workload, failed bool) {
+	if failed {
+		t.s.undo(t.restores[x])
+		return
+	}
+	t.s.rebind(t.restores[x])
+}
+
+// tryVictims runs w's search on f by evicting its victims what-if. It
+// returns the victims kept, evicted and out of their lists. Tallies
+// (tally.go) give its answer for most searches without evicting.
 func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch) (keep []candidate, ok bool) {
 	// The victim lists stay as they are while victims are tried (and put
 	// back); what is evicted for good leaves them after. The index keeps a
 	// journal meanwhile (journal.go).
 	s.searching = true
 	defer s.endSearch()
-	var chosen []candidate
-	var restores []whatIf
-	fits := false
-	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
-			continue
-		}
-		restores = append(restores, s.evictWhatIf(c.w))
-		chosen = append(chosen, c)
-		fits = s.fitsNow(w, f)
-	}
-	if !fits {
-		// As if never tried: a failed search leaves no trace.
-		for i := len(restores) - 1; i >= 0; i-- {
-			s.undo(restores[i])
-		}
+	keep, ok = searchVictims(f, search, &whatIfTrial{s: s, w: w, f: f, restores: map[*workload]whatIf{}})
+	if !ok {
 		return nil, false
 	}
-	// Prune: put back each victim, most important first, if w fits without it.
-	for i := len(chosen) - 1; i >= 0; i-- {
-		s.rebind(restores[i])
-		if s.fitsNow(w, f) {
-			continue
-		}
-		s.evictWhatIf(chosen[i].w)
-		keep = append(keep, chosen[i])
-	}
-	slices.Reverse(keep)
 	s.endSearch()
 	for _, c := range keep {
 		s.unlistVictim(c.w)
@@ -225,15 +261,15 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
 			nd := p.node
-			if !nd.listed || nd.flavor != f || (v != f.view && !v.admitsClass(f, nd.spec.Class)) {
+			if !v.lists(f, nd) {
 				continue
 			}
 			if nd.freedOf != s.searches {
 				nd.freed, nd.freedOf = 0, s.searches
 			}
-			before := max(0, nd.capacity()-(nd.used-nd.freed)) / gpp
+			before := nd.freeAfter() / gpp
 			nd.freed += p.pods * c.w.spec.GPUsPerPod
-			n += max(0, nd.capacity()-(nd.used-nd.freed))/gpp - before
+			n += nd.freeAfter()/gpp - before
 			if n >= pods {
 				return false
 			}

@@ -119,7 +119,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
 	tier := c.cur.tier
 	// Whether h's top comes before a workload of the run (firstOf): by tier
-	// and share alike for all of them, else by submission.
+	// and share alike for all of them, else (shares equal) one by one.
 	var top *cursor
 	ahead, bySubmission := false, false
 	if len(h) > 0 {
@@ -142,7 +142,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 			break
 		}
 		w := e.w
-		if ahead || mustConsider(w) || (bySubmission && submittedFirst(top, c.t, e)) {
+		if ahead || mustConsider(w) || (bySubmission && firstOf(top.t, top.cur, c.t, w)) {
 			return b, false
 		}
 		need := e.pods * e.gpp
@@ -164,16 +164,6 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		}
 	}
 	return b, true
-}
-
-// submittedFirst is firstOf(top.t, top.cur, t, e's workload) for a top of
-// the run's tier and of t's share: the earlier submission, then the team's
-// name.
-func submittedFirst(top *cursor, t *team, e *entry) bool {
-	if c := top.cur.spec.Submitted.Compare(e.submitted); c != 0 {
-		return c < 0
-	}
-	return top.t.spec.Name < t.spec.Name
 }
 
 func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {

@@ -20,17 +20,11 @@ import (
 // proves nothing. Every run bound taken from the cache must be the one a
 // scan finds.
 func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
-	classes := []string{"x", "y", "z"}
-	even := []Tier{{Name: "scavenger", Priority: 0, Preemptible: true, BorrowOnly: true}, {Name: "batch", Priority: 100}}
 	skipped, cacheHits := 0, 0
 	for seed := range 80 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 41))
-		cfg, nodes := randomWorld(rng)
-		cfg.Tiers = append(slices.Clone(cfg.Tiers), even...)
 		rules := seed%2 == 1
-		if rules {
-			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
-		}
+		cfg, nodes := evenWorld(rng, rules)
 		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, NoPreemption: rng.IntN(5) == 0}
 		if rng.IntN(3) == 0 {
 			opts.WalkDepth, opts.FullWalkEvery = 1+rng.IntN(4), time.Duration(rng.IntN(5))*time.Minute
@@ -50,10 +44,7 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		for step := range 200 {
 			sec := step * 30
 			for range rng.IntN(5) {
-				w := randomWorkloadOf(rng, cfg, next, sec, even)
-				if rules && rng.IntN(4) > 0 {
-					w.Rules = randomRules(rng, classes)
-				}
+				w := evenWorkload(rng, cfg, next, sec, rules)
 				a.submit(w)
 				b.submit(w)
 				next++
@@ -95,6 +86,34 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		t.Fatalf("only %d workloads passed over, %d run bounds from the cache in all the worlds: the test does not exercise skipRun", skipped, cacheHits)
 	}
 	t.Logf("%d workloads passed over, %d run bounds from the cache", skipped, cacheHits)
+}
+
+// evenTiers, added to the random worlds of the skip and tally tests: a
+// borrowOnly tier of the same priority as the lowest, and one above it.
+var evenTiers = []Tier{{Name: "scavenger", Priority: 0, Preemptible: true, BorrowOnly: true}, {Name: "batch", Priority: 100}}
+
+// ruleClasses are the node classes of those worlds.
+var ruleClasses = []string{"x", "y", "z"}
+
+// evenWorld is a random world with evenTiers, its nodes of random classes
+// when rules.
+func evenWorld(rng *rand.Rand, rules bool) (Config, []Node) {
+	cfg, nodes := randomWorld(rng)
+	cfg.Tiers = append(slices.Clone(cfg.Tiers), evenTiers...)
+	if rules {
+		nodes = classed(nodes, func(int) string { return ruleClasses[rng.IntN(3)] })
+	}
+	return cfg, nodes
+}
+
+// evenWorkload is a random workload of an evenWorld, with placement rules
+// three times in four when rules.
+func evenWorkload(rng *rand.Rand, cfg Config, id, sec int, rules bool) Workload {
+	w := randomWorkloadOf(rng, cfg, id, sec, evenTiers)
+	if rules && rng.IntN(4) > 0 {
+		w.Rules = randomRules(rng, ruleClasses)
+	}
+	return w
 }
 
 func sameBound(a, b runBound) bool {

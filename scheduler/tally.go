@@ -1,7 +1,5 @@
 package scheduler
 
-import "slices"
-
 // A tally runs a preemption search without evicting anyone from the index:
 // it charges each victim tried off its team's quota (O(depth), undone after)
 // and counts, per node, the GPUs the victims tried would free, and from them
@@ -52,42 +50,16 @@ func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 	return t
 }
 
-// run tries the search's victims in order until w fits, then prunes them as
-// tryVictims does; it returns the victims kept, and leaves the quotas and
-// the index as it found them.
+// run runs the search on the tally (searchVictims) and returns the victims
+// kept; it leaves the quotas and the index as it found them.
 func (t *tally) run(search *victimSearch) (keep []candidate, ok bool) {
-	s, f := t.s, t.f
-	s.tallying = t.id
-	defer func() { s.tallying = 0 }()
-	var chosen []candidate
-	fits := false
-	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
-			continue
-		}
-		t.evict(c.w)
-		chosen = append(chosen, c)
-		fits = t.fits()
-	}
-	if !fits {
-		for _, c := range slices.Backward(chosen) {
-			t.back(c.w)
-		}
-		return nil, false
-	}
-	for i := len(chosen) - 1; i >= 0; i-- {
-		t.back(chosen[i].w)
-		if t.fits() {
-			continue
-		}
-		t.evict(chosen[i].w)
-		keep = append(keep, chosen[i])
-	}
+	t.s.tallying = t.id
+	defer func() { t.s.tallying = 0 }()
+	keep, ok = searchVictims(t.f, search, t)
 	for _, c := range keep {
-		t.back(c.w)
+		t.back(c.w, false)
 	}
-	slices.Reverse(keep)
-	return keep, true
+	return keep, ok
 }
 
 // fits is fitsNow on the tally: the quota as charged, the nodes as counted.
@@ -105,8 +77,8 @@ func (t *tally) fits() bool {
 }
 
 // evict tallies x as evicted; back as put back.
-func (t *tally) evict(x *workload) { t.move(x, 1) }
-func (t *tally) back(x *workload)  { t.move(x, -1) }
+func (t *tally) evict(x *workload)        { t.move(x, 1) }
+func (t *tally) back(x *workload, _ bool) { t.move(x, -1) }
 
 func (t *tally) move(x *workload, sign GPUs) {
 	t.s.charge(x, x.flavor, -sign)
@@ -117,7 +89,7 @@ func (t *tally) move(x *workload, sign GPUs) {
 		}
 		before := nd.freeAfter()
 		nd.freed += sign * p.pods * x.spec.GPUsPerPod
-		if t.fit0 || !nd.listed || nd.flavor != t.f || (t.v != t.f.view && !t.v.admitsClass(t.f, nd.spec.Class)) {
+		if t.fit0 || !t.v.lists(t.f, nd) {
 			continue
 		}
 		d := nd.freeAfter()/t.gpp - before/t.gpp

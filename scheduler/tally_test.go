@@ -16,8 +16,6 @@ import (
 // them. Every fit test a tally makes is mutated by some failing case: the
 // quota, the held headroom of a reservation, the pods per node, the domain.
 func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
-	classes := []string{"x", "y", "z"}
-	even := []Tier{{Name: "scavenger", Priority: 0, Preemptible: true, BorrowOnly: true}, {Name: "batch", Priority: 100}}
 	var found, failed, victims, required, held int
 	watch := func(t *testing.T, s *Scheduler, where func() string) {
 		var before string
@@ -48,12 +46,8 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 	}
 	for seed := range 60 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 47))
-		cfg, nodes := randomWorld(rng)
-		cfg.Tiers = append(slices.Clone(cfg.Tiers), even...)
 		rules := seed%2 == 1
-		if rules {
-			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
-		}
+		cfg, nodes := evenWorld(rng, rules)
 		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute}
 		if rng.IntN(2) == 0 {
 			opts.BorrowFirstAfter = time.Duration(1+rng.IntN(3)) * time.Minute
@@ -65,11 +59,7 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 		for ; step < 150; step++ {
 			sec := step * 30
 			for range rng.IntN(5) {
-				w := randomWorkloadOf(rng, cfg, next, sec, even)
-				if rules && rng.IntN(4) > 0 {
-					w.Rules = randomRules(rng, classes)
-				}
-				f.submit(w)
+				f.submit(evenWorkload(rng, cfg, next, sec, rules))
 				next++
 			}
 			if ids := f.running(); len(ids) > 0 && rng.IntN(3) > 0 {
@@ -124,7 +114,7 @@ func tallyReadsReserved(t *testing.T, s *Scheduler) int {
 				s.tallying = tl.id
 				tl.evict(x)
 				got, freed := tl.fits(), s.drainedFree(h.reserved, h.spec.GPUsPerPod)
-				tl.back(x)
+				tl.back(x, false)
 				s.tallying = 0
 				restore := s.WhatIfEvict(x.spec.ID)
 				want, after := s.fitsNow(w, f), s.drainedFree(h.reserved, h.spec.GPUsPerPod)
