@@ -233,27 +233,33 @@ func TestReservationInOneCluster(t *testing.T) {
 // domains share names, with some workloads pinned, through the property
 // test's random steps: no gang spans clusters, a pinned one runs in its own,
 // and every other invariant holds.
+// inClusters deals nodes of a random world into two or three clusters of
+// random costs, rack by rack, the rack names repeating in every cluster; it
+// returns the clusters' names.
+func inClusters(rng *rand.Rand, nodes []Node) []string {
+	names := []string{"c0", "c1", "c2"}[:2+rng.IntN(2)]
+	costs := map[string]int64{}
+	for _, c := range names {
+		costs[c] = int64(rng.IntN(3))
+	}
+	for i := range nodes {
+		c := names[i%len(names)]
+		nodes[i].Cluster, nodes[i].Cost = c, costs[c]
+		for j := range nodes[i].Domains {
+			if nodes[i].Domains[j].Level == "rack" {
+				nodes[i].Domains[j].Name = "r" + fmt.Sprint(i/len(names)/2)
+			}
+		}
+	}
+	return names
+}
+
 func TestPropertiesAcrossClusters(t *testing.T) {
 	for seed := range 40 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 11))
 			cfg, nodes := randomWorld(rng)
-			names := []string{"c0", "c1", "c2"}[:2+rng.IntN(2)]
-			costs := map[string]int64{}
-			for _, c := range names {
-				costs[c] = int64(rng.IntN(3))
-			}
-			// Nodes go to clusters rack by rack, and the rack names repeat in
-			// every cluster.
-			for i := range nodes {
-				c := names[i%len(names)]
-				nodes[i].Cluster, nodes[i].Cost = c, costs[c]
-				for j := range nodes[i].Domains {
-					if nodes[i].Domains[j].Level == "rack" {
-						nodes[i].Domains[j].Name = "r" + fmt.Sprint(i/len(names)/2)
-					}
-				}
-			}
+			names := inClusters(rng, nodes)
 			runProperties(t, rng, cfg, nodes, func(w *Workload) {
 				if rng.IntN(4) == 0 {
 					w.Cluster = names[rng.IntN(len(names))]

@@ -285,6 +285,9 @@ func domainOf(n *node, own bool, li *levelIndex) *group {
 	if i := 1 + li.depth; own && i < n.base && n.groups[i].level == li {
 		return n.groups[i]
 	}
+	if li.name == ClusterLevel {
+		return li.domains[n.spec.Cluster]
+	}
 	for _, d := range n.spec.Domains {
 		if d.Level == li.name {
 			return li.domains[n.domainKey(d)]

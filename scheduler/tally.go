@@ -10,14 +10,16 @@ package scheduler
 // the index (and back), a tally adds to a counter. Its answer is the one the
 // what-if search (tryVictims) gives on the same state: the same victims tried
 // in the same order, the same fit test (fitsNow's, on the counters), the same
-// pruning. It serves workloads whose nodes name no cluster; the others take
-// the what-if search.
+// pruning. Where the nodes name clusters, a workload fits in one cluster
+// (route): a tally counts per domain of the level it requires, else per
+// cluster, and only in its own cluster when it is pinned to one.
 type tally struct {
 	s    *Scheduler
 	w    *workload
 	f    *flavorState
 	v    *view
-	li   *levelIndex // the level w requires, or nil: any listed nodes
+	li   *levelIndex // the level w requires (or the clusters'), or nil: any listed nodes
+	pin  *group      // the cluster w is pinned to, or nil
 	gpp  GPUs
 	pods int64
 	id   uint64
@@ -30,23 +32,38 @@ type tally struct {
 }
 
 // newTally prepares a tally of w's search on f, or returns nil when its fit
-// test is not one a tally can make (nodes in clusters, or a named cluster).
+// test is not one a tally can make (a workload pinned to a cluster its view
+// does not hold, a level its view does not have).
 func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 	v := s.viewOf(w, f)
-	if s.noTally || len(v.clusters) > 0 || w.spec.Cluster != "" || w.spec.GPUsPerPod <= 0 {
+	if s.noTally || w.spec.GPUsPerPod <= 0 {
 		return nil
 	}
-	s.searches++
-	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, id: s.searches}
-	if l := w.spec.Require; l != "" {
+	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods}
+	l := w.spec.Require
+	if len(v.clusters) > 0 {
+		if l == "" {
+			l = ClusterLevel
+		}
+		if c := w.spec.Cluster; c != "" {
+			if t.pin = v.cluster(c); t.pin == nil {
+				return nil
+			}
+		}
+	} else if w.spec.Cluster != "" {
+		return nil
+	}
+	if l != "" {
 		if t.li = v.levels[l]; t.li == nil {
 			return nil
 		}
-		t.fit0 = t.li.bestFit(t.gpp, t.pods, nil) != nil
+		t.fit0 = t.li.bestFit(t.gpp, t.pods, t.pin) != nil
 	} else {
 		t.n = usable(v.all.buckets, t.gpp, t.pods)
 		t.fit0 = t.n >= t.pods
 	}
+	s.searches++
+	t.id = s.searches
 	return t
 }
 
@@ -101,7 +118,7 @@ func (t *tally) move(x *workload, sign GPUs) {
 			continue
 		}
 		g := domainOf(nd, t.v == t.f.view, t.li)
-		if g == nil {
+		if g == nil || (t.pin != nil && g.cluster != t.pin) {
 			continue
 		}
 		if g.talliedOf != t.id {

@@ -16,7 +16,8 @@ import (
 // them. Every fit test a tally makes is mutated by some failing case: the
 // quota, the held headroom of a reservation, the pods per node, the domain.
 func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
-	var found, failed, victims, required, held int
+	var found, failed, victims, required, held, clustered, pinned int
+	var clusters []string // the world's
 	watch := func(t *testing.T, s *Scheduler, where func() string) {
 		var before string
 		s.searched = func(done bool) {
@@ -41,6 +42,12 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 				if w.spec.Require != "" {
 					required++
 				}
+				if len(clusters) > 0 {
+					clustered++
+				}
+				if w.spec.Cluster != "" {
+					pinned++
+				}
 			}
 		}
 	}
@@ -48,6 +55,11 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 47))
 		rules := seed%2 == 1
 		cfg, nodes := evenWorld(rng, rules)
+		// A third of the worlds span clusters, a workload in four pinned to one.
+		clusters = nil
+		if seed%3 == 2 {
+			clusters = inClusters(rng, nodes)
+		}
 		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute}
 		if rng.IntN(2) == 0 {
 			opts.BorrowFirstAfter = time.Duration(1+rng.IntN(3)) * time.Minute
@@ -59,7 +71,11 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 		for ; step < 150; step++ {
 			sec := step * 30
 			for range rng.IntN(5) {
-				f.submit(evenWorkload(rng, cfg, next, sec, rules))
+				w := evenWorkload(rng, cfg, next, sec, rules)
+				if len(clusters) > 0 && rng.IntN(4) == 0 {
+					w.Cluster = clusters[rng.IntN(len(clusters))]
+				}
+				f.submit(w)
 				next++
 			}
 			if ids := f.running(); len(ids) > 0 && rng.IntN(3) > 0 {
@@ -69,6 +85,7 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 			held += tallyReadsReserved(t, f.s)
 		}
 	}
+	clusters = nil
 	b := newBusy(t, 300)
 	step := 0
 	watch(t, b.s, func() string { return fmt.Sprintf("busy fleet step %d", step) })
@@ -76,10 +93,10 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 		b.churn(t, 10)
 		b.cycle(t)
 	}
-	if found < 500 || failed < 100 || victims < 2*found/3 || required < 50 || held < 20 {
-		t.Fatalf("only %d searches found victims (%d of them, %d for a required level), %d failed, %d fit tests read a reservation's nodes: the test does not exercise tallies", found, victims, required, failed, held)
+	if found < 500 || failed < 100 || victims < 2*found/3 || required < 50 || held < 20 || clustered < 50 || pinned < 10 {
+		t.Fatalf("only %d searches found victims (%d of them, %d for a required level, %d across clusters, %d pinned to one), %d failed, %d fit tests read a reservation's nodes: the test does not exercise tallies", found, victims, required, clustered, pinned, failed, held)
 	}
-	t.Logf("%d searches found %d victims (%d for a required level), %d failed, the tally agreeing; %d fit tests read a reservation's drained nodes", found, victims, required, failed, held)
+	t.Logf("%d searches found %d victims (%d for a required level, %d across clusters, %d pinned to one), %d failed, the tally agreeing; %d fit tests read a reservation's drained nodes", found, victims, required, clustered, pinned, failed, held)
 }
 
 // tallyReadsReserved checks, for every reservation of several nodes, that a
