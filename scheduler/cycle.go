@@ -159,7 +159,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 // consider tries to admit one pending workload.
 func (s *Scheduler) consider(w *workload, res *Results) {
 	if w.notBefore.After(s.now) {
-		w.reason = PendingReason{Code: ReasonBackoff, Requested: w.GPUs()}
+		s.setReason(w, PendingReason{Code: ReasonBackoff, Requested: w.GPUs()})
 		return
 	}
 	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(w.since) >= s.opts.ReserveAfter
@@ -211,7 +211,7 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w))
 	}
 	if f := &w.shape.fail; now(f) {
-		w.reason = f.reason
+		s.setReason(w, f.reason)
 		return true
 	}
 	if f := s.weaker(w, now); f != nil {
@@ -219,7 +219,7 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 		if !ok {
 			return false // cannot be; then w is tried
 		}
-		w.reason = r
+		s.setReason(w, r)
 		w.shape.fail = failure{cycle: s.cycles, epoch: s.epoch, reason: r, pods: w.spec.Pods, reserveTried: f.reserveTried}
 		if s.classHit != nil {
 			s.classHit(w, r)
@@ -366,7 +366,7 @@ func (s *Scheduler) reservable(w *workload) bool {
 // can, else with it; otherwise it records why w waits.
 func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 	if len(w.cands) == 0 {
-		w.reason = PendingReason{Code: ReasonNoFlavor, Requested: w.GPUs()}
+		s.setReason(w, PendingReason{Code: ReasonNoFlavor, Requested: w.GPUs()})
 		return false
 	}
 	var first PendingReason
@@ -389,11 +389,12 @@ func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 			return true
 		}
 	}
-	w.reason = first
+	s.setReason(w, first)
 	return false
 }
 
 func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Domain, victims []WorkloadID, res *Results) {
+	w.team.queue.leave(w) // it finds w's entry by w's order, ahead included
 	w.domain, w.admittedAt, w.ahead, w.restored = dom, s.now, false, false
 	s.bind(w, f, pl)
 	w.reason = PendingReason{}
@@ -425,8 +426,8 @@ func (s *Scheduler) expire(res *Results) {
 	for _, w := range late {
 		s.release(w)
 		w.timeouts++
-		s.requeue(w)
 		w.notBefore = s.now.Add(s.opts.Backoff << (w.timeouts - 1))
+		s.requeue(w)
 		res.Evicted = append(res.Evicted, Eviction{Workload: w.spec.ID, Reason: "GangTimeout"})
 	}
 }

@@ -95,7 +95,13 @@ func (f *fx) submit(ws ...Workload) {
 func (f *fx) cycle(sec int) Results {
 	f.t.Helper()
 	f.now = at(sec)
+	if err := checkQueues(f.s); err != nil {
+		f.t.Fatalf("before the cycle at %ds: %v", sec, err)
+	}
 	res := f.s.Cycle(f.now)
+	if err := checkQueues(f.s); err != nil {
+		f.t.Fatalf("after the cycle at %ds: %v", sec, err)
+	}
 	for _, p := range res.Preempted {
 		delete(f.admitted, p.Victim)
 	}

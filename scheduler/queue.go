@@ -94,17 +94,24 @@ type queue struct {
 // workload makes it a gap. It keeps the workload's order (ahead may change
 // once the entry is a gap, so that items stay in order, gaps included) and
 // what it asks, which do not change while it is live: merges and walks read
-// them in order from the queue rather than from each workload.
+// them in order from the queue rather than from each workload. It also
+// mirrors what a run's scan (skip.go) reads of a pending workload: whether it
+// left the queue (gone), holds a reservation (held) or was considered (seen:
+// its reason is not Queued), since when it waits and its backoff. The queue
+// keeps the mirror as the workload changes (leave, note), so that a scan of
+// tens of thousands of pending workloads reads the queue alone
+// (checkQueues in the tests holds them equal).
 type entry struct {
-	w         *workload
-	gen       uint32
-	ahead     bool
-	tier      *tier
-	seq       int64
-	submitted time.Time
-	pods      int64
-	gpp       GPUs
-	require   string
+	w                      *workload
+	gen                    uint32
+	ahead, gone, held, seen bool
+	tier                   *tier
+	seq                    int64
+	submitted              time.Time
+	since, notBefore       time.Time
+	pods                   int64
+	gpp                    GPUs
+	require                string
 }
 
 func (e *entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
@@ -130,8 +137,45 @@ func entryOrder(a, b *entry) int {
 
 // entryOf is w's entry as it would join its queue now.
 func entryOf(w *workload) entry {
-	return entry{w: w, gen: w.gen, ahead: w.ahead, tier: w.tier, seq: w.seq,
-		submitted: w.spec.Submitted, pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require}
+	return entry{w: w, gen: w.gen, ahead: w.ahead, held: w.reserved != nil, seen: w.reason.Code != ReasonQueued,
+		tier: w.tier, seq: w.seq, submitted: w.spec.Submitted, since: w.since, notBefore: w.notBefore,
+		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require}
+}
+
+// find returns w's live entry: in items by binary search (items are in
+// order, gaps included, and w's order has not changed since it joined),
+// else among the incoming; nil when w has none.
+func (q *queue) find(w *workload) *entry {
+	key := entryOf(w)
+	lo, hi := 0, len(q.items)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if entryOrder(&q.items[m], &key) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	// Entries of w's earlier generations (gaps) compare equal to it.
+	for i := lo; i < len(q.items) && entryOrder(&q.items[i], &key) == 0; i++ {
+		if e := &q.items[i]; e.w == w && e.gen == w.gen {
+			return e
+		}
+	}
+	for i := len(q.incoming) - 1; i >= 0; i-- {
+		if e := &q.incoming[i]; e.w == w && e.gen == w.gen {
+			return e
+		}
+	}
+	return nil
+}
+
+// note copies into w's entry what can change of w while it waits: its
+// reservation, whether it was considered, its backoff.
+func (q *queue) note(w *workload) {
+	if e := q.find(w); e != nil {
+		e.held, e.seen, e.notBefore = w.reserved != nil, w.reason.Code != ReasonQueued, w.notBefore
+	}
 }
 
 func (q *queue) push(w *workload) {
@@ -170,11 +214,14 @@ func (q *queue) merge() {
 	q.incoming = q.incoming[:0]
 }
 
-// leave notes that a workload of the queue left it (admitted or gone): its
-// entry is a gap now.
-func (q *queue) leave() {
-	q.ver++
-	q.left++
+// leave notes that pending w left the queue (admitted or gone): its entry
+// is a gap now.
+func (q *queue) leave(w *workload) {
+	if e := q.find(w); e != nil && !e.gone {
+		e.gone = true
+		q.ver++
+		q.left++
+	}
 }
 
 // tidy compacts items once a quarter of it may be gaps: a walk steps over
@@ -190,7 +237,7 @@ func (q *queue) compact() {
 	q.left = 0
 	live := q.items[:0]
 	for i := range q.items {
-		if q.items[i].live() {
+		if !q.items[i].gone {
 			live = append(live, q.items[i])
 		}
 	}
@@ -217,7 +264,9 @@ type cursor struct {
 // next moves cur to the next pending workload of the list.
 func (c *cursor) next() {
 	for ; c.i < len(c.list); c.i++ {
-		if e := &c.list[c.i]; e.live() {
+		// A gap is marked gone (read without its workload); the first
+		// entry that is not is live unless its workload left in this walk.
+		if e := &c.list[c.i]; !e.gone && e.live() {
 			c.cur = e.w
 			c.i++
 			return
@@ -238,13 +287,24 @@ func first(x, y *cursor) bool { return firstOf(x.t, x.cur, y.t, y.cur) }
 
 // firstOf says whether workload a of team at comes before b of bt in a walk.
 func firstOf(at *team, a *workload, bt *team, b *workload) bool {
-	if a.tier.spec.Priority != b.tier.spec.Priority {
-		return a.tier.spec.Priority > b.tier.spec.Priority
+	return precedes(at, a.tier, a.spec.Submitted, bt, b.tier, b.spec.Submitted)
+}
+
+// comesBefore is firstOf for b's queue entry.
+func comesBefore(at *team, a *workload, bt *team, b *entry) bool {
+	return precedes(at, a.tier, a.spec.Submitted, bt, b.tier, b.submitted)
+}
+
+// precedes orders work in a walk: by tier, then the team's share, then the
+// submission, then the team's name.
+func precedes(at *team, ap *tier, as time.Time, bt *team, bp *tier, bs time.Time) bool {
+	if ap.spec.Priority != bp.spec.Priority {
+		return ap.spec.Priority > bp.spec.Priority
 	}
 	if at.share != bt.share {
 		return at.share < bt.share
 	}
-	if c := a.spec.Submitted.Compare(b.spec.Submitted); c != 0 {
+	if c := as.Compare(bs); c != 0 {
 		return c < 0
 	}
 	return at.spec.Name < bt.spec.Name

@@ -34,8 +34,9 @@ func (s *Scheduler) reserve(w *workload, prev []*node) bool {
 			capacity += n.capacity()
 		}
 		w.reserved, f.res = nodes, w
-		w.team.queue.ver++
 		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
+		w.team.queue.ver++
+		w.team.queue.note(w)
 		return true
 	}
 	return false
@@ -103,6 +104,9 @@ func (s *Scheduler) unreserve(w *workload) {
 	w.reserved[0].flavor.res = nil
 	w.reserved = nil
 	w.team.queue.ver++
+	if w.state == statePending {
+		w.team.queue.note(w)
+	}
 	s.dirty = true
 }
 

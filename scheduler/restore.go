@@ -22,11 +22,11 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 	pl, f, err := s.restorePlacement(w, pods)
 	if err != nil {
 		delete(s.workloads, spec.ID)
+		w.team.queue.leave(w)
 		w.state = stateGone
-		w.gen++ // its queue entry becomes a gap
-		w.team.queue.leave()
 		return err
 	}
+	w.team.queue.leave(w)
 	w.admittedAt, w.started, w.restored = spec.Submitted, true, true
 	s.bind(w, f, pl)
 	w.reason = PendingReason{}
@@ -108,9 +108,9 @@ func (s *Scheduler) Requeue(id WorkloadID) error {
 	}
 	s.release(w)
 	w.timeouts++
-	s.requeue(w)
 	w.notBefore = s.now.Add(s.opts.Backoff << (w.timeouts - 1))
-	w.reason = PendingReason{Code: ReasonBackoff, Requested: w.GPUs()}
+	s.requeue(w)
+	s.setReason(w, PendingReason{Code: ReasonBackoff, Requested: w.GPUs()})
 	return nil
 }
 

@@ -475,10 +475,13 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	}
 	if w.state == stateAdmitted {
 		s.release(w)
+		w.state = stateGone
 	}
 	s.unreserve(w)
+	if w.state == statePending {
+		w.team.queue.leave(w)
+	}
 	w.state = stateGone
-	w.team.queue.leave()
 	s.unref(w.shape)
 	s.unref(w.class)
 	delete(s.workloads, id)
@@ -505,7 +508,6 @@ func (s *Scheduler) Restarts(id WorkloadID) int {
 // bind places w's pods and charges its team.
 func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 	w.flavor, w.placements, w.state = f, pl, stateAdmitted
-	w.team.queue.leave()
 	for _, p := range pl {
 		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)
 		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})

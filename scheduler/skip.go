@@ -70,6 +70,16 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 // holds a reservation, or it was never considered (it has no reason yet).
 func mustConsider(w *workload) bool { return w.reserved != nil || w.reason.Code == ReasonQueued }
 
+// setReason gives pending w the reason it waits for; its queue entry notes
+// when it was first considered (its reason is no longer Queued).
+func (s *Scheduler) setReason(w *workload, r PendingReason) {
+	was := w.reason.Code != ReasonQueued
+	w.reason = r
+	if now := r.Code != ReasonQueued; now != was && w.state == statePending {
+		w.team.queue.note(w)
+	}
+}
+
 // runCache is what boundRun learnt of a team's run of one tier, while the
 // team's queue stays as it was (queue.ver): which workloads the run holds,
 // where it ends and when they joined do not change until one joins or
@@ -85,7 +95,7 @@ type runCache struct {
 func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 	rc := c.t.runs[c.cur.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
-		(len(h) == 0 || !firstOf(h[0].t, h[0].cur, c.t, c.list[rc.b.last].w)) {
+		(len(h) == 0 || !comesBefore(h[0].t, h[0].cur, c.t, &c.list[rc.b.last])) {
 		if s.checkRuns != nil {
 			scanned, whole := s.scanRun(c, h)
 			s.checkRuns(rc.b, scanned, whole)
@@ -110,10 +120,11 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 	return b, true
 }
 
-// scanRun sums up c's run from its workloads, stopping before the first the
+// scanRun sums up c's run from its entries, stopping before the first the
 // walk must consider (one that holds a reservation, or one never considered:
 // it has no reason yet) and before the first that another team's work (h's
-// top) comes before. whole says it went to the run's end.
+// top) comes before. whole says it went to the run's end. It reads the
+// queue's entries alone, not the workloads (entry).
 func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
@@ -135,22 +146,21 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	}
 	for i := c.i - 1; i < len(c.list); i++ {
 		e := &c.list[i]
-		if !e.live() {
+		if e.gone {
 			continue
 		}
 		if e.tier != tier {
 			break
 		}
-		w := e.w
-		if ahead || mustConsider(w) || (bySubmission && firstOf(top.t, top.cur, c.t, w)) {
+		if ahead || e.held || !e.seen || (bySubmission && comesBefore(top.t, top.cur, c.t, e)) {
 			return b, false
 		}
 		need := e.pods * e.gpp
 		if b.n == 0 || need < b.need {
 			b.need = need
 		}
-		if b.n == 0 || w.since.Before(b.since) {
-			b.since = w.since
+		if b.n == 0 || e.since.Before(b.since) {
+			b.since = e.since
 		}
 		b.n++
 		b.last = i
@@ -159,8 +169,8 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		} else {
 			b.pods = lowerPods(b.pods, e.gpp, e.pods)
 		}
-		if w.notBefore.After(s.now) && (b.wake.IsZero() || w.notBefore.Before(b.wake)) {
-			b.wake = w.notBefore
+		if e.notBefore.After(s.now) && (b.wake.IsZero() || e.notBefore.Before(b.wake)) {
+			b.wake = e.notBefore
 		}
 	}
 	return b, true

@@ -174,6 +174,7 @@ func TestSkipKeepsReasonsAndWakes(t *testing.T) {
 	// A backoff inside a run passed over still sets the wake.
 	b1.notBefore = at(100)
 	b1.team.queue.ver++ // as every path that sets a backoff does: it requeues
+	b1.team.queue.note(b1)
 	if res := release(20); res.Skipped != 2 || !res.Wake.Equal(at(100)) {
 		t.Fatalf("skipped %d, wake %v; want 2 and the backoff's end %v", res.Skipped, res.Wake, at(100))
 	}
