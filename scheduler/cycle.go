@@ -18,6 +18,11 @@ import (
 func (s *Scheduler) Cycle(now time.Time) Results {
 	s.now = now
 	var res Results
+	if s.lastPending > 0 {
+		// The statuses of about as many workloads as in the last cycle.
+		res.Pending = make([]PendingStatus, 0, s.lastPending)
+	}
+	defer func() { s.lastPending = len(res.Pending) }()
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
 	whole := full && (s.opts.WalkDepth <= 0 || !now.Before(s.wholeDue))
@@ -71,21 +76,26 @@ walk:
 				break walk
 			}
 			skipped := 0
-			if full && c.cur.tier != c.tier {
+			if full && c.head.tier != c.tier {
 				// A run of the team's work of a new tier (or the rest
 				// of one): pass over it if none of it can start
 				// (skip.go). What it passes over did not fit, as far as
 				// WalkDepth is concerned.
-				c.tier = c.cur.tier
-				if mustConsider(c.cur) {
+				c.tier = c.head.tier
+				if c.head.mustConsider() {
 					c.recheck = true // what follows is looked at after it
 				} else {
 					skipped = s.skipRun(c, h, &res)
 				}
 			}
-			if skipped > 0 {
+			switch {
+			case skipped > 0:
 				misses += skipped
-			} else {
+			case !c.head.live():
+				// Cannot be (every entry that is not live is marked gone:
+				// checkQueues); were it, its workload is not considered.
+				c.next()
+			default:
 				if s.step(c.cur, &res) {
 					misses = 0
 				} else {

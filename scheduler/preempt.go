@@ -115,8 +115,14 @@ type trial interface {
 // fits without. It returns the victims kept, still evicted by tr; when the
 // workload does not fit with every candidate evicted, it puts them all back
 // and returns false.
-func searchVictims(f *flavorState, search *victimSearch, tr trial) (keep []candidate, ok bool) {
-	var chosen []candidate
+func (s *Scheduler) searchVictims(f *flavorState, search *victimSearch, tr trial) (keep []candidate, ok bool) {
+	// The candidates tried: hundreds in a busy fleet, for the one or two
+	// kept; the list is the scheduler's, reused from search to search.
+	chosen := s.chosen[:0]
+	defer func() {
+		clear(chosen)
+		s.chosen = chosen[:0]
+	}()
 	fits := false
 	for c, more := search.next(); more && !fits; c, more = search.next() {
 		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
@@ -172,7 +178,7 @@ func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch
 	// journal meanwhile (journal.go).
 	s.searching = true
 	defer s.endSearch()
-	keep, ok = searchVictims(f, search, &whatIfTrial{s: s, w: w, f: f, restores: map[*workload]whatIf{}})
+	keep, ok = s.searchVictims(f, search, &whatIfTrial{s: s, w: w, f: f, restores: map[*workload]whatIf{}})
 	if !ok {
 		return nil, false
 	}

@@ -255,24 +255,27 @@ type cursor struct {
 	list []entry
 	i    int
 	cur  *workload
+	// head is cur's entry in list: the walk orders and sorts cursors by
+	// their heads without reading the workloads.
+	head *entry
 	// tier is the tier of the last run skipRun looked at; recheck: look
 	// again after the workload it stopped at.
 	tier    *tier
 	recheck bool
 }
 
-// next moves cur to the next pending workload of the list.
+// next moves cur to the next pending workload of the list: the next entry
+// not gone. (The entries after the cursor's do not leave the queue in its
+// walk: a workload leaves it when the walk admits it, as the cursor's head.)
 func (c *cursor) next() {
 	for ; c.i < len(c.list); c.i++ {
-		// A gap is marked gone (read without its workload); the first
-		// entry that is not is live unless its workload left in this walk.
-		if e := &c.list[c.i]; !e.gone && e.live() {
-			c.cur = e.w
+		if e := &c.list[c.i]; !e.gone {
+			c.cur, c.head = e.w, e
 			c.i++
 			return
 		}
 	}
-	c.cur = nil
+	c.cur, c.head = nil, nil
 }
 
 // teamHeap orders the teams' cursors: the head's tier first, then the team's
@@ -283,28 +286,19 @@ func (h teamHeap) less(i, j int) bool { return first(h[i], h[j]) }
 
 // first says whether cursor x's head comes before y's. Team names are
 // unique, so two cursors are never tied.
-func first(x, y *cursor) bool { return firstOf(x.t, x.cur, y.t, y.cur) }
+func first(x, y *cursor) bool { return comesBefore(x.t, x.head, y.t, y.head) }
 
-// firstOf says whether workload a of team at comes before b of bt in a walk.
-func firstOf(at *team, a *workload, bt *team, b *workload) bool {
-	return precedes(at, a.tier, a.spec.Submitted, bt, b.tier, b.spec.Submitted)
-}
-
-// comesBefore is firstOf for b's queue entry.
-func comesBefore(at *team, a *workload, bt *team, b *entry) bool {
-	return precedes(at, a.tier, a.spec.Submitted, bt, b.tier, b.submitted)
-}
-
-// precedes orders work in a walk: by tier, then the team's share, then the
-// submission, then the team's name.
-func precedes(at *team, ap *tier, as time.Time, bt *team, bp *tier, bs time.Time) bool {
-	if ap.spec.Priority != bp.spec.Priority {
-		return ap.spec.Priority > bp.spec.Priority
+// comesBefore says whether the workload of entry a of team at comes before
+// b's of bt in a walk: by tier, then the team's share, then the submission,
+// then the team's name.
+func comesBefore(at *team, a *entry, bt *team, b *entry) bool {
+	if a.tier.spec.Priority != b.tier.spec.Priority {
+		return a.tier.spec.Priority > b.tier.spec.Priority
 	}
 	if at.share != bt.share {
 		return at.share < bt.share
 	}
-	if c := as.Compare(bs); c != 0 {
+	if c := a.submitted.Compare(b.submitted); c != 0 {
 		return c < 0
 	}
 	return at.spec.Name < bt.spec.Name

@@ -62,6 +62,11 @@ type Scheduler struct {
 	// by tests, makes every search evict what-if instead.
 	tallying uint64
 	noTally  bool
+	// chosen is searchVictims' list of the candidates tried; lastPending
+	// is how many pending statuses the last cycle reported (buffers a busy
+	// cycle would otherwise grow anew: garbage to collect).
+	chosen      []candidate
+	lastPending int
 	// crossTally, when set (by tests), sees what each tally found; the
 	// search is then run by what-if evictions too, whose answer it checks.
 	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))

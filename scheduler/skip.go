@@ -51,7 +51,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
 	b, whole := s.boundRun(c, h)
-	if b.n == 0 || !s.runStuck(c.t, c.cur.tier, b) {
+	if b.n == 0 || !s.runStuck(c.t, c.head.tier, b) {
 		return 0
 	}
 	c.i = b.last + 1
@@ -66,9 +66,10 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	return b.n
 }
 
-// mustConsider says whether a walk must consider w, whatever its run: it
-// holds a reservation, or it was never considered (it has no reason yet).
-func mustConsider(w *workload) bool { return w.reserved != nil || w.reason.Code == ReasonQueued }
+// mustConsider says whether a walk must consider the entry's workload,
+// whatever its run: it holds a reservation, or it was never considered (it
+// has no reason yet).
+func (e *entry) mustConsider() bool { return e.held || !e.seen }
 
 // setReason gives pending w the reason it waits for; its queue entry notes
 // when it was first considered (its reason is no longer Queued).
@@ -93,9 +94,9 @@ type runCache struct {
 // boundRun sums up c's run, or the part of it scanRun stops at; whole says
 // it is the whole run.
 func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
-	rc := c.t.runs[c.cur.tier]
+	rc := c.t.runs[c.head.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
-		(len(h) == 0 || !comesBefore(h[0].t, h[0].cur, c.t, &c.list[rc.b.last])) {
+		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.last])) {
 		if s.checkRuns != nil {
 			scanned, whole := s.scanRun(c, h)
 			s.checkRuns(rc.b, scanned, whole)
@@ -111,7 +112,7 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 			c.t.runs = map[*tier]*runCache{}
 		}
 		rc = &runCache{}
-		c.t.runs[c.cur.tier] = rc
+		c.t.runs[c.head.tier] = rc
 	}
 	rc.ver, rc.start = c.t.queue.ver, c.i-1
 	pods, levels := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...)
@@ -128,16 +129,16 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
 	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
-	tier := c.cur.tier
-	// Whether h's top comes before a workload of the run (firstOf): by tier
+	tier := c.head.tier
+	// Whether h's top comes before a workload of the run (comesBefore): by tier
 	// and share alike for all of them, else (shares equal) one by one.
 	var top *cursor
 	ahead, bySubmission := false, false
 	if len(h) > 0 {
 		top = h[0]
 		switch {
-		case top.cur.tier.spec.Priority != tier.spec.Priority:
-			ahead = top.cur.tier.spec.Priority > tier.spec.Priority
+		case top.head.tier.spec.Priority != tier.spec.Priority:
+			ahead = top.head.tier.spec.Priority > tier.spec.Priority
 		case top.t.share != c.t.share:
 			ahead = top.t.share < c.t.share
 		default:
@@ -152,7 +153,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if e.tier != tier {
 			break
 		}
-		if ahead || e.held || !e.seen || (bySubmission && comesBefore(top.t, top.cur, c.t, e)) {
+		if ahead || e.mustConsider() || (bySubmission && comesBefore(top.t, top.head, c.t, e)) {
 			return b, false
 		}
 		need := e.pods * e.gpp

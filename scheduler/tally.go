@@ -72,7 +72,7 @@ func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 func (t *tally) run(search *victimSearch) (keep []candidate, ok bool) {
 	t.s.tallying = t.id
 	defer func() { t.s.tallying = 0 }()
-	keep, ok = searchVictims(t.f, search, t)
+	keep, ok = t.s.searchVictims(t.f, search, t)
 	for _, c := range keep {
 		t.back(c.w, false)
 	}
