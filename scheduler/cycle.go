@@ -18,13 +18,18 @@ import (
 func (s *Scheduler) Cycle(now time.Time) Results {
 	s.now = now
 	var res Results
-	if s.lastPending > 0 {
-		// The statuses of about as many workloads as in the last cycle.
-		res.Pending = make([]PendingStatus, 0, s.lastPending)
-	}
-	defer func() { s.lastPending = len(res.Pending) }()
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
+	kind := 0 // the walk's: of the arrivals, or whole
+	if full {
+		kind = 1
+	}
+	if n := s.lastPending[kind]; n > 0 && !s.opts.NoStatuses {
+		// The statuses of about as many workloads as the last walk of
+		// its kind reported.
+		res.Pending = make([]PendingStatus, 0, n)
+	}
+	defer func() { s.lastPending[kind] = len(res.Pending) }()
 	whole := full && (s.opts.WalkDepth <= 0 || !now.Before(s.wholeDue))
 	if whole {
 		s.wholeDue = now.Add(s.opts.FullWalkEvery)
@@ -157,7 +162,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if w.state != statePending {
 		return true
 	}
-	if w.reason != old {
+	if w.reason != old && !s.opts.NoStatuses {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
 	if !w.notBefore.IsZero() && w.notBefore.After(s.now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {

@@ -63,10 +63,11 @@ type Scheduler struct {
 	tallying uint64
 	noTally  bool
 	// chosen is searchVictims' list of the candidates tried; lastPending
-	// is how many pending statuses the last cycle reported (buffers a busy
-	// cycle would otherwise grow anew: garbage to collect).
+	// is how many pending statuses the last walk of the arrivals [0] and the
+	// last whole walk [1] reported (buffers a busy cycle would otherwise grow
+	// anew: garbage to collect).
 	chosen      []candidate
-	lastPending int
+	lastPending [2]int
 	// crossTally, when set (by tests), sees what each tally found; the
 	// search is then run by what-if evictions too, whose answer it checks.
 	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))

@@ -179,6 +179,11 @@ type Options struct {
 	// FullWalkEvery is the least time between two whole walks when WalkDepth
 	// bounds the others.
 	FullWalkEvery time.Duration
+	// NoStatuses: a cycle's Results carry no Pending statuses (Reason still
+	// says why any workload waits), for a caller that does not read them. A
+	// replay's cycles would otherwise allocate gigabytes of them: the
+	// reasons of a long queue change with every cycle.
+	NoStatuses bool
 }
 
 // DefaultOptions are what allot uses when nothing else is said.

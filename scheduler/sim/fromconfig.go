@@ -122,8 +122,10 @@ func AssignToConfig(jobs []workload.Spec, q scheduler.Config) {
 // Core adapts the scheduler core to the simulator's Scheduler.
 type Core struct{ *scheduler.Scheduler }
 
-// NewCore returns the scheduler core over the given quota tree and fleet.
+// NewCore returns the scheduler core over the given quota tree and fleet. A
+// replay reads no pending statuses (opts.NoStatuses).
 func NewCore(q scheduler.Config, nodes []scheduler.Node, opts scheduler.Options) (*Core, error) {
+	opts.NoStatuses = true
 	s, err := scheduler.New(q, opts)
 	if err != nil {
 		return nil, err
