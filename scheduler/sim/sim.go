@@ -162,9 +162,12 @@ type replay struct {
 	usage    map[scheduler.TeamName]map[scheduler.Flavor]int64
 	quota    map[scheduler.TeamName]scheduler.Team
 	cohortOf map[scheduler.TeamName]string
-	done     int
-	decided  int
-	whole    *wholeDomains
+	// rootUsed and rootNominal sum, per root cohort and flavor, its teams'
+	// use and nominal quotas (cohortOver).
+	rootUsed, rootNominal map[string]map[scheduler.Flavor]int64
+	done                  int
+	decided               int
+	whole                 *wholeDomains
 	// clusterSec are the GPU-seconds used per cluster.
 	clusterSec map[string]float64
 }
@@ -187,9 +190,17 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 	}
 	r.whole = newWholeDomains(r.nodes, in.Nodes)
+	r.rootUsed, r.rootNominal = map[string]map[scheduler.Flavor]int64{}, map[string]map[scheduler.Flavor]int64{}
 	for _, t := range in.Quota.Teams {
 		r.quota[t.Name] = t
-		r.cohortOf[t.Name] = r.rootOf(t.Cohort)
+		root := r.rootOf(t.Cohort)
+		r.cohortOf[t.Name] = root
+		if r.rootNominal[root] == nil {
+			r.rootUsed[root], r.rootNominal[root] = map[scheduler.Flavor]int64{}, map[scheduler.Flavor]int64{}
+		}
+		for f, fq := range t.Quota {
+			r.rootNominal[root][f] += fq.Nominal
+		}
 	}
 	jobs := slices.Clone(in.Jobs)
 	slices.SortStableFunc(jobs, func(a, b workload.Spec) int { return cmp.Compare(a.Submit, b.Submit) })
@@ -407,8 +418,17 @@ func (r *replay) stop(j *simWorkload) {
 	}
 	j.running = false
 	j.run++
-	if u := r.usage[scheduler.TeamName(j.spec.Team)]; u != nil {
-		u[r.flavorOf(j)] -= gpus
+	r.use(scheduler.TeamName(j.spec.Team), r.flavorOf(j), -gpus)
+}
+
+// use adds gpus to the use of f by team and its root cohort.
+func (r *replay) use(team scheduler.TeamName, f scheduler.Flavor, gpus int64) {
+	if r.usage[team] == nil {
+		r.usage[team] = map[scheduler.Flavor]int64{}
+	}
+	r.usage[team][f] += gpus
+	if u := r.rootUsed[r.cohortOf[team]]; u != nil {
+		u[f] += gpus
 	}
 }
 
@@ -495,11 +515,7 @@ func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 		n.jobs[j] += p.Pods
 		r.whole.touch(n)
 	}
-	team := scheduler.TeamName(j.spec.Team)
-	if r.usage[team] == nil {
-		r.usage[team] = map[scheduler.Flavor]int64{}
-	}
-	r.usage[team][r.flavorOf(j)] += gpus
+	r.use(scheduler.TeamName(j.spec.Team), r.flavorOf(j), gpus)
 	r.push(event{at: r.now.Add(time.Duration(math.Round(j.spec.Duration*1e6)) * time.Microsecond), kind: kFinish, simWorkload: j, run: j.run})
 }
 
@@ -598,20 +614,8 @@ func (r *replay) overQuota(t scheduler.TeamName) bool {
 // cohortOver says whether the teams of a root cohort use more of a flavor than
 // their nominal quotas add up to.
 func (r *replay) cohortOver(root string) bool {
-	used, nominal := map[scheduler.Flavor]int64{}, map[scheduler.Flavor]int64{}
-	for t, q := range r.quota {
-		if r.cohortOf[t] != root {
-			continue
-		}
-		for f, fq := range q.Quota {
-			nominal[f] += fq.Nominal
-		}
-		for f, u := range r.usage[t] {
-			used[f] += u
-		}
-	}
-	for f, u := range used {
-		if u > nominal[f] {
+	for f, u := range r.rootUsed[root] {
+		if u > r.rootNominal[root][f] {
 			return true
 		}
 	}

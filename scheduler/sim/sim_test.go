@@ -196,3 +196,55 @@ func readNodes(t *testing.T, file string) []workload.Node {
 	}
 	return nodes
 }
+
+// greedy admits every workload as it comes, one pod a node from n-0 on:
+// gangs whole, but no quota heeded.
+type greedy struct {
+	sloppy
+	next int
+}
+
+func (p *greedy) Cycle(time.Time) scheduler.Results {
+	var res scheduler.Results
+	for _, w := range p.submitted {
+		a := scheduler.Admission{Workload: w.ID}
+		for range w.Pods {
+			a.Pods = append(a.Pods, scheduler.PodPlacement{Node: scheduler.NodeName(fmt.Sprintf("n-%d", p.next)), Pods: 1, GPUs: w.GPUsPerPod})
+			p.next++
+		}
+		res.Admitted = append(res.Admitted, a)
+	}
+	p.submitted = nil
+	return res
+}
+
+// TestInvariantsCatchACohortOverItsQuota: teams of a cohort may borrow
+// without limit from each other, not beyond what the cohort holds.
+func TestInvariantsCatchACohortOverItsQuota(t *testing.T) {
+	var nodes []scheduler.Node
+	for i := range 4 {
+		nodes = append(nodes, scheduler.Node{Name: scheduler.NodeName(fmt.Sprintf("n-%d", i)), Flavor: "a", GPUs: 8})
+	}
+	q := scheduler.Config{Cohorts: []scheduler.Cohort{{Name: "root"}, {Name: "c", Parent: "root"}}, Teams: []scheduler.Team{
+		{Name: "a", Cohort: "c", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 8}}},
+		{Name: "b", Cohort: "root", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 8}}},
+	}}
+	job := func(id string, sec float64) workload.Spec {
+		return workload.Spec{ID: id, Submit: sec, Duration: 100, Team: "a", Tier: "p", Pods: 1, GPUsPerPod: 8}
+	}
+	for _, c := range []struct {
+		jobs []workload.Spec
+		over bool
+	}{
+		{[]workload.Spec{job("j0", 0), job("j1", 1)}, false},              // 16 of the cohort's 16
+		{[]workload.Spec{job("j0", 0), job("j1", 1), job("j2", 2)}, true}, // 24 of 16
+	} {
+		rep, err := Run(&greedy{}, Input{Nodes: nodes, Quota: q, Jobs: c.jobs}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := rep.Summary; (s.QuotaViolations > 0) != c.over || s.GangViolations+s.TopologyViolations > 0 {
+			t.Errorf("%d jobs of 8 GPUs: violations quota %d, gang %d, topology %d; want quota ones: %v", len(c.jobs), s.QuotaViolations, s.GangViolations, s.TopologyViolations, c.over)
+		}
+	}
+}
