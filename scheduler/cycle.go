@@ -101,7 +101,12 @@ walk:
 				// checkQueues); were it, its workload is not considered.
 				c.next()
 			default:
-				if s.step(c.cur, &res) {
+				if full {
+					s.head = c.head // in the queue itself (not a copy)
+				}
+				admitted := s.step(c.cur, &res)
+				s.head = nil
+				if admitted {
 					misses = 0
 				} else {
 					misses++
@@ -409,7 +414,7 @@ func (s *Scheduler) tryAdmit(w *workload, res *Results) bool {
 }
 
 func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Domain, victims []WorkloadID, res *Results) {
-	w.team.queue.leave(w) // it finds w's entry by w's order, ahead included
+	w.team.queue.leave(w, s.head) // it finds w's entry by w's order, ahead included
 	w.domain, w.admittedAt, w.ahead, w.restored = dom, s.now, false, false
 	s.bind(w, f, pl)
 	w.reason = PendingReason{}

@@ -215,9 +215,13 @@ func (q *queue) merge() {
 }
 
 // leave notes that pending w left the queue (admitted or gone): its entry
-// is a gap now.
-func (q *queue) leave(w *workload) {
-	if e := q.find(w); e != nil && !e.gone {
+// is a gap now. at, if not nil, may be the entry (a walk's head).
+func (q *queue) leave(w *workload, at *entry) {
+	e := at
+	if e == nil || e.w != w || e.gen != w.gen {
+		e = q.find(w)
+	}
+	if e != nil && !e.gone {
 		e.gone = true
 		q.ver++
 		q.left++

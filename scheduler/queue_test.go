@@ -30,7 +30,7 @@ func TestMergeKeepsTheQueueInOrder(t *testing.T) {
 			for _, w := range ws {
 				switch {
 				case w.state == statePending && rng.IntN(5) == 0:
-					q.leave(w)
+					q.leave(w, nil)
 					w.state, w.ahead = stateAdmitted, false
 				case w.state == stateAdmitted && rng.IntN(4) == 0:
 					w.state, w.ahead = statePending, rng.IntN(2) == 0

@@ -22,11 +22,11 @@ func (s *Scheduler) Restore(spec Workload, pods []PodPlacement) error {
 	pl, f, err := s.restorePlacement(w, pods)
 	if err != nil {
 		delete(s.workloads, spec.ID)
-		w.team.queue.leave(w)
+		w.team.queue.leave(w, nil)
 		w.state = stateGone
 		return err
 	}
-	w.team.queue.leave(w)
+	w.team.queue.leave(w, nil)
 	w.admittedAt, w.started, w.restored = spec.Submitted, true, true
 	s.bind(w, f, pl)
 	w.reason = PendingReason{}

@@ -68,6 +68,9 @@ type Scheduler struct {
 	// anew: garbage to collect).
 	chosen      []candidate
 	lastPending [2]int
+	// head is the entry of the workload a whole walk considers, in its
+	// team's queue: admitted, it leaves the queue there without a search.
+	head *entry
 	// crossTally, when set (by tests), sees what each tally found; the
 	// search is then run by what-if evictions too, whose answer it checks.
 	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))
@@ -485,7 +488,7 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	}
 	s.unreserve(w)
 	if w.state == statePending {
-		w.team.queue.leave(w)
+		w.team.queue.leave(w, nil)
 	}
 	w.state = stateGone
 	s.unref(w.shape)
