@@ -102,16 +102,16 @@ type queue struct {
 // tens of thousands of pending workloads reads the queue alone
 // (checkQueues in the tests holds them equal).
 type entry struct {
-	w                      *workload
-	gen                    uint32
+	w                       *workload
+	gen                     uint32
 	ahead, gone, held, seen bool
-	tier                   *tier
-	seq                    int64
-	submitted              time.Time
-	since, notBefore       time.Time
-	pods                   int64
-	gpp                    GPUs
-	require                string
+	tier                    *tier
+	seq                     int64
+	submitted               time.Time
+	since, notBefore        time.Time
+	pods                    int64
+	gpp                     GPUs
+	require                 string
 }
 
 func (e *entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }

@@ -10,7 +10,8 @@ import (
 
 // TestTallyAnswersAsTheWhatIfSearch: on every preemption search of random
 // fleets (topology, placement rules, reservations, borrow-first gangs, an
-// even-priority borrowOnly tier) and of a busy one, a tally keeps the
+// even-priority borrowOnly tier, clusters and workloads pinned to one) and
+// of a busy one, a tally keeps the
 // victims the what-if search keeps on the same state, in the same order, or
 // fails where it fails, and leaves the index and the quotas as it found
 // them. Every fit test a tally makes is mutated by some failing case: the
