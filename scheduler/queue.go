@@ -178,6 +178,16 @@ func (q *queue) note(w *workload) {
 	}
 }
 
+// setReason gives pending w the reason it waits for; its queue entry notes
+// when it was first considered (its reason is no longer Queued).
+func (s *Scheduler) setReason(w *workload, r PendingReason) {
+	was := w.reason.Code != ReasonQueued
+	w.reason = r
+	if now := r.Code != ReasonQueued; now != was && w.state == statePending {
+		w.team.queue.note(w)
+	}
+}
+
 func (q *queue) push(w *workload) {
 	q.ver++
 	w.gen++

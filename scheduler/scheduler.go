@@ -482,12 +482,12 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 	if !ok {
 		return fmt.Errorf("workload %s: %w", id, ErrUnknown)
 	}
-	if w.state == stateAdmitted {
+	pending := w.state == statePending
+	if !pending {
 		s.release(w)
-		w.state = stateGone
 	}
 	s.unreserve(w)
-	if w.state == statePending {
+	if pending {
 		w.team.queue.leave(w, nil)
 	}
 	w.state = stateGone

@@ -71,16 +71,6 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 // has no reason yet).
 func (e *entry) mustConsider() bool { return e.held || !e.seen }
 
-// setReason gives pending w the reason it waits for; its queue entry notes
-// when it was first considered (its reason is no longer Queued).
-func (s *Scheduler) setReason(w *workload, r PendingReason) {
-	was := w.reason.Code != ReasonQueued
-	w.reason = r
-	if now := r.Code != ReasonQueued; now != was && w.state == statePending {
-		w.team.queue.note(w)
-	}
-}
-
 // runCache is what boundRun learnt of a team's run of one tier, while the
 // team's queue stays as it was (queue.ver): which workloads the run holds,
 // where it ends and when they joined do not change until one joins or
