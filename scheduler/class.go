@@ -34,7 +34,7 @@ func (s *Scheduler) addToFlavor(n *node) {
 		s.dropViews(f)
 	}
 	s.attach(f.view, n)
-	n.base = len(n.groups)
+	n.base = int32(len(n.groups))
 	for _, v := range f.bySet {
 		if v.admitsClass(f, n.spec.Class) {
 			s.attach(v, n)
@@ -102,7 +102,7 @@ func (s *Scheduler) attach(v *view, n *node) {
 	for i := start; i < len(n.groups); i++ {
 		g := n.groups[i]
 		if !n.spec.Unhealthy {
-			g.grow(n.capacity())
+			g.grow(n.capacity)
 		}
 		if n.listed {
 			s.regroup(g, func() { g.add(n, i) })

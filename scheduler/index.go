@@ -10,28 +10,33 @@ import "math/bits"
 
 // node is the scheduler's record of a Node.
 type node struct {
-	id     int32
-	spec   Node
-	flavor *flavorState
-	used   GPUs
-	// held are GPUs taken by work the scheduler does not place (see Hold).
-	held GPUs
-	// groups are the flavor-wide group then one per topology level, widest first
-	// (base of them), then the same for every view of the flavor that admits
-	// the node's class (see class.go).
-	groups []*group
-	base   int
-	// slots are the node's positions in each group's bucket of its free GPUs.
-	slots  []int32
-	listed bool
-	// removed: taken out of the fleet (RemoveNode); never listed again.
-	removed     bool
-	reservedFor *workload
-	pods        []podRef
+	// The fields a search reads of every node a victim runs on come first,
+	// in one cache line: a busy fleet's nodes do not fit in the cache.
+	used GPUs
+	// capacity is what the scheduler may place on the node: its GPUs less
+	// those held (see setHeld).
+	capacity GPUs
 	// freed is what the search numbered freedOf frees on the node: the sum
 	// of roomInPods, or of a tally's victims (tally.go).
 	freed   GPUs
 	freedOf uint64
+	flavor  *flavorState
+	// groups are the flavor-wide group then one per topology level, widest first
+	// (base of them), then the same for every view of the flavor that admits
+	// the node's class (see class.go).
+	groups []*group
+
+	id, base int32
+	listed   bool
+	// removed: taken out of the fleet (RemoveNode); never listed again.
+	removed bool
+	// held are GPUs taken by work the scheduler does not place (see Hold).
+	held GPUs
+	// slots are the node's positions in each group's bucket of its free GPUs.
+	slots       []int32
+	reservedFor *workload
+	pods        []podRef
+	spec        Node
 }
 
 type podRef struct {
@@ -39,12 +44,14 @@ type podRef struct {
 	pods int64
 }
 
-// capacity is what the scheduler may place on the node: its GPUs less those held.
-func (n *node) capacity() GPUs { return max(0, n.spec.GPUs-n.held) }
+// setHeld sets the GPUs held on the node, and its capacity with them.
+func (n *node) setHeld(gpus GPUs) {
+	n.held, n.capacity = gpus, max(0, n.spec.GPUs-gpus)
+}
 
 // free is the node's capacity not in use; never negative, even when more is
 // held than the node had free.
-func (n *node) free() GPUs { return max(0, n.capacity()-n.used) }
+func (n *node) free() GPUs { return max(0, n.capacity-n.used) }
 
 // member is a node in a group's bucket, with the index of the group among the
 // node's groups.

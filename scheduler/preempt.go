@@ -12,8 +12,13 @@ type candidate struct {
 	// prio, late and at order the candidates (see candidates).
 	prio int64
 	late bool
-	at   int64
-	seq  int64
+	// borrowOnly, preemptible and gpus copy w's tier and size: a search
+	// reads them for every candidate it passes, and the lists are read in
+	// order while the workloads are spread over the heap.
+	borrowOnly, preemptible bool
+	at                      int64
+	seq                     int64
+	gpus                    GPUs
 }
 
 // preempt looks for the smallest set of running workloads whose eviction lets w
@@ -125,7 +130,7 @@ func (s *Scheduler) searchVictims(f *flavorState, search *victimSearch, tr trial
 	}()
 	fits := false
 	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason == PreemptReclaim && !c.w.tier.spec.BorrowOnly && !borrowing(c.w.team, f) {
+		if c.reason == PreemptReclaim && !c.borrowOnly && !borrowing(c.w.team, f) {
 			continue
 		}
 		tr.evict(c.w)
@@ -288,7 +293,7 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 // domainOf is n's domain at level li: on the flavor's own view (own) its
 // group at the level's depth, else by name.
 func domainOf(n *node, own bool, li *levelIndex) *group {
-	if i := 1 + li.depth; own && i < n.base && n.groups[i].level == li {
+	if i := 1 + li.depth; own && i < int(n.base) && n.groups[i].level == li {
 		return n.groups[i]
 	}
 	if li.name == ClusterLevel {
@@ -363,7 +368,18 @@ func victimOrder(a, b candidate) int {
 }
 
 func (s *Scheduler) candidate(x *workload, r PreemptReason) candidate {
-	return candidate{w: x, reason: r, prio: x.tier.spec.Priority, late: s.justAdmittedGang(x), at: x.admittedAt.UnixNano(), seq: x.seq}
+	c := candidateOf(x, s.justAdmittedGang(x))
+	c.reason = r
+	return c
+}
+
+// candidateOf is x as a candidate; late says it goes last in its tier.
+func candidateOf(x *workload, late bool) candidate {
+	return candidate{
+		w: x, prio: x.tier.spec.Priority, late: late,
+		borrowOnly: x.tier.spec.BorrowOnly, preemptible: x.tier.spec.Preemptible,
+		at: x.admittedAt.UnixNano(), seq: x.seq, gpus: x.GPUs(),
+	}
 }
 
 // drainedGrace is how long a gang admitted on the nodes drained for it is

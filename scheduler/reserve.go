@@ -31,7 +31,7 @@ func (s *Scheduler) reserve(w *workload, prev []*node) bool {
 			s.unlist(n)
 			n.reservedFor = w
 			free += n.free()
-			capacity += n.capacity()
+			capacity += n.capacity
 		}
 		w.reserved, f.res = nodes, w
 		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
@@ -54,7 +54,7 @@ func (s *Scheduler) stillReservable(w *workload, f *flavorState, nodes []*node) 
 		if n.flavor != f || n.spec.Unhealthy || !n.listed || n.spec.Cluster != nodes[0].spec.Cluster {
 			return false
 		}
-		pods += n.capacity() / w.spec.GPUsPerPod
+		pods += n.capacity / w.spec.GPUsPerPod
 	}
 	if w.spec.Cluster != "" && nodes[0].spec.Cluster != w.spec.Cluster {
 		return false
@@ -170,7 +170,7 @@ func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
 	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
 		for _, m := range g.buckets[k] {
 			n := s.nodes[m.id]
-			if c := n.capacity() / gpp; c > 0 {
+			if c := n.capacity / gpp; c > 0 {
 				out = append(out, n)
 				pods -= c
 				if pods <= 0 {

@@ -290,6 +290,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 	}
 	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
 	n.spec.Domains = slices.Clone(spec.Domains)
+	n.setHeld(0)
 	s.nodes = append(s.nodes, n)
 	s.nodeByName[spec.Name] = n
 	s.addToFlavor(n)
@@ -303,7 +304,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 func (s *Scheduler) addCapacity(n *node, sign GPUs) {
 	n.flavor.held += sign * min(n.held, n.spec.GPUs)
 	for _, g := range n.groups {
-		g.grow(sign * n.capacity())
+		g.grow(sign * n.capacity)
 	}
 }
 
@@ -331,7 +332,7 @@ func (s *Scheduler) Hold(name NodeName, gpus GPUs) error {
 	if gpus < n.held {
 		s.dirty = true
 	}
-	n.held = gpus
+	n.setHeld(gpus)
 	if !n.spec.Unhealthy {
 		s.addCapacity(n, 1)
 	}

@@ -139,7 +139,7 @@ func (t *tally) move(x *workload, sign GPUs) {
 
 // freeAfter is n's free GPUs once what the search numbered freedOf freed
 // is gone from it.
-func (n *node) freeAfter() GPUs { return max(0, n.capacity()-(n.used-n.freed)) }
+func (n *node) freeAfter() GPUs { return max(0, n.capacity-(n.used-n.freed)) }
 
 // freeNow is n's free GPUs, counting what the running tally has evicted.
 func (s *Scheduler) freeNow(n *node) GPUs {

@@ -89,12 +89,12 @@ func (l *teamVictims) add(c candidate) { l.put(c, true) }
 // put puts c in its list (in order when sorted) and in its sums.
 func (l *teamVictims) put(c candidate, sorted bool) {
 	list := &l.rest
-	if c.w.tier.spec.BorrowOnly {
+	if c.borrowOnly {
 		list = &l.borrowOnly
-		l.borrowOnlyGPUs += c.w.GPUs()
+		l.borrowOnlyGPUs += c.gpus
 	}
-	if c.w.tier.spec.Preemptible {
-		l.preemptible[c.prio] += c.w.GPUs()
+	if c.preemptible {
+		l.preemptible[c.prio] += c.gpus
 	}
 	if c.late {
 		if at := c.w.admittedAt.Add(drainedGrace); l.flipAt.IsZero() || at.Before(l.flipAt) {
@@ -112,12 +112,12 @@ func (l *teamVictims) put(c candidate, sorted bool) {
 // remove takes c out of its list and its sums.
 func (l *teamVictims) remove(c candidate) {
 	list := &l.rest
-	if c.w.tier.spec.BorrowOnly {
+	if c.borrowOnly {
 		list = &l.borrowOnly
-		l.borrowOnlyGPUs -= c.w.GPUs()
+		l.borrowOnlyGPUs -= c.gpus
 	}
-	if c.w.tier.spec.Preemptible {
-		l.preemptible[c.prio] -= c.w.GPUs()
+	if c.preemptible {
+		l.preemptible[c.prio] -= c.gpus
 	}
 	i, ok := slices.BinarySearchFunc(*list, c, victimOrder)
 	if !ok || (*list)[i].w != c.w {
@@ -199,11 +199,11 @@ func (st *stream) peek() *candidate {
 // pop moves past the head.
 func (st *stream) pop() {
 	c := st.peek()
-	if c.w.tier.spec.BorrowOnly {
+	if c.borrowOnly {
 		st.i++
 	} else {
 		st.j++
-		st.budget -= c.w.GPUs()
+		st.budget -= c.gpus
 	}
 	st.known = false
 }
@@ -240,7 +240,7 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 			if !yield(&st.rest[j]) {
 				return
 			}
-			budget -= st.rest[j].w.GPUs()
+			budget -= st.rest[j].gpus
 		}
 	}
 	for _, l := range [][]candidate{vs.own.borrowOnly[vs.own.i:], vs.own.rest[vs.own.j:]} {
@@ -248,7 +248,7 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 			if l[i].prio >= vs.prio {
 				break
 			}
-			if l[i].w.tier.spec.Preemptible && !yield(&l[i]) {
+			if l[i].preemptible && !yield(&l[i]) {
 				return
 			}
 		}
@@ -283,7 +283,7 @@ func (vs *victimSearch) pull() (candidate, bool) {
 			return candidate{}, false
 		}
 		vs.own.pop()
-		if c.w.tier.spec.Preemptible {
+		if c.preemptible {
 			c.reason = vs.own.reason
 			return c, true
 		}
@@ -337,8 +337,8 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 					if excess <= 0 {
 						break
 					}
-					room += c.w.GPUs()
-					excess -= c.w.GPUs()
+					room += c.gpus
+					excess -= c.gpus
 				}
 			}
 			if _, any := st.head(); any {

@@ -25,7 +25,9 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 			if w.tier.spec.BorrowOnly {
 				r.borrowOnly += w.GPUs()
 			}
-			cands = append(cands, candidate{w: w, prio: w.tier.spec.Priority, late: rng.IntN(4) == 0, at: int64(rng.IntN(5)), seq: w.seq})
+			c := candidateOf(w, rng.IntN(4) == 0)
+			c.at = int64(rng.IntN(5))
+			cands = append(cands, c)
 		}
 		r.nominal = GPUs(rng.IntN(int(r.usage) + 1))
 		// The rule: all in victim order, skipping the others once the team
