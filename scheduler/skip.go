@@ -232,7 +232,7 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 // as it was: journal.go.)
 func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 	l := s.teamVictims(f, f.view, t)
-	search := &victimSearch{prio: p.spec.Priority, own: stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: maxGPUs}}
+	search := &victimSearch{prio: p.spec.Priority, own: stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs}}
 	for _, pb := range b.pods {
 		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
 			return true

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"iter"
 	"slices"
 	"time"
 )
@@ -17,11 +18,120 @@ type teamVictims struct {
 	// after it that a member's place changes (a drained gang's grace ends).
 	now, flipAt time.Time
 	// borrowOnly holds the workloads of borrowOnly tiers, rest the others.
-	borrowOnly, rest []candidate
+	borrowOnly, rest vlist
 	// borrowOnlyGPUs sums borrowOnly; preemptible sums the GPUs of the
 	// preemptible workloads by tier priority.
 	borrowOnlyGPUs GPUs
 	preemptible    map[int64]GPUs
+}
+
+// vlist is a list of candidates in victim order, kept in segments of one
+// tier and lateness each (in order), each stored backwards: the workload
+// just admitted, the first victim of its segment, goes at the end of its
+// slice instead of moving the rest of the list up.
+type vlist struct {
+	segs []vseg
+}
+
+type vseg struct {
+	prio int64
+	late bool
+	c    []candidate // in reverse victim order
+}
+
+// vpos is a place in a vlist: the i-th candidate of segment s in victim order.
+type vpos struct{ s, i int }
+
+// reverseVictimOrder is the order a segment stores its candidates in.
+func reverseVictimOrder(a, b candidate) int { return victimOrder(b, a) }
+
+// seg returns c's segment, made (in its place) when create is true, or nil.
+func (l *vlist) seg(c *candidate, create bool) *vseg {
+	i := 0
+	for ; i < len(l.segs); i++ {
+		g := &l.segs[i]
+		if g.prio == c.prio && g.late == c.late {
+			return g
+		}
+		if g.prio > c.prio || (g.prio == c.prio && g.late) {
+			break
+		}
+	}
+	if !create {
+		return nil
+	}
+	l.segs = slices.Insert(l.segs, i, vseg{prio: c.prio, late: c.late})
+	return &l.segs[i]
+}
+
+// reset empties the list, keeping its room.
+func (l *vlist) reset() {
+	for i := range l.segs {
+		clear(l.segs[i].c)
+		l.segs[i].c = l.segs[i].c[:0]
+	}
+}
+
+// push adds c at the end of its segment, out of order (see sort).
+func (l *vlist) push(c candidate) {
+	g := l.seg(&c, true)
+	g.c = append(g.c, c)
+}
+
+// sort puts every segment in order after pushes.
+func (l *vlist) sort() {
+	for i := range l.segs {
+		slices.SortFunc(l.segs[i].c, reverseVictimOrder)
+	}
+}
+
+// add puts c in its place.
+func (l *vlist) add(c candidate) {
+	g := l.seg(&c, true)
+	if n := len(g.c); n == 0 || victimOrder(c, g.c[n-1]) < 0 {
+		g.c = append(g.c, c)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(g.c, c, reverseVictimOrder)
+	g.c = slices.Insert(g.c, i, c)
+}
+
+// remove takes c's workload out of the list.
+func (l *vlist) remove(c candidate) {
+	g := l.seg(&c, false)
+	if g == nil {
+		return
+	}
+	i, ok := slices.BinarySearchFunc(g.c, c, reverseVictimOrder)
+	if !ok || g.c[i].w != c.w {
+		i = slices.IndexFunc(g.c, func(x candidate) bool { return x.w == c.w })
+	}
+	if i >= 0 {
+		g.c = slices.Delete(g.c, i, i+1)
+	}
+}
+
+// at returns the candidate at p, moving p past the ends of segments, or nil
+// at the end of the list.
+func (l *vlist) at(p *vpos) *candidate {
+	for ; p.s < len(l.segs); p.s, p.i = p.s+1, 0 {
+		if c := l.segs[p.s].c; p.i < len(c) {
+			return &c[len(c)-1-p.i]
+		}
+	}
+	return nil
+}
+
+// from yields the candidates from p on, in victim order.
+func (l *vlist) from(p vpos) iter.Seq[*candidate] {
+	return func(yield func(*candidate) bool) {
+		for c := l.at(&p); c != nil; c = l.at(&p) {
+			if !yield(c) {
+				return
+			}
+			p.i++
+		}
+	}
 }
 
 // helps says whether x, running, could make room on view v of f.
@@ -58,15 +168,17 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 		l = &teamVictims{preemptible: map[int64]GPUs{}}
 		byView[v] = l
 	}
-	l.now, l.flipAt, l.borrowOnly, l.rest, l.borrowOnlyGPUs = s.now, time.Time{}, l.borrowOnly[:0], l.rest[:0], 0
+	l.now, l.flipAt, l.borrowOnlyGPUs = s.now, time.Time{}, 0
+	l.borrowOnly.reset()
+	l.rest.reset()
 	clear(l.preemptible)
 	for x := range t.running {
 		if helps(f, v, x) {
 			l.put(s.candidate(x, ""), false)
 		}
 	}
-	slices.SortFunc(l.borrowOnly, victimOrder)
-	slices.SortFunc(l.rest, victimOrder)
+	l.borrowOnly.sort()
+	l.rest.sort()
 	return l
 }
 
@@ -101,12 +213,11 @@ func (l *teamVictims) put(c candidate, sorted bool) {
 			l.flipAt = at
 		}
 	}
-	if !sorted {
-		*list = append(*list, c)
-		return
+	if sorted {
+		list.add(c)
+	} else {
+		list.push(c)
 	}
-	i, _ := slices.BinarySearchFunc(*list, c, victimOrder)
-	*list = slices.Insert(*list, i, c)
 }
 
 // remove takes c out of its list and its sums.
@@ -119,13 +230,7 @@ func (l *teamVictims) remove(c candidate) {
 	if c.preemptible {
 		l.preemptible[c.prio] -= c.gpus
 	}
-	i, ok := slices.BinarySearchFunc(*list, c, victimOrder)
-	if !ok || (*list)[i].w != c.w {
-		i = slices.IndexFunc(*list, func(x candidate) bool { return x.w == c.w })
-	}
-	if i >= 0 {
-		*list = slices.Delete(*list, i, i+1)
-	}
+	list.remove(c)
 }
 
 // listVictim adds w, just admitted, to its team's lists that are up to date
@@ -161,8 +266,8 @@ type victimSearch struct {
 // stream walks one team's two lists in victim order, keeping of the non
 // borrowOnly ones only a prefix of budget GPUs (what the team borrows).
 type stream struct {
-	borrowOnly, rest []candidate
-	i, j             int
+	borrowOnly, rest *vlist
+	i, j             vpos
 	// all: the rest are taken (up to budget); else only borrowOnly ones.
 	all    bool
 	budget GPUs
@@ -186,12 +291,16 @@ func (st *stream) peek() *candidate {
 		return st.top
 	}
 	st.top, st.known = nil, true
-	restOK := st.all && st.j < len(st.rest) && st.budget > 0
+	var r *candidate
+	if st.all && st.budget > 0 {
+		r = st.rest.at(&st.j)
+	}
+	b := st.borrowOnly.at(&st.i)
 	switch {
-	case st.i < len(st.borrowOnly) && (!restOK || victimLess(&st.borrowOnly[st.i], &st.rest[st.j])):
-		st.top = &st.borrowOnly[st.i]
-	case restOK:
-		st.top = &st.rest[st.j]
+	case b != nil && (r == nil || victimLess(b, r)):
+		st.top = b
+	case r != nil:
+		st.top = r
 	}
 	return st.top
 }
@@ -200,9 +309,9 @@ func (st *stream) peek() *candidate {
 func (st *stream) pop() {
 	c := st.peek()
 	if c.borrowOnly {
-		st.i++
+		st.i.i++
 	} else {
-		st.j++
+		st.j.i++
 		st.budget -= c.gpus
 	}
 	st.known = false
@@ -227,8 +336,8 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 		}
 	}
 	for _, st := range vs.reclaim {
-		for i := st.i; i < len(st.borrowOnly); i++ {
-			if !yield(&st.borrowOnly[i]) {
+		for c := range st.borrowOnly.from(st.i) {
+			if !yield(c) {
 				return
 			}
 		}
@@ -236,19 +345,25 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 			continue
 		}
 		budget := st.budget
-		for j := st.j; j < len(st.rest) && budget > 0; j++ {
-			if !yield(&st.rest[j]) {
-				return
-			}
-			budget -= st.rest[j].gpus
-		}
-	}
-	for _, l := range [][]candidate{vs.own.borrowOnly[vs.own.i:], vs.own.rest[vs.own.j:]} {
-		for i := range l {
-			if l[i].prio >= vs.prio {
+		for c := range st.rest.from(st.j) {
+			if budget <= 0 {
 				break
 			}
-			if l[i].preemptible && !yield(&l[i]) {
+			if !yield(c) {
+				return
+			}
+			budget -= c.gpus
+		}
+	}
+	for _, l := range []struct {
+		l *vlist
+		p vpos
+	}{{vs.own.borrowOnly, vs.own.i}, {vs.own.rest, vs.own.j}} {
+		for c := range l.l.from(l.p) {
+			if c.prio >= vs.prio {
+				break
+			}
+			if c.preemptible && !yield(c) {
 				return
 			}
 		}
@@ -327,13 +442,13 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 				continue
 			}
 			l := s.teamVictims(f, v, o)
-			st := &stream{borrowOnly: l.borrowOnly, rest: l.rest, reason: PreemptReclaim}
+			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: PreemptReclaim}
 			room += l.borrowOnlyGPUs
 			if borrowing(o, f) {
 				or := o.q.r(f.id)
 				excess := or.usage - or.borrowOnly - or.nominal
 				st.all, st.budget = true, excess
-				for _, c := range l.rest {
+				for c := range l.rest.from(vpos{}) {
 					if excess <= 0 {
 						break
 					}
@@ -348,7 +463,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 		heap.Init(&vs.reclaim)
 	}
 	l := s.teamVictims(f, v, t)
-	vs.own = stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
+	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
 	for prio, g := range l.preemptible {
 		if prio < w.tier.spec.Priority {
 			room += g

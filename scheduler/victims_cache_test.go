@@ -139,7 +139,7 @@ func graceEndsReorder(t *testing.T, b *busy) bool {
 		order := func() []*workload {
 			var out []*workload
 			l := b.s.teamVictims(f, f.view, tm)
-			for _, c := range append(slices.Clone(l.borrowOnly), l.rest...) {
+			for _, c := range append(l.borrowOnly.list(), l.rest.list()...) {
 				if c.w == older || c.w == gang {
 					out = append(out, c.w)
 				}
@@ -301,4 +301,13 @@ func TestPreemptionBoundIsSound(t *testing.T) {
 		t.Fatalf("the bounds refused %d searches (%d for want of nodes) and let %d through, %d of which own tiers could make room for: too few to tell", refused, short, searched, could)
 	}
 	t.Logf("%d searches refused by the bounds (%d for want of nodes), none of which could succeed; %d let through, %d of which its own lower tiers could make room for", refused, short, searched, could)
+}
+
+// list is the vlist's candidates in victim order.
+func (l *vlist) list() []candidate {
+	var out []candidate
+	for c := range l.from(vpos{}) {
+		out = append(out, *c)
+	}
+	return out
 }

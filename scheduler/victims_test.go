@@ -49,7 +49,7 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 		for _, c := range cands {
 			l.add(c)
 		}
-		st := stream{borrowOnly: l.borrowOnly, rest: l.rest, all: true, budget: r.usage - r.borrowOnly - r.nominal}
+		st := stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: r.usage - r.borrowOnly - r.nominal}
 		var got []candidate
 		for c, ok := st.head(); ok; c, ok = st.head() {
 			got = append(got, c)
