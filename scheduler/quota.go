@@ -171,6 +171,14 @@ func (t *team) reclaimable(f int) GPUs {
 
 // charge adds a workload's GPUs of flavor f to its team.
 func (s *Scheduler) charge(w *workload, f *flavorState, sign GPUs) {
+	chargeQuota(w, f, sign)
+	w.team.share = s.shareOf(w.team)
+}
+
+// chargeQuota is charge but for the team's share, which only orders the
+// walk: a tally (tally.go) charges and undoes every victim it tries within
+// one search, leaving each share as it was.
+func chargeQuota(w *workload, f *flavorState, sign GPUs) {
 	t := w.team
 	root := t.q.root()
 	before := t.reclaimable(f.id)
@@ -185,7 +193,6 @@ func (s *Scheduler) charge(w *workload, f *flavorState, sign GPUs) {
 		root.reclaimable = append(root.reclaimable, 0)
 	}
 	root.reclaimable[f.id] += t.reclaimable(f.id) - before
-	t.share = s.shareOf(t)
 }
 
 // shareOf is the team's weighted dominant-resource share: the largest ratio of

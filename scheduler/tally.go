@@ -74,7 +74,7 @@ func (t *tally) run(search *victimSearch) (keep []candidate, ok bool) {
 	defer func() { t.s.tallying = 0 }()
 	keep, ok = t.s.searchVictims(t.f, search, t)
 	for _, c := range keep {
-		t.back(c.w, false)
+		t.back(c.w, true)
 	}
 	return keep, ok
 }
@@ -93,12 +93,20 @@ func (t *tally) fits() bool {
 	return t.n >= t.pods
 }
 
-// evict tallies x as evicted; back as put back.
-func (t *tally) evict(x *workload)        { t.move(x, 1) }
-func (t *tally) back(x *workload, _ bool) { t.move(x, -1) }
+// evict tallies x as evicted; back as put back. Once the search is over
+// (failed, or done with the victims it keeps) only the quotas need putting
+// back: the counts are the search's alone (numbered by its id).
+func (t *tally) evict(x *workload) { t.move(x, 1) }
+func (t *tally) back(x *workload, over bool) {
+	if over {
+		chargeQuota(x, x.flavor, 1)
+		return
+	}
+	t.move(x, -1)
+}
 
 func (t *tally) move(x *workload, sign GPUs) {
-	t.s.charge(x, x.flavor, -sign)
+	chargeQuota(x, x.flavor, -sign)
 	for _, p := range x.placements {
 		nd := p.node
 		if nd.freedOf != t.id {
