@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"iter"
 	"slices"
 	"time"
@@ -384,11 +383,10 @@ func (vs *victimSearch) pull() (candidate, bool) {
 		st := vs.reclaim[0]
 		c := *st.peek()
 		st.pop()
-		if st.peek() != nil {
-			heap.Fix(&vs.reclaim, 0)
-		} else {
-			heap.Pop(&vs.reclaim)
+		if st.peek() == nil {
+			vs.reclaim.dropTop()
 		}
+		vs.reclaim.down(0)
 		c.reason = st.reason
 		return c, true
 	}
@@ -405,21 +403,45 @@ func (vs *victimSearch) pull() (candidate, bool) {
 	}
 }
 
-// streamHeap orders streams by their heads.
+// streamHeap orders streams by their heads (every stream in it has one). A
+// search pulls hundreds of candidates from up to a cohort's teams' streams:
+// the heap is written out rather than behind container/heap's interface.
 type streamHeap []*stream
 
-func (h streamHeap) Len() int { return len(h) }
-func (h streamHeap) Less(i, j int) bool {
-	// Every stream in the heap has a head.
-	return victimLess(h[i].peek(), h[j].peek())
+func (h streamHeap) less(i, j int) bool { return victimLess(h[i].peek(), h[j].peek()) }
+
+// init orders the heap.
+func (h streamHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
-func (h streamHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *streamHeap) Push(x any)   { *h = append(*h, x.(*stream)) }
-func (h *streamHeap) Pop() any {
+
+// dropTop replaces the top by the last stream (down(0) orders it after).
+func (h *streamHeap) dropTop() {
 	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	n := len(old) - 1
+	old[0], old[n] = old[n], nil
+	*h = old[:n]
+}
+
+func (h streamHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && h.less(r, l) {
+			j = r
+		}
+		if !h.less(j, i) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 
 // candidates prepares the search of what the rules allow w to preempt on f:
@@ -460,7 +482,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 				vs.reclaim = append(vs.reclaim, st)
 			}
 		}
-		heap.Init(&vs.reclaim)
+		vs.reclaim.init()
 	}
 	l := s.teamVictims(f, v, t)
 	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
