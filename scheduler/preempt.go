@@ -240,7 +240,7 @@ func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs,
 			if g.roomOf != s.searches {
 				g.room, g.roomOf = 0, s.searches
 			}
-			g.room += p.pods * c.w.spec.GPUsPerPod
+			g.room += p.pods * c.w.gpp
 			if g.free+g.room >= need {
 				enough = true
 				return false
@@ -279,7 +279,7 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 				nd.freed, nd.freedOf = 0, s.searches
 			}
 			before := nd.freeAfter() / gpp
-			nd.freed += p.pods * c.w.spec.GPUsPerPod
+			nd.freed += p.pods * c.w.gpp
 			n += nd.freeAfter()/gpp - before
 			if n >= pods {
 				return false

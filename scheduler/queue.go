@@ -14,12 +14,18 @@ const (
 	stateGone
 )
 
-// workload is the scheduler's record of a Workload. What a walk reads of
-// every pending workload it passes (is its entry live, must it be considered,
-// since when it waits) comes first, in one or two cache lines: a busy queue
-// holds tens of thousands of workloads, and what they ask is in their queue
-// entries.
+// workload is the scheduler's record of a Workload. What a preemption search
+// reads of every running workload it tries (its team, tier and flavor, where
+// its pods run, their size) comes first, in one cache line: a busy fleet runs
+// tens of thousands of workloads, and a search tries hundreds. (What a walk
+// reads of the pending ones is in their queue entries.)
 type workload struct {
+	team       *team
+	tier       *tier
+	flavor     *flavorState
+	placements []placement
+	// gpp is spec.GPUsPerPod.
+	gpp GPUs
 	// gen counts the times the workload entered its queue; an entry of an
 	// earlier generation is a gap.
 	gen   uint32
@@ -33,12 +39,8 @@ type workload struct {
 	// pending state.
 	reason PendingReason
 	spec   Workload
-	team   *team
-	tier   *tier
 	seq    int64
-	// admission, when admitted.
-	flavor     *flavorState
-	placements []placement
+	// admission, when admitted (flavor and placements above).
 	domain     *Domain
 	admittedAt time.Time
 	started    bool

@@ -451,7 +451,7 @@ func (s *Scheduler) Submit(spec Workload) error {
 	if spec.Pods > MaxPods || spec.GPUsPerPod > MaxGPUsPerPod {
 		return fmt.Errorf("workload %s: %d pods of %d GPUs is more than any fleet holds (at most %d pods of at most %d GPUs)", spec.ID, spec.Pods, spec.GPUsPerPod, MaxPods, MaxGPUsPerPod)
 	}
-	w := &workload{spec: spec, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
+	w := &workload{spec: spec, gpp: spec.GPUsPerPod, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
 	s.seq++
 	s.setShape(w)

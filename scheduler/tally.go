@@ -113,7 +113,7 @@ func (t *tally) move(x *workload, sign GPUs) {
 			nd.freed, nd.freedOf = 0, t.id
 		}
 		before := nd.freeAfter()
-		nd.freed += sign * p.pods * x.spec.GPUsPerPod
+		nd.freed += sign * p.pods * x.gpp
 		if t.fit0 || !t.v.lists(t.f, nd) {
 			continue
 		}
