@@ -27,7 +27,9 @@ type teamVictims struct {
 // vlist is a list of candidates in victim order, kept in segments of one
 // tier and lateness each (in order), each stored backwards: the workload
 // just admitted, the first victim of its segment, goes at the end of its
-// slice instead of moving the rest of the list up.
+// slice instead of moving the rest of the list up. A workload that ends
+// leaves a gap (its candidate keeps its place, without the workload) until
+// half its segment is gaps.
 type vlist struct {
 	segs []vseg
 }
@@ -36,6 +38,7 @@ type vseg struct {
 	prio int64
 	late bool
 	c    []candidate // in reverse victim order
+	gaps int
 }
 
 // vpos is a place in a vlist: the i-th candidate of segment s in victim order.
@@ -67,7 +70,7 @@ func (l *vlist) seg(c *candidate, create bool) *vseg {
 func (l *vlist) reset() {
 	for i := range l.segs {
 		clear(l.segs[i].c)
-		l.segs[i].c = l.segs[i].c[:0]
+		l.segs[i].c, l.segs[i].gaps = l.segs[i].c[:0], 0
 	}
 }
 
@@ -103,19 +106,28 @@ func (l *vlist) remove(c candidate) {
 	}
 	i, ok := slices.BinarySearchFunc(g.c, c, reverseVictimOrder)
 	if !ok || g.c[i].w != c.w {
+		// A gap of the same keys (the workload left and came back).
 		i = slices.IndexFunc(g.c, func(x candidate) bool { return x.w == c.w })
 	}
-	if i >= 0 {
-		g.c = slices.Delete(g.c, i, i+1)
+	if i < 0 {
+		return
+	}
+	g.c[i].w = nil
+	if g.gaps++; g.gaps*2 > len(g.c) {
+		g.c = slices.DeleteFunc(g.c, func(x candidate) bool { return x.w == nil })
+		g.gaps = 0
 	}
 }
 
-// at returns the candidate at p, moving p past the ends of segments, or nil
-// at the end of the list.
+// at returns the candidate at p, moving p past gaps and the ends of
+// segments, or nil at the end of the list.
 func (l *vlist) at(p *vpos) *candidate {
 	for ; p.s < len(l.segs); p.s, p.i = p.s+1, 0 {
-		if c := l.segs[p.s].c; p.i < len(c) {
-			return &c[len(c)-1-p.i]
+		c := l.segs[p.s].c
+		for ; p.i < len(c); p.i++ {
+			if x := &c[len(c)-1-p.i]; x.w != nil {
+				return x
+			}
 		}
 	}
 	return nil

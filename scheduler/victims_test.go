@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -57,6 +58,43 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: kept %d candidates, the search takes %d", round, len(got), len(want))
+		}
+	}
+}
+
+// TestVictimListGaps adds and removes candidates at random: the list yields
+// the live ones in victim order, and its gaps never outnumber them by more
+// than one segment's worth.
+func TestVictimListGaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	tierOf := make([]*tier, len(tiers))
+	for i := range tiers {
+		tierOf[i] = &tier{spec: tiers[i]}
+	}
+	var l vlist
+	live := map[*workload]candidate{}
+	for i := range 5000 {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			for w, c := range live {
+				l.remove(c)
+				delete(live, w)
+				break
+			}
+		} else {
+			w := &workload{spec: Workload{Pods: 1, GPUsPerPod: 1}, tier: tierOf[rng.IntN(len(tierOf))], seq: int64(i)}
+			c := candidateOf(w, rng.IntN(4) == 0)
+			c.at = int64(rng.IntN(50))
+			l.add(c)
+			live[w] = c
+		}
+		want := slices.SortedFunc(maps.Values(live), victimOrder)
+		if got := l.list(); !slices.EqualFunc(got, want, func(a, b candidate) bool { return a.w == b.w }) {
+			t.Fatalf("step %d: the list yields %d candidates, %d live", i, len(got), len(want))
+		}
+		for _, g := range l.segs {
+			if n := len(g.c) - g.gaps; g.gaps > n+1 {
+				t.Fatalf("step %d: a segment of %d live candidates keeps %d gaps", i, n, g.gaps)
+			}
 		}
 	}
 }
