@@ -346,21 +346,4 @@ func (h teamHeap) up(j int) {
 	}
 }
 
-func (h teamHeap) down(i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		j := l
-		if r := l + 1; r < n && h.less(r, l) {
-			j = r
-		}
-		if !h.less(j, i) {
-			return
-		}
-		h[i], h[j] = h[j], h[i]
-		i = j
-	}
-}
+func (h teamHeap) down(i int) { siftDown(h, i, first) }

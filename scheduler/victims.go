@@ -416,11 +416,8 @@ func (vs *victimSearch) pull() (candidate, bool) {
 }
 
 // streamHeap orders streams by their heads (every stream in it has one). A
-// search pulls hundreds of candidates from up to a cohort's teams' streams:
-// the heap is written out rather than behind container/heap's interface.
+// search pulls hundreds of candidates from up to a cohort's teams' streams.
 type streamHeap []*stream
-
-func (h streamHeap) less(i, j int) bool { return victimLess(h[i].peek(), h[j].peek()) }
 
 // init orders the heap.
 func (h streamHeap) init() {
@@ -437,24 +434,10 @@ func (h *streamHeap) dropTop() {
 	*h = old[:n]
 }
 
-func (h streamHeap) down(i int) {
-	n := len(h)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		j := l
-		if r := l + 1; r < n && h.less(r, l) {
-			j = r
-		}
-		if !h.less(j, i) {
-			return
-		}
-		h[i], h[j] = h[j], h[i]
-		i = j
-	}
-}
+func (h streamHeap) down(i int) { siftDown(h, i, headFirst) }
+
+// headFirst says whether stream a's head comes before b's.
+func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 
 // candidates prepares the search of what the rules allow w to preempt on f:
 // what its team may reclaim from the other teams of its cohort (only their
