@@ -227,8 +227,10 @@ func (s *Scheduler) released(prev, now []*node) {
 // used when a borrow-first gang is chosen: that rule holds back smaller
 // workloads, not larger ones.
 func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
+	starving := s.starving(w.tier, w.since)
 	now := func(f *failure) bool {
-		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w))
+		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w)) &&
+			(!starving || (f.starving && !w.spec.Submitted.Before(f.submitted)))
 	}
 	if f := &w.shape.fail; now(f) {
 		s.setReason(w, f.reason)
@@ -289,6 +291,9 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 	if w.tier.spec.BorrowOnly || w.team.q.parent == nil {
 		return false
 	}
+	if s.starving(w.tier, w.since) {
+		return true
+	}
 	for _, f := range w.cands {
 		if r := w.team.q.r(f.id); r.usage+w.GPUs() <= r.nominal {
 			return true
@@ -300,7 +305,8 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 // failed records that w did not fit: for its shape, and for its class the
 // fewest pods of its tier that did not fit.
 func (s *Scheduler) failed(w *workload, eligible bool) {
-	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, reserveTried: eligible}
+	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, reserveTried: eligible,
+		starving: s.starving(w.tier, w.since), submitted: w.spec.Submitted}
 	w.shape.fail = f
 	w.class.fails = s.keepFewest(w.class.fails, f)
 	if unconstrained(w) {

@@ -130,7 +130,10 @@ func (s *Scheduler) searchVictims(f *flavorState, search *victimSearch, tr trial
 	}()
 	fits := false
 	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason == PreemptReclaim && !c.borrowOnly && !borrowing(c.w.team, f) {
+		if c.reason != PreemptHigherTier && !c.borrowOnly && !borrowing(c.w.team, f) {
+			continue
+		}
+		if !search.takes(&c) {
 			continue
 		}
 		tr.evict(c.w)

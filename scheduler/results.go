@@ -36,6 +36,10 @@ const (
 	PreemptReclaim PreemptReason = "ReclaimBorrowed"
 	// PreemptHigherTier: within a team a higher tier preempts a lower, preemptible one.
 	PreemptHigherTier PreemptReason = "HigherTier"
+	// PreemptStarving: a workload that has waited Options.StarvationAfter takes
+	// back what another team of its cohort borrows for work of its tier or
+	// lower submitted after it.
+	PreemptStarving PreemptReason = "ReclaimForStarving"
 )
 
 // Preemption evicts a running workload so that another fits. The victim returns

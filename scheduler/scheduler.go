@@ -125,6 +125,10 @@ type failure struct {
 	pods int64
 	// reserveTried: a reservation was sought for this shape and none found.
 	reserveTried bool
+	// starving: the workload that failed was starving (Options.StarvationAfter),
+	// submitted then: a starving workload submitted no earlier fails alike.
+	starving  bool
+	submitted time.Time
 }
 
 // New returns a scheduler for the quota tree and tiers of cfg.

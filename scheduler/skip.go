@@ -215,7 +215,8 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// worthSearching, for the least of the run, then the room its own
 		// lower tiers could make.
-		if reclaimsFor(t, p, f, b.need) || (ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
+		if reclaimsFor(t, p, f, b.need) || (s.starving(p, b.since) && othersBorrow(t, f)) ||
+			(ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}
 	}

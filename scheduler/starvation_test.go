@@ -260,3 +260,72 @@ func TestBorrowFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestStarvingWorkloadTakesBackLaterBorrowing: a gang of a team at its
+// nominal waits for the cohort's idle quota while another team's later work
+// borrows every piece that frees. Once it has waited StarvationAfter it takes
+// back that later borrowed work (ReclaimForStarving), and only that: not the
+// borrowed work submitted before it, nor anything a team runs within its
+// nominal (when that is all that would make room, it keeps waiting). Without
+// the rule it keeps waiting.
+func TestStarvingWorkloadTakesBackLaterBorrowing(t *testing.T) {
+	for _, after := range []time.Duration{0, 100 * time.Second} {
+		// lateTeam: who takes the GPUs freed at 40: c borrowing them (then
+		// later borrowed work makes room), or b within its nominal (then only
+		// borrowed work submitted before the gang would).
+		for _, lateTeam := range []string{"c", "b"} {
+			cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{
+				teamQ("a", "org", 8, nil, nil), teamQ("b", "org", 32, nil, nil), teamQ("c", "org", 8, nil, nil)}}
+			f := newFx(t, cfg, rack("n", "a", 6, 8, 0, 0), Options{ReserveAfter: -1, StarvationAfter: after})
+			f.submit(wl("a0", "a", "research", 1, 8, 0), wl("b0", "b", "research", 1, 8, 0), wl("c0", "c", "research", 1, 8, 0))
+			f.cycle(0)
+			f.submit(wl("early", "c", "research", 1, 8, 5))
+			f.cycle(5)
+			f.submit(wl("early2", "c", "research", 1, 8, 6))
+			f.cycle(6)
+			f.submit(wl("gang", "a", "research", 2, 8, 10)) // a at its nominal: the gang borrows 16, 8 are idle
+			f.submit(wl("late", "c", "research", 1, 8, 20))
+			if got := admittedIDs(f.cycle(20)); !slices.Equal(got, []WorkloadID{"late"}) {
+				t.Fatalf("after %v: cycle 20 admitted %v, want late (it borrows the 8 idle GPUs)", after, got)
+			}
+			f.finish("early")
+			f.submit(wl("late2", lateTeam, "research", 1, 8, 40))
+			if got := admittedIDs(f.cycle(40)); !slices.Equal(got, []WorkloadID{"late2"}) {
+				t.Fatalf("after %v: cycle 40 admitted %v, want late2", after, got)
+			}
+			if r := f.reasonCode("gang"); r != ReasonCohortExhausted {
+				t.Fatalf("after %v: the gang waits for %v, want %v", after, r, ReasonCohortExhausted)
+			}
+			// The next walk (a starving workload is considered at the next
+			// walk, as a reservation is): b's work ends and b, within its
+			// nominal, takes its GPUs back at once.
+			f.finish("b0")
+			f.submit(wl("b1", "b", "research", 1, 8, 200))
+			res := f.cycle(200)
+			if after == 0 || lateTeam == "b" {
+				if got := admittedIDs(res); !slices.Equal(got, []WorkloadID{"b1"}) || len(res.Preempted) != 0 {
+					t.Fatalf("after %v, late2 %s's: cycle 200 admitted %v and preempted %v, want b1 and nothing preempted",
+						after, lateTeam, got, res.Preempted)
+				}
+				continue
+			}
+			if got := admittedIDs(res); !slices.Equal(got, []WorkloadID{"b1", "gang"}) {
+				t.Fatalf("cycle 200 admitted %v, want b1 then the starving gang", got)
+			}
+			var victims []WorkloadID
+			for _, p := range res.Preempted {
+				if p.By != "gang" || p.Reason != PreemptStarving {
+					t.Errorf("preemption %+v, want by the gang for %s", p, PreemptStarving)
+				}
+				victims = append(victims, p.Victim)
+			}
+			slices.Sort(victims)
+			if !slices.Equal(victims, []WorkloadID{"late", "late2"}) {
+				t.Fatalf("the gang preempted %v, want late and late2 (borrowed, submitted after it)", victims)
+			}
+			if err := f.s.checkInvariants(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

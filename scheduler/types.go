@@ -159,6 +159,12 @@ type Options struct {
 	// of other teams' later, smaller work (never a team within its nominal).
 	// Zero disables it.
 	BorrowFirstAfter time.Duration
+	// StarvationAfter, when positive, is how long a workload waits before it
+	// counts as starving: it may then take back, by preemption, what other
+	// teams of its cohort borrow for work of its tier or lower submitted after
+	// it (borrowed capacity goes first come, first served to what has waited
+	// that long). Zero disables it.
+	StarvationAfter time.Duration
 	// NoPreemption: a workload is admitted only where it fits as things
 	// are; nothing is preempted for it (a fleet's hub routes work, it does
 	// not stop what runs in a worker).
@@ -188,6 +194,6 @@ type Options struct {
 
 // DefaultOptions are what allot uses when nothing else is said.
 func DefaultOptions() Options {
-	return Options{ReserveAfter: 10 * time.Minute, GangTimeout: 5 * time.Minute, Backoff: 30 * time.Second,
-		FullWalkEvery: 5 * time.Second}
+	return Options{ReserveAfter: 10 * time.Minute, StarvationAfter: 6 * time.Hour, GangTimeout: 5 * time.Minute,
+		Backoff: 30 * time.Second, FullWalkEvery: 5 * time.Second}
 }

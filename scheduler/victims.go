@@ -272,6 +272,16 @@ type victimSearch struct {
 	prio    int64 // the searching workload's tier priority
 	// ahead holds candidates drained by all and not yet yielded by next.
 	ahead []candidate
+	// after is the submission of a starving workload's search: its reclaim
+	// candidates (PreemptStarving) count only when submitted after it.
+	after time.Time
+}
+
+// takes says whether the search may evict c, which its streams yield: a
+// starving workload takes back only work of its tier or lower submitted
+// after it.
+func (vs *victimSearch) takes(c *candidate) bool {
+	return c.reason != PreemptStarving || (c.prio <= vs.prio && c.w.spec.Submitted.After(vs.after))
 }
 
 // stream walks one team's two lists in victim order, keeping of the non
@@ -452,6 +462,10 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 	v := s.viewOf(w, f)
 	room := v.all.free
 	vs = &victimSearch{prio: w.tier.spec.Priority}
+	reason := PreemptReclaim
+	if !reclaimsFor(t, w.tier, f, w.GPUs()) {
+		reason, vs.after = PreemptStarving, w.spec.Submitted
+	}
 	if s.reclaims(w, f) {
 		root := t.q.root()
 		for _, o := range root.teams {
@@ -459,7 +473,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 				continue
 			}
 			l := s.teamVictims(f, v, o)
-			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: PreemptReclaim}
+			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
 			room += l.borrowOnlyGPUs
 			if borrowing(o, f) {
 				or := o.q.r(f.id)
@@ -491,9 +505,26 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 
 // reclaims says whether a search for w on f has reclaim candidates: w's team
 // would stay within its nominal quota (w's tier is not borrowOnly) and some
-// team of its cohort uses what may be reclaimed.
+// team of its cohort uses what may be reclaimed; or w is starving and another
+// team of its cohort borrows.
 func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
-	return reclaimsFor(w.team, w.tier, f, w.GPUs())
+	return reclaimsFor(w.team, w.tier, f, w.GPUs()) || (s.starving(w.tier, w.since) && othersBorrow(w.team, f))
+}
+
+// starving says whether a workload of tier p waiting since then may take
+// back borrowed capacity as a starving one (Options.StarvationAfter).
+func (s *Scheduler) starving(p *tier, since time.Time) bool {
+	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && s.now.Sub(since) >= s.opts.StarvationAfter
+}
+
+// othersBorrow says whether a team of t's cohort other than t uses of f what
+// may be reclaimed.
+func othersBorrow(t *team, f *flavorState) bool {
+	if t.q.parent == nil {
+		return false
+	}
+	root := t.q.root()
+	return f.id < len(root.reclaimable) && root.reclaimable[f.id]-t.reclaimable(f.id) > 0
 }
 
 // reclaimsFor is reclaims for a workload of team t and tier p asking need GPUs.

@@ -141,6 +141,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&policy, "policy", "allot", "scheduling policy: allot (the core) or reference (greedy first-fit backfill, no quotas)")
 	f.DurationVar(&opts.ReserveAfter, "reserve-after", opts.ReserveAfter, "wait after which a gang that does not fit gets its nodes reserved (negative: never)")
+	f.DurationVar(&opts.StarvationAfter, "starvation-after", opts.StarvationAfter, "wait after which a workload may take back what other teams borrow for work submitted after it (0: never)")
 	f.DurationVar(&opts.BorrowFirstAfter, "borrow-first-after", opts.BorrowFirstAfter, "wait on the cohort's idle quota after which a gang borrows before other teams' later, smaller work (0: never)")
 	walkFlags(f, &opts)
 	return c

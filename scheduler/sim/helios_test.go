@@ -108,21 +108,26 @@ func wholeShare(r *Report) float64 { return *r.Summary.WholeDomainShare }
 
 // TestHeliosFigures replays issue 15's Helios setup at 80 and 56 nodes
 // (replicas times each) and logs its figures as medians and ranges
-// (scheduler/BENCHMARKS.md). At 80 nodes it holds, in every replica, no
-// violation and every job done; on the medians, utilization at least 0.63
-// (the issue's bound) and the all-jobs p95 at most 30% above the old 86,410 s
-// (a guard against a change for the worse: the issue asks 20%, which the
-// median meets only about as often as not, see BENCHMARKS.md).
-//
-// With borrow-first after a day (opt-in) it logs the same figures and holds
-// that the gangs' median p95 at 80 nodes falls by at least a quarter.
+// (scheduler/BENCHMARKS.md). In every replica it holds no violation and
+// every job done. At 80 nodes, with the default options, it holds issue 15's
+// target on the medians: utilization at least 0.63, the p95 wait of all jobs
+// at most 20% above 86,410 s (the old code's one replay), and the p95 wait of
+// gangs of 16+ GPUs at most half of the old 443,442 s. Without the starvation
+// rule (Options.StarvationAfter) it holds that the gangs' p95 is more than
+// that (the rule is what meets it), and it logs borrow-first (opt-in) there.
 func TestHeliosFigures(t *testing.T) {
 	first := scheduler.DefaultOptions()
 	first.BorrowFirstAfter = 24 * time.Hour
+	without := scheduler.DefaultOptions()
+	without.StarvationAfter = 0
 	for _, n := range []int{80, 56} {
 		k := replicas
-		var big [2]spread
-		for i, opts := range []scheduler.Options{scheduler.DefaultOptions(), first} {
+		var big [3]spread
+		configs := []scheduler.Options{scheduler.DefaultOptions(), without, first}
+		if n != 80 {
+			configs = configs[:1] // logged only
+		}
+		for i, opts := range configs {
 			reps := heliosReplicas(t, n, opts, k)
 			for r, rep := range reps {
 				if s := rep.Summary; s.Completed != s.Jobs {
@@ -132,14 +137,15 @@ func TestHeliosFigures(t *testing.T) {
 			}
 			u, all := spreadOf(reps, util), spreadOf(reps, waitP95)
 			big[i] = spreadOf(reps, bigWaitP95)
-			t.Logf("%d nodes, borrow first after %v, %d replicas: util %v  wait p95 all %v s, 16+ GPUs %v s  preemptions %v",
-				n, opts.BorrowFirstAfter, k, u, all, big[i], spreadOf(reps, func(r *Report) float64 { return float64(r.Summary.Preemptions) }))
-			if n == 80 && i == 0 && (u.median < 0.63 || all.median > 1.3*86410) {
-				t.Errorf("80 nodes: median utilization %.3f (want >= 0.63), all-jobs p95 %.0f s (want <= %.0f)", u.median, all.median, 1.3*86410)
+			t.Logf("%d nodes, starving after %v, borrow first after %v, %d replicas: util %v  wait p95 all %v s, 16+ GPUs %v s  preemptions %v",
+				n, opts.StarvationAfter, opts.BorrowFirstAfter, k, u, all, big[i], spreadOf(reps, func(r *Report) float64 { return float64(r.Summary.Preemptions) }))
+			if n == 80 && i == 0 && (u.median < 0.63 || all.median > 1.2*86410 || big[i].median > 443442/2) {
+				t.Errorf("80 nodes: median utilization %.3f (want >= 0.63), all-jobs p95 %.0f s (want <= %.0f), 16+ p95 %.0f s (want <= %.0f)",
+					u.median, all.median, 1.2*86410, big[i].median, 443442/2.0)
 			}
 		}
-		if n == 80 && big[1].median > 0.75*big[0].median {
-			t.Errorf("80 nodes: borrow first left the median 16+ p95 at %.0f s (default %.0f s), want at most 3/4", big[1].median, big[0].median)
+		if n == 80 && big[1].median <= 443442/2 {
+			t.Errorf("80 nodes: without the starvation rule the median 16+ p95 is %.0f s: the test no longer shows the rule meets the target", big[1].median)
 		}
 	}
 }
@@ -186,11 +192,13 @@ func openb(t *testing.T) *Report {
 }
 
 // TestWholeDomainShare logs the fragmentation figure on Helios (the median
-// of replicas) and openb. It holds Helios' median above 0.40, a guard
+// of replicas) and openb. It holds Helios' median above 0.25, a guard
 // against a change for the worse: placement by node-level fit alone (before
 // whole domains were kept whole) left a whole block placeable 0.5287 of the
 // time in one replay, which is inside the spread ties alone give today's
-// placement (BENCHMARKS.md, "The noise of ties").
+// placement (BENCHMARKS.md, "The noise of ties"); the starvation rule, whose
+// victims are wherever borrowed work runs, took the median from 0.44 to 0.28
+// (BENCHMARKS.md, "Starving workloads").
 func TestWholeDomainShare(t *testing.T) {
 	reps := heliosReplicas(t, 80, scheduler.DefaultOptions(), replicas)
 	ob := openb(t)
@@ -203,7 +211,7 @@ func TestWholeDomainShare(t *testing.T) {
 	t.Logf("helios 80 nodes, %d replicas: whole domain share %v", len(reps), w)
 	o := ob.Summary
 	t.Logf("openb: whole domain share %.4f  util %.3f  wait p95 %.0f s", *o.WholeDomainShare, o.GPUUtilization, o.WaitP95S)
-	if w.median < 0.40 {
-		t.Errorf("helios 80 nodes: median whole domain share %.4f, want at least 0.40", w.median)
+	if w.median < 0.25 {
+		t.Errorf("helios 80 nodes: median whole domain share %.4f, want at least 0.25", w.median)
 	}
 }
