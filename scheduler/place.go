@@ -51,7 +51,7 @@ func (s *Scheduler) placeOn(w *workload, f *flavorState) ([]placement, *Domain, 
 	if !v.all.fits(gpp, pods) {
 		return nil, nil, s.nodeReason(w, f, v), false
 	}
-	if len(v.order) > 0 {
+	if len(v.order) > 0 && !s.opts.NodeLevelFit {
 		if g := v.levels[v.order[0]].fullestFit(gpp, pods); g != nil {
 			return s.pick(descend(g, gpp, pods), gpp, pods), nil, PendingReason{}, true
 		}

@@ -165,6 +165,12 @@ type Options struct {
 	// it (borrowed capacity goes first come, first served to what has waited
 	// that long). Zero disables it.
 	StarvationAfter time.Duration
+	// NodeLevelFit places a workload that names no topology level by
+	// node-level best fit across its flavor (the nodes with the least free
+	// GPUs that take a pod), not in the fullest domain that fits, level by
+	// level. It is the rule before whole domains were kept whole, for
+	// comparing fragmentation (allot sim --node-level-fit).
+	NodeLevelFit bool
 	// NoPreemption: a workload is admitted only where it fits as things
 	// are; nothing is preempted for it (a fleet's hub routes work, it does
 	// not stop what runs in a worker).

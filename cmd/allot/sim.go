@@ -142,6 +142,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 	f.StringVar(&policy, "policy", "allot", "scheduling policy: allot (the core) or reference (greedy first-fit backfill, no quotas)")
 	f.DurationVar(&opts.ReserveAfter, "reserve-after", opts.ReserveAfter, "wait after which a gang that does not fit gets its nodes reserved (negative: never)")
 	f.DurationVar(&opts.StarvationAfter, "starvation-after", opts.StarvationAfter, "wait after which a workload may take back what other teams borrow for work submitted after it (0: never)")
+	f.BoolVar(&opts.NodeLevelFit, "node-level-fit", opts.NodeLevelFit, "place work that names no topology level by node-level fit alone, not in the fullest domain (to compare fragmentation)")
 	f.DurationVar(&opts.BorrowFirstAfter, "borrow-first-after", opts.BorrowFirstAfter, "wait on the cohort's idle quota after which a gang borrows before other teams' later, smaller work (0: never)")
 	walkFlags(f, &opts)
 	return c

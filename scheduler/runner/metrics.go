@@ -49,7 +49,7 @@ var (
 	})
 	metricPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_scheduler_preemptions_total",
-		Help: "Workloads preempted, by the rule that allowed it (ReclaimBorrowed, HigherTier).",
+		Help: "Workloads preempted, by the rule that allowed it (ReclaimBorrowed, HigherTier, ReclaimForStarving).",
 	}, []string{"reason"})
 	metricWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "allot_scheduler_admission_wait_seconds",
