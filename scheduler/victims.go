@@ -281,7 +281,13 @@ type victimSearch struct {
 // starving workload takes back only work of its tier or lower submitted
 // after it.
 func (vs *victimSearch) takes(c *candidate) bool {
-	return c.reason != PreemptStarving || (c.prio <= vs.prio && c.w.spec.Submitted.After(vs.after))
+	return c.reason != PreemptStarving || vs.laterBorrow(c)
+}
+
+// laterBorrow says whether c is of the starving workload's tier or lower and
+// submitted after it.
+func (vs *victimSearch) laterBorrow(c *candidate) bool {
+	return c.prio <= vs.prio && c.w.spec.Submitted.After(vs.after)
 }
 
 // stream walks one team's two lists in victim order, keeping of the non
@@ -463,7 +469,9 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 	room := v.all.free
 	vs = &victimSearch{prio: w.tier.spec.Priority}
 	reason := PreemptReclaim
-	if !reclaimsFor(t, w.tier, f, w.GPUs()) {
+	// A reclaim that is not a team's within its nominal is a starving one.
+	forStarving := !reclaimsFor(t, w.tier, f, w.GPUs())
+	if forStarving {
 		reason, vs.after = PreemptStarving, w.spec.Submitted
 	}
 	if s.reclaims(w, f) {
@@ -474,7 +482,17 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 			}
 			l := s.teamVictims(f, v, o)
 			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
-			room += l.borrowOnlyGPUs
+			if forStarving {
+				// Only what it may take counts (the stream yields the rest,
+				// which the search passes over).
+				for c := range l.borrowOnly.from(vpos{}) {
+					if vs.laterBorrow(c) {
+						room += c.gpus
+					}
+				}
+			} else {
+				room += l.borrowOnlyGPUs
+			}
 			if borrowing(o, f) {
 				or := o.q.r(f.id)
 				excess := or.usage - or.borrowOnly - or.nominal
@@ -483,7 +501,9 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 					if excess <= 0 {
 						break
 					}
-					room += c.gpus
+					if !forStarving || vs.laterBorrow(c) {
+						room += c.gpus
+					}
 					excess -= c.gpus
 				}
 			}
