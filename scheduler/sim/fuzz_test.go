@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
@@ -42,7 +43,8 @@ func randomJobs(r *rand.Rand, cfg *schema.Config) []workload.Spec {
 
 // FuzzSim replays random workloads, with node failures, on random valid
 // configurations (every number up to the schema's bounds, pools of at most 12
-// nodes so that a run takes milliseconds) with the real scheduler core: no
+// nodes so that a run takes milliseconds) with the real scheduler core (half
+// of them with starving workloads): no
 // panic, no error, no violation, no negative GPU count, wait or use.
 func FuzzSim(f *testing.F) {
 	for seed := range uint64(16) {
@@ -78,7 +80,12 @@ func simRandom(t *testing.T, a, b uint64) *Report {
 		at := float64(r.IntN(3600))
 		in.Events = append(in.Events, Event{Time: at, Node: n, Kind: Fail}, Event{Time: at + float64(r.IntN(600)), Node: n, Kind: Recover})
 	}
-	core, err := NewCore(in.Quota, in.Nodes, scheduler.Options{})
+	var opts scheduler.Options
+	if r.IntN(2) == 0 {
+		// Starving workloads, within the workload's hour.
+		opts.StarvationAfter = time.Duration(1+r.IntN(600)) * time.Second
+	}
+	core, err := NewCore(in.Quota, in.Nodes, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
