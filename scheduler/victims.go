@@ -469,12 +469,13 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 	room := v.all.free
 	vs = &victimSearch{prio: w.tier.spec.Priority}
 	reason := PreemptReclaim
-	// A reclaim that is not a team's within its nominal is a starving one.
+	// A reclaim that is not a team's within its nominal is a starving one
+	// (reclaims, with reclaimsFor read once).
 	forStarving := !reclaimsFor(t, w.tier, f, w.GPUs())
 	if forStarving {
 		reason, vs.after = PreemptStarving, w.spec.Submitted
 	}
-	if s.reclaims(w, f) {
+	if !forStarving || (s.starving(w.tier, w.since) && othersBorrow(t, f)) {
 		root := t.q.root()
 		for _, o := range root.teams {
 			if o == t || o.reclaimable(f.id) == 0 {
