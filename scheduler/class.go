@@ -73,7 +73,7 @@ func (s *Scheduler) attach(v *view, n *node) {
 		g := li.domains[key]
 		isNew := g == nil
 		if isNew {
-			g = &group{dom: d, level: li, cluster: cluster}
+			g = li.newDomain(d, cluster)
 			li.domains[key] = g
 			if parent != nil {
 				parent.children = append(parent.children, g)
@@ -93,6 +93,9 @@ func (s *Scheduler) attach(v *view, n *node) {
 					return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.dom.Name, b.dom.Name))
 				})
 			}
+		}
+		if i := len(n.groups); i < len(n.dnum) {
+			n.dnum[i] = g.num
 		}
 		n.groups = append(n.groups, g)
 		parent = g

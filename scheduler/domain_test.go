@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -32,6 +33,59 @@ func TestWholeDomainsStayWhole(t *testing.T) {
 			r, _ := f.s.Reason(id)
 			t.Errorf("%s not placed: %s", id, r)
 		}
+	}
+	if err := f.s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDomainNumberIsTheNodesDomain: the number a search reads off a node for
+// its domain at a level (the node's own copy, checked against the level) is
+// that of the domain domainOf finds, on every view and level, where nodes of
+// one flavor name different levels at the same depth or skip one.
+func TestDomainNumberIsTheNodesDomain(t *testing.T) {
+	var nodes []Node
+	add := func(name string, class string, doms ...Domain) {
+		nodes = append(nodes, Node{Name: NodeName(name), Flavor: "a", GPUs: 8, Class: class, Domains: doms})
+	}
+	for i := range 4 {
+		add(fmt.Sprintf("a%d", i), "x", Domain{Level: "block", Name: "b0"}, Domain{Level: "rack", Name: fmt.Sprintf("r%d", i/2)},
+			Domain{Level: "host", Name: fmt.Sprintf("a%d", i)})
+	}
+	add("b0", "y", Domain{Level: "rack", Name: "r9"})
+	add("b1", "y", Domain{Level: "rack", Name: "r9"})
+	add("c0", "x", Domain{Level: "block", Name: "b1"}, Domain{Level: "pod", Name: "p0"})
+	add("c1", "y", Domain{Level: "block", Name: "b1"}, Domain{Level: "pod", Name: "p1"}, Domain{Level: "rack", Name: "r5"})
+	add("d0", "y")
+	f := newFx(t, Config{Teams: []Team{teamQ("a", "", 1000, nil, nil)}}, nodes, noReserve())
+	// A workload whose placement rules admit one class makes a view of it.
+	f.submit(withRules(wl("rules", "a", "production", 1, 8, 0), "y"))
+	f.cycle(1)
+	if _, ok := f.admitted["rules"]; !ok {
+		t.Fatal("the workload with placement rules was not admitted")
+	}
+	checked := 0
+	for _, fs := range f.s.flavorList {
+		fs.eachView(func(v *view) {
+			own := v == fs.view
+			for _, li := range v.levels {
+				for _, n := range fs.nodes {
+					want := int32(-1)
+					if g := domainOf(n, own, li); g != nil {
+						want = g.num
+					}
+					if got := li.domainNum(n, own); got != want {
+						t.Errorf("node %s, level %s (own view %v): domain number %d, want %d", n.spec.Name, li.name, own, got, want)
+					}
+					checked++
+				}
+			}
+		})
+	}
+	// Four levels on the flavor's view, three (rack, block, pod) on the view
+	// of class y.
+	if checked != 7*len(nodes) {
+		t.Fatalf("checked %d node levels, want %d (two views)", checked, 7*len(nodes))
 	}
 	if err := f.s.checkInvariants(); err != nil {
 		t.Fatal(err)

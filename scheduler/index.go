@@ -25,6 +25,13 @@ type node struct {
 	// (base of them), then the same for every view of the flavor that admits
 	// the node's class (see class.go).
 	groups []*group
+	// gbuf and sbuf hold groups and slots for a node of a few groups, and
+	// dnum the numbers of those groups on their levels (see domainNum), in
+	// the line after the fields above: a search reads a victim's node and
+	// its domain, and a slice of their own would be one more miss each.
+	gbuf [4]*group
+	sbuf [4]int32
+	dnum [4]int32
 
 	id, base int32
 	listed   bool
@@ -78,7 +85,17 @@ type group struct {
 	cluster *group
 	// cost, of a cluster, is its cheapest node's cost per GPU-hour.
 	cost int64
-	// room is roomInOneDomain's sum for the search numbered roomOf.
+	// num is the domain's number on its level (levelIndex.doms).
+	num int32
+}
+
+// domSlot is what a preemption search reads and counts of one domain of a
+// level, in a dense array per level (levelIndex.doms): a search's sums over
+// its candidates touch the domains of thousands of nodes, and the groups
+// themselves are spread over the heap.
+type domSlot struct {
+	g *group
+	// room is domainRoom's sum for the search numbered roomOf.
 	room   GPUs
 	roomOf uint64
 	// tallied is a tally's count of the pods the domain would take, for
@@ -136,6 +153,15 @@ type levelIndex struct {
 	maxCap GPUs
 	// caps counts the level's domains by capacity (none of 0).
 	caps map[GPUs]int
+	// doms are the level's domains by number (group.num).
+	doms []domSlot
+}
+
+// newDomain adds a domain to the level.
+func (l *levelIndex) newDomain(d Domain, cluster *group) *group {
+	g := &group{dom: d, level: l, cluster: cluster, num: int32(len(l.doms))}
+	l.doms = append(l.doms, domSlot{g: g})
+	return g
 }
 
 // grow changes g's capacity by d.

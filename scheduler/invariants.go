@@ -137,6 +137,14 @@ func (s *Scheduler) checkInvariants() error {
 				if err == nil && (!maps.Equal(caps, l.caps) || l.maxCap < l.largestCap()) {
 					err = fmt.Errorf("flavor %s, level %s: domains by capacity %v, counted %v, largest %d", f.name, l.name, caps, l.caps, l.maxCap)
 				}
+				if err == nil && len(l.doms) != len(l.domains) {
+					err = fmt.Errorf("flavor %s, level %s: %d domains numbered, %d known", f.name, l.name, len(l.doms), len(l.domains))
+				}
+				for k, d := range l.doms {
+					if err == nil && (d.g.num != int32(k) || d.g.level != l) {
+						err = fmt.Errorf("flavor %s, level %s: domain %s numbered %d at %d", f.name, l.name, d.g.dom.Name, d.g.num, k)
+					}
+				}
 			}
 		})
 	}

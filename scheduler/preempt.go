@@ -229,22 +229,28 @@ func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs,
 	if li == nil {
 		return false
 	}
-	if li.largestFree() >= need {
+	most := li.largestFree()
+	if most >= need {
 		return true
 	}
 	s.searches++
 	enough := false
+	own := v == f.view
 	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
-			g := domainOf(p.node, v == f.view, li)
-			if g == nil {
+			i := li.domainNum(p.node, own)
+			if i < 0 {
 				continue
 			}
-			if g.roomOf != s.searches {
-				g.room, g.roomOf = 0, s.searches
+			d := &li.doms[i]
+			if d.roomOf != s.searches {
+				d.room, d.roomOf = 0, s.searches
 			}
-			g.room += p.pods * c.w.gpp
-			if g.free+g.room >= need {
+			d.room += p.pods * c.w.gpp
+			// No domain has more than most free: the domain's own
+			// group (spread over the heap) is read only when that
+			// could be enough.
+			if d.room+most >= need && d.g.free+d.room >= need {
 				enough = true
 				return false
 			}
@@ -291,6 +297,21 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 		return true
 	})
 	return n >= pods
+}
+
+// domainNum is the number of n's domain at level li (domainOf), or -1. On
+// the flavor's own view it reads the node's own copy of the number, checked
+// against the level's dense array, without reading the domain's group.
+func (li *levelIndex) domainNum(n *node, own bool) int32 {
+	if i := 1 + li.depth; own && i < int(n.base) && i < len(n.dnum) {
+		if k := n.dnum[i]; int(k) < len(li.doms) && li.doms[k].g == n.groups[i] {
+			return k
+		}
+	}
+	if g := domainOf(n, own, li); g != nil {
+		return g.num
+	}
+	return -1
 }
 
 // domainOf is n's domain at level li: on the flavor's own view (own) its

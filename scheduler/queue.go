@@ -31,7 +31,10 @@ type workload struct {
 	gen   uint32
 	state state
 	// ahead puts a workload requeued after a hardware fault ahead of its tier.
-	ahead    bool
+	ahead bool
+	// pbuf holds the placement of a workload on one node, next to the
+	// fields above (a slice of its own is one more miss for a search).
+	pbuf     [1]placement
 	reserved []*node
 	// since is when the workload last entered its queue.
 	since     time.Time

@@ -293,6 +293,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 		return fmt.Errorf("node %s: the nodes of flavor %s either all name a cluster or none does (node %s names %q, this one %q)", spec.Name, spec.Flavor, fs.nodes[0].spec.Name, fs.nodes[0].spec.Cluster, spec.Cluster)
 	}
 	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
+	n.groups, n.slots = n.gbuf[:0], n.sbuf[:0]
 	n.spec.Domains = slices.Clone(spec.Domains)
 	n.setHeld(0)
 	s.nodes = append(s.nodes, n)
@@ -521,6 +522,10 @@ func (s *Scheduler) Restarts(id WorkloadID) int {
 
 // bind places w's pods and charges its team.
 func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
+	if len(pl) == 1 && &pl[0] != &w.pbuf[0] {
+		w.pbuf[0] = pl[0]
+		pl = w.pbuf[:1]
+	}
 	w.flavor, w.placements, w.state = f, pl, stateAdmitted
 	for _, p := range pl {
 		s.setUsed(p.node, p.node.used+p.pods*w.spec.GPUsPerPod)

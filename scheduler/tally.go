@@ -125,18 +125,22 @@ func (t *tally) move(x *workload, sign GPUs) {
 			t.n += d
 			continue
 		}
-		g := domainOf(nd, t.v == t.f.view, t.li)
-		if g == nil || (t.pin != nil && g.cluster != t.pin) {
+		i := t.li.domainNum(nd, t.v == t.f.view)
+		if i < 0 {
 			continue
 		}
-		if g.talliedOf != t.id {
+		dom := &t.li.doms[i]
+		if dom.talliedOf != t.id {
+			if t.pin != nil && dom.g.cluster != t.pin {
+				continue
+			}
 			// The domain's count with nothing evicted: less than pods,
 			// since none fit then (fit0 false).
-			g.tallied, g.talliedOf = usable(g.buckets, t.gpp, t.pods), t.id
+			dom.tallied, dom.talliedOf = usable(dom.g.buckets, t.gpp, t.pods), t.id
 		}
-		was := g.tallied >= t.pods
-		g.tallied += d
-		switch now := g.tallied >= t.pods; {
+		was := dom.tallied >= t.pods
+		dom.tallied += d
+		switch now := dom.tallied >= t.pods; {
 		case now && !was:
 			t.fitting++
 		case was && !now:
