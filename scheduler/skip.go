@@ -215,7 +215,7 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// worthSearching, for the least of the run, then the room its own
 		// lower tiers could make.
-		if reclaimsFor(t, p, f, b.need) || (s.starving(p, b.since) && othersBorrow(t, f)) ||
+		if reclaimsFor(t, p, f, b.need) || s.takesBack(t, p, f, b.since) ||
 			(ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}

@@ -475,7 +475,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 	if forStarving {
 		reason, vs.after = PreemptStarving, w.spec.Submitted
 	}
-	if !forStarving || (s.starving(w.tier, w.since) && othersBorrow(t, f)) {
+	if !forStarving || s.takesBack(t, w.tier, f, w.since) {
 		root := t.q.root()
 		for _, o := range root.teams {
 			if o == t || o.reclaimable(f.id) == 0 {
@@ -529,7 +529,14 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 // team of its cohort uses what may be reclaimed; or w is starving and another
 // team of its cohort borrows.
 func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
-	return reclaimsFor(w.team, w.tier, f, w.GPUs()) || (s.starving(w.tier, w.since) && othersBorrow(w.team, f))
+	return reclaimsFor(w.team, w.tier, f, w.GPUs()) || s.takesBack(w.team, w.tier, f, w.since)
+}
+
+// takesBack says whether a workload of team t and tier p waiting since then
+// is starving and another team of its cohort borrows of f: what it may take
+// back as a starving one.
+func (s *Scheduler) takesBack(t *team, p *tier, f *flavorState, since time.Time) bool {
+	return s.starving(p, since) && othersBorrow(t, f)
 }
 
 // starving says whether a workload of tier p waiting since then may take
