@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ func init() { commands = append(commands, newRecommendCommand) }
 
 func newRecommendCommand() *cobra.Command {
 	var workloadFile, eventsFile, output string
+	grid := "auto"
 	var targets []string
 	in := recommend.Input{Parallel: 2, CurveSteps: 3, MaxReplays: 200}
 	opts := scheduler.DefaultOptions()
@@ -36,8 +38,12 @@ team must meet it too). A job that never starts counts as waiting forever.
 
 Every team and flavor is searched at once: each replay tries one candidate
 quota of every team (bisection; --parallel replays per round), then the
-quotas are settled against each other's final values. --exact confirms, one
-replay per team, that one node less misses the target.
+quotas are settled against each other's final values. That search replays the
+history moved onto a grid (--grid: arrivals, ends and node events on whole
+steps, far fewer scheduling cycles); its answer is then replayed exactly and
+every team that misses its target there is raised a node at a time until all
+meet it. --exact confirms, one exact replay per team, that one node less
+misses the target (and lowers the teams for which it does not).
 
 Output: text, markdown or json (nothing but JSON on stdout). Progress is shown
 on stderr when it is a terminal.
@@ -46,7 +52,7 @@ broken, 2 bad usage or unreadable input.`,
 		Example: `  allot recommend examples --workload examples/workloads/mixed.csv --target wait_p95=15m
   allot recommend examples --workload jobs.csv --target wait_p95=1h --target production:wait_p95=10m -o json`,
 		Args: exactArgs(1, "DIR"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if output != "text" && output != "markdown" && output != "json" {
 				return usageError{fmt.Errorf("-o %s: want text, markdown or json", output)}
 			}
@@ -55,6 +61,9 @@ broken, 2 bad usage or unreadable input.`,
 			}
 			if len(targets) == 0 {
 				return usageError{errors.New("recommend needs --target wait_p95=DURATION (e.g. 15m)")}
+			}
+			if in.GridS, err = parseGrid(grid); err != nil {
+				return usageError{err}
 			}
 			if in.Parallel < 1 || in.Parallel > 64 {
 				return usageError{fmt.Errorf("--parallel %d: want 1 to 64", in.Parallel)}
@@ -126,6 +135,22 @@ broken, 2 bad usage or unreadable input.`,
 	f.IntVar(&in.CurveSteps, "curve", in.CurveSteps, "cost-versus-wait points on each side of the recommendation (0: none)")
 	f.IntVar(&in.Parallel, "parallel", in.Parallel, "replays run at once")
 	f.IntVar(&in.MaxReplays, "max-replays", in.MaxReplays, "stop the search after this many replays")
+	f.StringVar(&grid, "grid", grid, "grid of the search's replays (e.g. 2m), 'auto' (a fifteenth of the smallest target, when it cuts the history's event times at least 4x) or 'off' (every replay exact)")
 	walkFlags(f, &opts)
 	return c
+}
+
+// parseGrid reads --grid: auto (0), off (-1) or a positive duration in seconds.
+func parseGrid(s string) (float64, error) {
+	switch s {
+	case "auto":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("--grid %q: want auto, off or a duration of at least 1s (e.g. 2m)", s)
+	}
+	return d.Seconds(), nil
 }

@@ -44,7 +44,7 @@ func (s *searcher) curve(q vector, steps int) ([]CurvePoint, error) {
 	for i, p := range points {
 		vs[i] = p.v
 	}
-	s.estimate = max(s.estimate, s.replays+len(vs))
+	s.b.expect(len(vs))
 	outs, err := s.evalAll(vs)
 	if err != nil {
 		return nil, err

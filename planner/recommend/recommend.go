@@ -44,6 +44,13 @@ type Input struct {
 	// Progress, if set, is called after every replay with the replays done and
 	// an estimate of the total.
 	Progress func(done, estimate int)
+	// GridS, in seconds, is the grid of the coarse search: the ranges are
+	// searched and settled on the history with its arrivals, node events and
+	// ends moved onto this grid (far fewer event times: cheaper replays), and
+	// only the settling from that answer is replayed exactly. 0 chooses it (a
+	// fifteenth of the smallest target, and only when the grid has at most a
+	// quarter of the history's event times); negative: no coarse search.
+	GridS float64
 }
 
 // Result is the recommendation; its JSON is the `allot recommend -o json`
@@ -65,11 +72,14 @@ type Result struct {
 	// Usage is the GPU-hours each flavor used, hour by hour, in the replay of the
 	// recommended fleet.
 	Usage []FlavorUsage `json:"usage"`
-	// Replays is the number of simulations the search ran; Converged is false
-	// when it stopped at MaxReplays.
-	Replays   int  `json:"replays"`
-	Converged bool `json:"converged"`
-	Exact     bool `json:"exact"`
+	// Replays is the number of simulations the search ran (CoarseReplays of
+	// them on the history moved onto a grid of GridS seconds; 0: no coarse
+	// search); Converged is false when it stopped at MaxReplays.
+	Replays       int     `json:"replays"`
+	CoarseReplays int     `json:"coarse_replays"`
+	GridS         float64 `json:"grid_s"`
+	Converged     bool    `json:"converged"`
+	Exact         bool    `json:"exact"`
 }
 
 // The bounds of a team's recommended quota.
@@ -130,22 +140,32 @@ type FlavorUsage struct {
 
 // Run searches the recommendation. See the package comment and docs/recommend.md.
 func Run(in Input) (*Result, error) {
-	w, err := newWorld(in)
+	w, err := newWorld(in, 0)
 	if err != nil {
 		return nil, err
 	}
-	s := &searcher{w: w, memo: map[string]*outcome{}, parallel: max(1, in.Parallel), progress: in.Progress, limit: in.MaxReplays}
-	if in.Parallel == 0 {
-		s.parallel = 2
+	b := &budget{limit: in.MaxReplays, progress: in.Progress}
+	if b.limit <= 0 {
+		b.limit = 200
 	}
-	if s.limit <= 0 {
-		s.limit = 200
+	parallel := max(1, in.Parallel)
+	if in.Parallel == 0 {
+		parallel = 2
+	}
+	s := newSearcher(w, parallel, b)
+	var coarse *searcher
+	if g := w.grid(in.GridS); g > 0 {
+		cw, err := newWorld(in, g)
+		if err != nil {
+			return nil, err
+		}
+		coarse = newSearcher(cw, parallel, b)
 	}
 	steps := in.CurveSteps
 	if steps == 0 {
 		steps = 3
 	}
-	q, before, converged, err := s.search(in.Exact)
+	q, before, converged, err := s.search(in.Exact, coarse)
 	if err != nil {
 		return nil, err
 	}
@@ -166,12 +186,16 @@ func Run(in Input) (*Result, error) {
 			return nil, err
 		}
 	}
-	res.Replays = s.replays
+	res.Replays = b.replays
+	if coarse != nil {
+		res.CoarseReplays, res.GridS = coarse.replays, coarse.w.gridS
+	}
 	return res, nil
 }
 
-// newWorld checks the input and sets up what every replay shares.
-func newWorld(in Input) (*world, error) {
+// newWorld checks the input and sets up what every replay shares; with a grid
+// (seconds, > 0), of the history moved onto it (see onGrid).
+func newWorld(in Input, gridS float64) (*world, error) {
 	cfg := in.Config
 	if cfg == nil {
 		return nil, errors.New("recommend: no configuration")
@@ -217,6 +241,10 @@ func newWorld(in Input) (*world, error) {
 	w.jobs = slices.Clone(in.Jobs)
 	for i := range w.jobs {
 		w.jobs[i].Flavors = slices.Clone(w.jobs[i].Flavors)
+	}
+	if gridS > 0 {
+		w.gridS = gridS
+		w.events = onGrid(w.jobs, in.Events, gridS)
 	}
 	sim.AssignToConfig(w.jobs, sim.QuotaFromSchema(cfg))
 	pools := map[schema.Flavor]bool{}
@@ -288,16 +316,33 @@ func newWorld(in Input) (*world, error) {
 	return w, nil
 }
 
-// searcher runs replays, remembers them and searches the quotas.
-type searcher struct {
-	w        *world
-	memo     map[string]*outcome
-	parallel int
+// budget is the replays of a whole recommendation: counted across its
+// searchers (the coarse one and the exact one), bounded by MaxReplays.
+type budget struct {
+	mu       sync.Mutex
 	replays  int
 	limit    int
 	estimate int
 	progress func(done, estimate int)
-	mu       sync.Mutex
+}
+
+func (b *budget) spent() bool { return b.replays >= b.limit }
+
+// expect raises the estimate of the replays in all to at least n more than
+// those done.
+func (b *budget) expect(n int) { b.estimate = max(b.estimate, b.replays+n) }
+
+// searcher runs replays of one world, remembers them and searches the quotas.
+type searcher struct {
+	w        *world
+	memo     map[string]*outcome
+	parallel int
+	b        *budget
+	replays  int // this searcher's
+}
+
+func newSearcher(w *world, parallel int, b *budget) *searcher {
+	return &searcher{w: w, memo: map[string]*outcome{}, parallel: parallel, b: b}
 }
 
 // eval replays one vector (or recalls it).
@@ -332,18 +377,20 @@ func (s *searcher) evalAll(vs []vector) ([]*outcome, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			out[i], errs[i] = s.w.replay(vs[i])
-			s.mu.Lock()
+			b := s.b
+			b.mu.Lock()
+			b.replays++
 			s.replays++
-			if s.progress != nil {
-				s.progress(s.replays, max(s.estimate, s.replays+1))
+			if b.progress != nil {
+				b.progress(b.replays, max(b.estimate, b.replays+1))
 			}
-			s.mu.Unlock()
+			b.mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	for _, i := range todo {
 		if errs[i] != nil {
-			return nil, fmt.Errorf("replaying quotas %s: %w", s.w.describe(vs[i]), errs[i])
+			return nil, fmt.Errorf("replaying quotas %s%s: %w", s.w.describe(vs[i]), s.w.gridNote(), errs[i])
 		}
 		s.memo[vs[i].key()] = out[i]
 	}
@@ -438,75 +485,131 @@ func (w *world) demandUnits() (mean, peak []int64) {
 	return mean, peak
 }
 
-// search finds the quotas, in GPUs per pair. It returns them, the outcome of
-// today's quotas, and whether it converged within the replay budget.
-func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
-	w := s.w
-	n := len(w.pairs)
-	unit, capU := make([]int64, n), make([]int64, n)
-	before := make(vector, n)
-	for i, p := range w.pairs {
-		unit[i], capU[i] = w.unit(p.flavor), w.capUnits(p.flavor)
-		before[i] = w.cfg.Teams[p.team].Quota[p.flavor].Nominal
-	}
+// space is what the search needs of every pair: its node size, the most nodes
+// its pools carry, today's quota (in GPUs) and whether it is unreachable.
+type space struct {
+	unit, capU, before []int64
 	// A pair that misses its target even at the most its pools carry keeps
 	// today's quota: more quota does not serve it, and holding it at the most
 	// would lend the others capacity they would not have.
-	unreachable := make([]bool, n)
-	gpus := func(u []int64) vector {
-		v := make(vector, n)
-		for i := range u {
-			v[i] = u[i] * unit[i]
-			if unreachable[i] {
-				v[i] = before[i]
-			}
-		}
-		return v
+	unreachable []bool
+}
+
+func (w *world) space() *space {
+	n := len(w.pairs)
+	sp := &space{unit: make([]int64, n), capU: make([]int64, n), before: make([]int64, n), unreachable: make([]bool, n)}
+	for i, p := range w.pairs {
+		sp.unit[i], sp.capU[i] = w.unit(p.flavor), w.capUnits(p.flavor)
+		sp.before[i] = w.cfg.Teams[p.team].Quota[p.flavor].Nominal
 	}
+	return sp
+}
+
+// gpus is the quota vector of u nodes per pair.
+func (sp *space) gpus(u []int64) vector {
+	v := make(vector, len(u))
+	for i := range u {
+		v[i] = u[i] * sp.unit[i]
+		if sp.unreachable[i] {
+			v[i] = sp.before[i]
+		}
+	}
+	return v
+}
+
+// search finds the quotas, in GPUs per pair. It returns them, the outcome of
+// today's quotas, and whether it converged within the replay budget. With a
+// coarse searcher, the ranges are searched and settled on its world (the
+// history on a grid) and only the settling is replayed exactly.
+func (s *searcher) search(exact bool, coarse *searcher) (vector, *outcome, bool, error) {
+	sp := s.w.space()
+	if coarse == nil {
+		hi, base, ok, err := s.ranges(sp, true)
+		if err != nil || !ok {
+			return sp.gpus(hi), base, false, err
+		}
+		return s.settle(sp, hi, base, exact, false)
+	}
+	hi, _, ok, err := coarse.ranges(sp, false)
+	if err != nil || !ok {
+		if err == nil {
+			var base *outcome
+			base, err = s.eval(sp.before)
+			return sp.gpus(hi), base, false, err
+		}
+		return nil, nil, false, err
+	}
+	q, _, ok, err := coarse.settle(sp, hi, nil, false, false)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	start := make([]int64, len(q))
+	for i := range q {
+		start[i] = q[i] / sp.unit[i]
+	}
+	// Today's quotas and the coarse answer, exactly, side by side.
+	s.b.expect(4)
+	outs, err := s.evalAll([]vector{sp.gpus(start), sp.before})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if !ok {
+		return sp.gpus(start), outs[1], false, nil
+	}
+	return s.settle(sp, start, outs[1], exact, !exact)
+}
+
+// ranges bounds every pair from the history, grows the bounds until every pair
+// meets its target (or sits at its cap: unreachable) and narrows every range
+// at once. It returns the upper ends (in nodes), the outcome of today's quotas
+// (when withBase) and false when the budget ran out.
+func (s *searcher) ranges(sp *space, withBase bool) ([]int64, *outcome, bool, error) {
+	w := s.w
+	n := len(w.pairs)
 	lo, hi := w.demandUnits()
 	var widest int64
 	for i := range hi {
-		hi[i] = min(hi[i], capU[i])
+		hi[i] = min(hi[i], sp.capU[i])
 		lo[i] = min(lo[i], hi[i])
 		widest = max(widest, hi[i])
 	}
-	s.estimate = 8 + int(math.Ceil(math.Log(float64(widest+1))/math.Log(float64(s.parallel+1))))
+	s.b.expect(8 + int(math.Ceil(math.Log(float64(widest+1))/math.Log(float64(s.parallel+1)))))
 	var base *outcome
 	// Grow until every pair meets its target, or sits at its cap.
-	for {
-		vs := []vector{gpus(hi)}
-		if base == nil {
-			vs = append(vs, before)
+	for first := true; ; first = false {
+		vs := []vector{sp.gpus(hi)}
+		if first && withBase {
+			vs = append(vs, sp.before)
 		}
 		outs, err := s.evalAll(vs)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if base == nil {
+		if len(outs) > 1 {
 			base = outs[1]
 		}
 		grew := false
 		for i, p := range w.pairs {
-			if unreachable[i] || outs[0].pass[p] {
+			if sp.unreachable[i] || outs[0].pass[p] {
 				continue
 			}
-			if hi[i] >= capU[i] {
-				unreachable[i], lo[i] = true, capU[i]
+			if hi[i] >= sp.capU[i] {
+				sp.unreachable[i], lo[i] = true, sp.capU[i]
 				continue
 			}
-			lo[i], hi[i] = hi[i]+1, min(capU[i], max(2*hi[i], hi[i]+1))
+			lo[i], hi[i] = hi[i]+1, min(sp.capU[i], max(2*hi[i], hi[i]+1))
 			grew = true
 		}
 		if !grew {
 			break
 		}
-		if s.replays >= s.limit {
-			return gpus(hi), base, false, nil
+		if s.b.spent() {
+			return hi, base, false, nil
 		}
 	}
 	// Narrow every pair's range at once: s.parallel replays per round, each
 	// trying one point of every open range (every round closes some of it).
-	for s.replays < s.limit {
+	for !s.b.spent() {
 		k := int64(s.parallel)
 		var vs []vector
 		points := make([][]int64, k)
@@ -521,7 +624,7 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 				}
 			}
 			points[j] = u
-			vs = append(vs, gpus(u))
+			vs = append(vs, sp.gpus(u))
 		}
 		if !open {
 			break
@@ -548,31 +651,38 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 			lo[i], hi[i] = min(nl, nh), nh
 		}
 	}
-	// The pairs were judged against each other's trial quotas; settle them
-	// against each other's final ones: raise what misses, lower what one node
-	// less still serves.
-	q := slices.Clone(hi)
+	return hi, base, true, nil
+}
+
+// settle starts from q (nodes per pair), judged so far against other trial
+// quotas, and settles the pairs against each other's final ones: it raises
+// what misses and lowers what one node less still serves. It returns the
+// quotas in GPUs, base as given, and whether it converged.
+func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly bool) (vector, *outcome, bool, error) {
+	w := s.w
+	n := len(w.pairs)
+	q = slices.Clone(q)
 	tight := make([]bool, n)
 	confirmed := make([]bool, n)
 	// Teams that trade a node back and forth (one meets its target with a node
 	// less only while another has one more) would loop: a state seen thrice ends
 	// the search, not converged.
 	seen := map[string]int{}
-	for s.replays < s.limit {
+	for !s.b.spent() {
 		if seen[fmt.Sprint(q, tight, confirmed)]++; seen[fmt.Sprint(q, tight, confirmed)] > 2 {
 			break
 		}
-		out, err := s.eval(gpus(q))
+		out, err := s.eval(sp.gpus(q))
 		if err != nil {
 			return nil, nil, false, err
 		}
 		raised := false
 		for i, p := range w.pairs {
-			if unreachable[i] || out.pass[p] {
+			if sp.unreachable[i] || out.pass[p] {
 				continue
 			}
-			if q[i] >= capU[i] {
-				unreachable[i] = true
+			if q[i] >= sp.capU[i] {
+				sp.unreachable[i] = true
 				continue
 			}
 			q[i]++
@@ -584,7 +694,7 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 		}
 		var cands []int
 		for i := range n {
-			if !unreachable[i] && !tight[i] && q[i] > 0 {
+			if !raiseOnly && !sp.unreachable[i] && !tight[i] && q[i] > 0 {
 				cands = append(cands, i)
 			}
 		}
@@ -593,7 +703,7 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 			for _, i := range cands {
 				trial[i]--
 			}
-			tout, err := s.eval(gpus(trial))
+			tout, err := s.eval(sp.gpus(trial))
 			if err != nil {
 				return nil, nil, false, err
 			}
@@ -608,22 +718,22 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 			continue
 		}
 		if !exact {
-			return gpus(q), base, true, nil
+			return sp.gpus(q), base, true, nil
 		}
 		var check []int
 		var vs []vector
 		for i := range n {
-			if !unreachable[i] && q[i] > 0 && !confirmed[i] {
+			if !sp.unreachable[i] && q[i] > 0 && !confirmed[i] {
 				less := slices.Clone(q)
 				less[i]--
 				check = append(check, i)
-				vs = append(vs, gpus(less))
+				vs = append(vs, sp.gpus(less))
 			}
 		}
 		if len(check) == 0 {
-			return gpus(q), base, true, nil
+			return sp.gpus(q), base, true, nil
 		}
-		s.estimate = max(s.estimate, s.replays+len(check)+1)
+		s.b.expect(len(check) + 1)
 		outs, err := s.evalAll(vs)
 		if err != nil {
 			return nil, nil, false, err
@@ -644,7 +754,7 @@ func (s *searcher) search(exact bool) (vector, *outcome, bool, error) {
 			clear(confirmed)
 		}
 	}
-	return gpus(q), base, false, nil
+	return sp.gpus(q), base, false, nil
 }
 
 // fill writes the teams, pools, cost, commitments and use of the result.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -62,7 +63,11 @@ func (r *Result) headline() string {
 	for _, t := range r.Targets {
 		ts = append(ts, t.String())
 	}
-	s := fmt.Sprintf("%d jobs of %s replayed %d times for %s", r.Jobs, r.Workload, r.Replays, strings.Join(ts, ", "))
+	times := fmt.Sprintf("%d times", r.Replays)
+	if r.CoarseReplays > 0 {
+		times = fmt.Sprintf("%d times (%d on a %s grid)", r.Replays, r.CoarseReplays, time.Duration(r.GridS*float64(time.Second)))
+	}
+	s := fmt.Sprintf("%d jobs of %s replayed %s for %s", r.Jobs, r.Workload, times, strings.Join(ts, ", "))
 	if !r.Converged {
 		s += " (the search stopped at its replay budget: not every quota is the least)"
 	}

@@ -48,6 +48,8 @@ type world struct {
 	opts   scheduler.Options
 	pairs  []pair
 	cons   map[pair][]constraint
+	// gridS > 0: the jobs and events are on a grid of gridS seconds (the coarse search's world).
+	gridS float64
 	// borrowOnly tiers: their jobs always run on borrowed capacity, so no quota
 	// of their team serves them; only a target of their own tier judges them.
 	borrowOnly map[string]bool
