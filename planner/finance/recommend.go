@@ -26,10 +26,14 @@ func sizing(r *recommend.Result) *Sizing {
 		target = &part{to: *t / 60, class: "m-before", title: "target: p95 wait " + whatif.Duration(*t)}
 	}
 	var bars []bar
+	legend := "p95 wait of the flavor's jobs"
+	if r.CurveGridS > 0 {
+		legend += fmt.Sprintf(" (replayed on a %gs grid)", r.CurveGridS)
+	}
 	flush := func() {
 		if len(bars) > 0 {
 			s.Curves = append(s.Curves, layout("p95 wait at each size, "+string(r.Curve[0].Flavor), bars, minutes,
-				[]Legend{{"f-target", "p95 wait of the flavor's jobs"}, {"m-before", "target"}}))
+				[]Legend{{"f-target", legend}, {"m-before", "target"}}))
 		}
 		bars = nil
 	}

@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/allot-dev/allot/scheduler/sim"
@@ -75,9 +76,18 @@ func TestGridChoice(t *testing.T) {
 func TestGridAnswerMeetsTheTargetExactly(t *testing.T) {
 	cfg, jobs := fixture(t), history(300)
 	const target = 600.0
-	res, err := Run(Input{Config: cfg, Jobs: jobs, Targets: []Target{{WaitP95S: target}}, GridS: 300, CurveSteps: -1})
+	res, err := Run(Input{Workload: "history", Config: cfg, Jobs: jobs, Targets: []Target{{WaitP95S: target}}, GridS: 300, CurveSteps: 1})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The curve is replayed on the grid, and says so.
+	var text strings.Builder
+	if err := Text(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if res.CurveGridS != 300 || len(res.Curve) == 0 || !strings.Contains(text.String(), "Replayed on the search's 5m0s grid") ||
+		!strings.Contains(text.String(), "on a 5m0s grid)") {
+		t.Errorf("curve grid %gs, %d points; want the curve on the 300s grid, and the text to say so and how many replays were on it:\n%s", res.CurveGridS, len(res.Curve), text.String())
 	}
 	if !res.Converged || res.GridS != 300 || res.CoarseReplays == 0 || res.CoarseReplays >= res.Replays {
 		t.Fatalf("converged %v, grid %gs, %d of %d replays on it: want a converged search on the 300s grid, then exact replays",

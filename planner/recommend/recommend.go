@@ -78,8 +78,10 @@ type Result struct {
 	Replays       int     `json:"replays"`
 	CoarseReplays int     `json:"coarse_replays"`
 	GridS         float64 `json:"grid_s"`
-	Converged     bool    `json:"converged"`
-	Exact         bool    `json:"exact"`
+	// CurveGridS is the grid the curve was replayed on (0: exactly).
+	CurveGridS float64 `json:"curve_grid_s"`
+	Converged  bool    `json:"converged"`
+	Exact      bool    `json:"exact"`
 }
 
 // The bounds of a team's recommended quota.
@@ -182,7 +184,13 @@ func Run(in Input) (*Result, error) {
 	}
 	s.fill(res, q, before, after)
 	if steps > 0 {
-		if res.Curve, err = s.curve(q, steps); err != nil {
+		// The curve's sizes below the answer are the slowest replays there are
+		// (long queues): with a grid, they are replayed on it, as the search was.
+		cs := s
+		if coarse != nil {
+			cs, res.CurveGridS = coarse, coarse.w.gridS
+		}
+		if res.Curve, err = cs.curve(q, steps); err != nil {
 			return nil, err
 		}
 	}

@@ -45,7 +45,7 @@ func (r *Result) tables() []table {
 	}
 	if len(r.Curve) > 0 {
 		c := table{title: "Cost against wait", head: []string{"flavor", "nominal GPUs", "capacity GPUs", "monthly", "wait p95", ""},
-			note: "The searched teams' recommended quotas of one flavor scaled together; monthly cost of the flavor's pools; wait p95 of the flavor's jobs."}
+			note: "The searched teams' recommended quotas of one flavor scaled together; monthly cost of the flavor's pools; wait p95 of the flavor's jobs." + r.curveGrid()}
 		for _, p := range r.Curve {
 			mark := ""
 			if p.Recommended {
@@ -65,7 +65,7 @@ func (r *Result) headline() string {
 	}
 	times := fmt.Sprintf("%d times", r.Replays)
 	if r.CoarseReplays > 0 {
-		times = fmt.Sprintf("%d times (%d on a %s grid)", r.Replays, r.CoarseReplays, time.Duration(r.GridS*float64(time.Second)))
+		times = fmt.Sprintf("%d times (%d on a %s grid)", r.Replays, r.CoarseReplays, gridDuration(r.GridS))
 	}
 	s := fmt.Sprintf("%d jobs of %s replayed %s for %s", r.Jobs, r.Workload, times, strings.Join(ts, ", "))
 	if !r.Converged {
@@ -73,6 +73,17 @@ func (r *Result) headline() string {
 	}
 	return s
 }
+
+// curveGrid says, when the curve was replayed on a grid, that its waits are
+// those of the grid.
+func (r *Result) curveGrid() string {
+	if r.CurveGridS <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Replayed on the search's %s grid (arrivals and ends on whole steps): close to, not the same as, exact waits.", gridDuration(r.CurveGridS))
+}
+
+func gridDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (r *Result) costLine() string {
 	return fmt.Sprintf("Monthly cost %s → %s (%s)", quantity.USD(r.MonthlyUSDBefore), quantity.USD(r.MonthlyUSDAfter),
