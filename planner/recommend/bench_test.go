@@ -84,11 +84,13 @@ func BenchmarkRecommend(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(res.Replays), "replays")
+			b.ReportMetric(float64(res.CoarseReplays), "grid-replays")
 			b.ReportMetric(float64(bounded), "bounded")
 			if !res.Converged {
 				b.Errorf("did not converge in %d replays", res.Replays)
 			}
-			b.Logf("%d replays, %d of %d teams bounded by the target, %s → %s a month", res.Replays, bounded, len(res.Teams), res.MonthlyUSDBefore, res.MonthlyUSDAfter)
+			b.Logf("%d replays (%d on a %gs grid), %d of %d teams bounded by the target, %s → %s a month",
+				res.Replays, res.CoarseReplays, res.GridS, bounded, len(res.Teams), res.MonthlyUSDBefore, res.MonthlyUSDAfter)
 		})
 	}
 }

@@ -696,6 +696,12 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 			q[i]++
 			tight[i], raised = true, true
 		}
+		if raised && raiseOnly && s.parallel > 1 {
+			q, err = s.raiseAtRisk(sp, q, out)
+			if err != nil {
+				return nil, nil, false, err
+			}
+		}
 		if raised {
 			clear(confirmed)
 			continue
@@ -763,6 +769,49 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 		}
 	}
 	return sp.gpus(q), base, false, nil
+}
+
+// atRisk is the margin under which a team that meets its target is likely to
+// miss it once other teams' quotas move by a node (see raiseAtRisk).
+const atRisk = 0.1
+
+// raiseAtRisk uses the spare replay slot of a raising round: beside q (the
+// teams that missed raised), it replays q with the teams that met their target
+// by less than atRisk raised too. Raising some teams moves the others' waits
+// (they borrow less, or are reclaimed from sooner), so a round of exact raises
+// tends to make the next few teams miss, one round each; the replay with the
+// teams at risk raised often ends that. It returns whichever of the two left
+// fewer teams missing (q on a tie).
+func (s *searcher) raiseAtRisk(sp *space, q []int64, out *outcome) ([]int64, error) {
+	w := s.w
+	more := slices.Clone(q)
+	changed := false
+	for i, p := range w.pairs {
+		if !sp.unreachable[i] && out.pass[p] && out.margin[p] < atRisk && more[i] < sp.capU[i] {
+			more[i]++
+			changed = true
+		}
+	}
+	if !changed {
+		return q, nil
+	}
+	outs, err := s.evalAll([]vector{sp.gpus(q), sp.gpus(more)})
+	if err != nil {
+		return nil, err
+	}
+	missing := func(o *outcome) int {
+		k := 0
+		for i, p := range w.pairs {
+			if !sp.unreachable[i] && !o.pass[p] {
+				k++
+			}
+		}
+		return k
+	}
+	if missing(outs[1]) < missing(outs[0]) {
+		return more, nil
+	}
+	return q, nil
 }
 
 // fill writes the teams, pools, cost, commitments and use of the result.

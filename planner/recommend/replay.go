@@ -65,8 +65,10 @@ func (v vector) key() string { return fmt.Sprint([]int64(v)) }
 type outcome struct {
 	plan *planner.Plan
 	// waits per pair: of all its jobs (+Inf for one that never started), and per tier.
-	p95        map[pair]float64
-	pass       map[pair]bool
+	p95  map[pair]float64
+	pass map[pair]bool
+	// margin per pair: the least, over its targets, of (target - p95) / target.
+	margin     map[pair]float64
 	flavorP95  map[schema.Flavor]float64
 	unfinished map[pair]int
 	use        *usage
@@ -160,16 +162,20 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 			}
 		}
 	}
-	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, flavorP95: map[schema.Flavor]float64{}, unfinished: unfinished}
+	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, margin: map[pair]float64{}, flavorP95: map[schema.Flavor]float64{}, unfinished: unfinished}
 	for _, p := range w.pairs {
 		out.p95[p] = p95(waits[key{p, ""}])
-		ok := true
+		ok, margin := true, math.Inf(1)
 		for _, c := range w.cons[p] {
-			if p95(waits[key{p, c.tier}]) > c.waitS {
+			v := p95(waits[key{p, c.tier}])
+			if v > c.waitS {
 				ok = false
 			}
+			if c.waitS > 0 {
+				margin = min(margin, (c.waitS-v)/c.waitS)
+			}
 		}
-		out.pass[p] = ok
+		out.pass[p], out.margin[p] = ok, margin
 	}
 	for f, ws := range byFlavor {
 		out.flavorP95[f] = p95(ws)
