@@ -61,6 +61,7 @@ func TestRecommendBadUsage(t *testing.T) {
 		"unknown team": {[]string{"--workload", wl, "--target", "nobody:wait_p95=1m"}, "no team or tier is named nobody"},
 		"no workload":  {[]string{"--target", "wait_p95=1m"}, "needs --workload"},
 		"bad output":   {[]string{"--workload", wl, "--target", "wait_p95=1m", "-o", "yaml"}, "want text, markdown or json"},
+		"bad grid":     {[]string{"--workload", wl, "--target", "wait_p95=1m", "--grid", "500ms"}, "want auto, off or a duration of at least 1s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, _, stderr := allot(t, nil, append([]string{"recommend", ex}, tc.args...)...)

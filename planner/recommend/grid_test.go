@@ -104,16 +104,5 @@ func TestGridAnswerMeetsTheTargetExactly(t *testing.T) {
 	if bounded < 2 {
 		t.Fatalf("only %d teams bounded by the target: %+v", bounded, res.Teams)
 	}
-	got := replayWaits(t, withNominal(cfg, after), jobs)
-	for _, tr := range res.Teams {
-		if tr.Bound == BoundUnreachable {
-			continue
-		}
-		if got[string(tr.Team)] > target {
-			t.Errorf("%s at %d GPUs waits p95 %gs in an exact replay, over the %gs target", tr.Team, tr.NominalAfter, got[string(tr.Team)], target)
-		}
-		if tr.WaitP95SAfter == nil || *tr.WaitP95SAfter != got[string(tr.Team)] {
-			t.Errorf("%s: the result says p95 %v, the exact replay %g", tr.Team, tr.WaitP95SAfter, got[string(tr.Team)])
-		}
-	}
+	checkMeets(t, res, replayWaits(t, withNominal(cfg, after), jobs), target)
 }

@@ -536,35 +536,27 @@ func (s *searcher) search(exact bool, coarse *searcher) (vector, *outcome, bool,
 		if err != nil || !ok {
 			return sp.gpus(hi), base, false, err
 		}
-		return s.settle(sp, hi, base, exact, false)
+		q, ok, err := s.settle(sp, hi, exact, false)
+		return sp.gpus(q), base, ok, err
 	}
-	hi, _, ok, err := coarse.ranges(sp, false)
-	if err != nil || !ok {
-		if err == nil {
-			var base *outcome
-			base, err = s.eval(sp.before)
-			return sp.gpus(hi), base, false, err
-		}
-		return nil, nil, false, err
+	q, _, ok, err := coarse.ranges(sp, false)
+	if err == nil && ok {
+		q, ok, err = coarse.settle(sp, q, false, false)
 	}
-	q, _, ok, err := coarse.settle(sp, hi, nil, false, false)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	start := make([]int64, len(q))
-	for i := range q {
-		start[i] = q[i] / sp.unit[i]
-	}
 	// Today's quotas and the coarse answer, exactly, side by side.
 	s.b.expect(4)
-	outs, err := s.evalAll([]vector{sp.gpus(start), sp.before})
+	outs, err := s.evalAll([]vector{sp.gpus(q), sp.before})
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if !ok {
-		return sp.gpus(start), outs[1], false, nil
+		return sp.gpus(q), outs[1], false, nil
 	}
-	return s.settle(sp, start, outs[1], exact, !exact)
+	q, ok, err = s.settle(sp, q, exact, !exact)
+	return sp.gpus(q), outs[1], ok, err
 }
 
 // ranges bounds every pair from the history, grows the bounds until every pair
@@ -665,8 +657,8 @@ func (s *searcher) ranges(sp *space, withBase bool) ([]int64, *outcome, bool, er
 // settle starts from q (nodes per pair), judged so far against other trial
 // quotas, and settles the pairs against each other's final ones: it raises
 // what misses and lowers what one node less still serves. It returns the
-// quotas in GPUs, base as given, and whether it converged.
-func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly bool) (vector, *outcome, bool, error) {
+// quotas in nodes and whether it converged.
+func (s *searcher) settle(sp *space, q []int64, exact, raiseOnly bool) ([]int64, bool, error) {
 	w := s.w
 	n := len(w.pairs)
 	q = slices.Clone(q)
@@ -682,7 +674,7 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 		}
 		out, err := s.eval(sp.gpus(q))
 		if err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
 		raised := false
 		for i, p := range w.pairs {
@@ -699,7 +691,7 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 		if raised && raiseOnly && s.parallel > 1 {
 			q, err = s.raiseAtRisk(sp, q, out)
 			if err != nil {
-				return nil, nil, false, err
+				return nil, false, err
 			}
 		}
 		if raised {
@@ -719,7 +711,7 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 			}
 			tout, err := s.eval(sp.gpus(trial))
 			if err != nil {
-				return nil, nil, false, err
+				return nil, false, err
 			}
 			for _, i := range cands {
 				if tout.pass[w.pairs[i]] {
@@ -732,7 +724,7 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 			continue
 		}
 		if !exact {
-			return sp.gpus(q), base, true, nil
+			return q, true, nil
 		}
 		var check []int
 		var vs []vector
@@ -745,12 +737,12 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 			}
 		}
 		if len(check) == 0 {
-			return sp.gpus(q), base, true, nil
+			return q, true, nil
 		}
 		s.b.expect(len(check) + 1)
 		outs, err := s.evalAll(vs)
 		if err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
 		// Lower one team at a time: two that each meet their target with a node
 		// less may not both meet it together.
@@ -768,7 +760,7 @@ func (s *searcher) settle(sp *space, q []int64, base *outcome, exact, raiseOnly 
 			clear(confirmed)
 		}
 	}
-	return sp.gpus(q), base, false, nil
+	return q, false, nil
 }
 
 // atRisk is the margin under which a team that meets its target is likely to
