@@ -12,9 +12,10 @@ import (
 // makes one fit, and reserving nodes for a gang that waited long enough. The
 // decisions are applied to the scheduler's state and returned for the runner.
 // Only what changed is walked: the workloads submitted since the last cycle,
-// or, after GPUs or quota were released, the queue in that order until
-// Options.WalkDepth workloads in a row did not fit (all of it when a whole
-// walk is due).
+// or, when something could now go otherwise for the waiting work (GPUs or
+// quota released, work admitted by the last cycle's walk of its arrivals, a
+// wake: see wakeBy), the queue in that order until Options.WalkDepth
+// workloads in a row did not fit (all of it when a whole walk is due).
 func (s *Scheduler) Cycle(now time.Time) Results {
 	s.now = now
 	var res Results
@@ -125,6 +126,10 @@ walk:
 	res.Walk = WalkArrivals
 	if full {
 		res.Walk = WalkWhole
+	} else if len(res.Admitted) > 0 {
+		// What it admitted may be taken back: by a workload that reclaims,
+		// starves or holds a reservation. The next cycle walks them.
+		s.dirty = true
 	}
 	if cut {
 		res.Walk = WalkStopped
@@ -173,6 +178,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if !w.notBefore.IsZero() && w.notBefore.After(s.now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
 		res.Wake = w.notBefore
 	}
+	s.wakeBy(w.team, w.tier, w.since, res)
 	return false
 }
 
@@ -187,8 +193,9 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	if !holder && s.failsLike(w, eligible) {
 		return
 	}
-	prev := w.reserved
+	prev, dirty := w.reserved, s.dirty
 	s.unreserve(w)
+	s.dirty = dirty // released says whether w let go of nodes
 	// Set before it is admitted: the victim order reads it from then on.
 	w.drained = prev != nil
 	if s.tryAdmit(w, res) {
@@ -210,6 +217,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 func (s *Scheduler) released(prev, now []*node) {
 	if len(prev) > 0 && !slices.Equal(prev, now) {
 		s.epoch++
+		s.dirty = true
 	}
 }
 
@@ -455,5 +463,24 @@ func (s *Scheduler) expire(res *Results) {
 		w.notBefore = s.now.Add(s.opts.Backoff << (w.timeouts - 1))
 		s.requeue(w)
 		res.Evicted = append(res.Evicted, Eviction{Workload: w.spec.ID, Reason: "GangTimeout"})
+	}
+}
+
+// wakeBy sets res.Wake no later than the next time a workload of team t and
+// tier p waiting since then may do more than it could: reserve nodes
+// (Options.ReserveAfter) on a flavor none holds, or take back borrowed
+// capacity as a starving one (Options.StarvationAfter). Nothing is released
+// then, so only a wake makes the walk look again.
+func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
+	at := func(d time.Duration) {
+		if w := since.Add(d); w.After(s.now) && (res.Wake.IsZero() || w.Before(res.Wake)) {
+			res.Wake = w
+		}
+	}
+	if s.opts.ReserveAfter >= 0 && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
+		at(s.opts.ReserveAfter)
+	}
+	if s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && t.q.parent != nil {
+		at(s.opts.StarvationAfter)
 	}
 }

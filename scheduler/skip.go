@@ -50,8 +50,9 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	if s.noSkip || s.opts.BorrowFirstAfter > 0 {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
+	tier := c.head.tier
 	b, whole := s.boundRun(c, h)
-	if b.n == 0 || !s.runStuck(c.t, c.head.tier, b) {
+	if b.n == 0 || !s.runStuck(c.t, tier, b) {
 		return 0
 	}
 	c.i = b.last + 1
@@ -63,6 +64,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	if !b.wake.IsZero() && (res.Wake.IsZero() || b.wake.Before(res.Wake)) {
 		res.Wake = b.wake
 	}
+	s.wakeBy(c.t, tier, b.since, res)
 	return b.n
 }
 

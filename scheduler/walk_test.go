@@ -61,3 +61,71 @@ func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeWalkOnlyWhenSomethingChanged: a cycle walks the whole queue when
+// something could now go otherwise for the waiting work, and only then. A
+// gang that holds a reservation and keeps the same nodes changes nothing (a
+// busy replay's every cycle was a whole walk while one was held); work a walk
+// of arrivals admitted may be taken back, so the next cycle looks; and a
+// workload's time to reserve, or to take back borrowed capacity as a starving
+// one, is a wake, since nothing is released then.
+func TestWholeWalkOnlyWhenSomethingChanged(t *testing.T) {
+	t.Run("reservation", func(t *testing.T) {
+		f := newFx(t, Config{Teams: []Team{teamQ("x", "", 1000, nil, nil)}}, rack("n", "a", 2, 8, 0, 0),
+			Options{ReserveAfter: time.Minute})
+		f.submit(wl("r0", "x", "production", 1, 8, 0), wl("r1", "x", "production", 1, 4, 0))
+		f.cycle(0)
+		f.submit(wl("g", "x", "production", 2, 8, 10))
+		res := f.cycle(10)
+		if res.Walk != WalkArrivals || len(res.Admitted) != 0 {
+			t.Fatalf("the gang's arrival: walk %q, admitted %v", res.Walk, admittedIDs(res))
+		}
+		if want := at(70); !res.Wake.Equal(want) {
+			t.Fatalf("Wake %v, want %v: when the gang may reserve", res.Wake, want)
+		}
+		if res := f.cycle(70); res.Walk != WalkWhole || f.reasonCode("g") != ReasonWaitingForReservation {
+			t.Fatalf("at the wake: walk %q, the gang %s; want whole, %s", res.Walk, f.reasonCode("g"), ReasonWaitingForReservation)
+		}
+		reserved := slices.Clone(f.s.workloads["g"].reserved)
+		f.finish("r1")
+		if res := f.cycle(75); res.Walk != WalkWhole || !slices.Equal(f.s.workloads["g"].reserved, reserved) {
+			t.Fatalf("after a release: walk %q, the gang holds %d nodes (want whole, the same %d)", res.Walk, len(f.s.workloads["g"].reserved), len(reserved))
+		}
+		f.submit(wl("small", "x", "production", 1, 2, 80))
+		if res := f.cycle(80); res.Walk != WalkArrivals || res.Considered != 1 || len(res.Admitted) != 0 {
+			t.Fatalf("the holder kept its nodes, then one arrival: walk %q, %d considered, admitted %v; want arrivals, 1, none", res.Walk, res.Considered, admittedIDs(res))
+		}
+	})
+	t.Run("admitted", func(t *testing.T) {
+		f := newFx(t, Config{Teams: []Team{teamQ("x", "", 1000, nil, nil)}}, rack("n", "a", 2, 8, 0, 0), noReserve())
+		f.submit(wl("r0", "x", "production", 1, 8, 0))
+		f.cycle(0)
+		f.submit(wl("big", "x", "production", 2, 8, 5))
+		f.cycle(5)
+		if res := f.cycle(6); res.Walk != WalkArrivals || res.Considered != 0 {
+			t.Fatalf("after arrivals that did not fit: walk %q, %d considered; want arrivals, 0", res.Walk, res.Considered)
+		}
+		f.submit(wl("small", "x", "production", 1, 4, 10))
+		if res := f.cycle(10); res.Walk != WalkArrivals || !slices.Equal(admittedIDs(res), []WorkloadID{"small"}) {
+			t.Fatalf("walk %q admitted %v, want arrivals, small", res.Walk, admittedIDs(res))
+		}
+		if res := f.cycle(11); res.Walk != WalkWhole || res.Considered+res.Skipped != 1 {
+			t.Fatalf("after a walk of arrivals admitted work: walk %q, %d considered or passed over; want whole, 1 (big)", res.Walk, res.Considered+res.Skipped)
+		}
+	})
+	t.Run("starving", func(t *testing.T) {
+		lend := lim(0)
+		f := newFx(t, Config{Cohorts: []Cohort{{Name: "c"}}, Teams: []Team{teamQ("x", "c", 8, nil, nil), teamQ("y", "c", 8, nil, lend)}}, rack("n", "a", 2, 8, 0, 0),
+			Options{ReserveAfter: -1, StarvationAfter: time.Hour})
+		f.submit(wl("x0", "x", "production", 1, 8, 0))
+		f.cycle(0)
+		f.submit(wl("x1", "x", "production", 1, 8, 10))
+		res := f.cycle(10)
+		if want := at(3610); !res.Wake.Equal(want) {
+			t.Fatalf("Wake %v, want %v: when x1 starves", res.Wake, want)
+		}
+		if res := f.cycle(3610); res.Walk != WalkWhole {
+			t.Fatalf("at the wake the cycle walked %q, want whole", res.Walk)
+		}
+	})
+}
