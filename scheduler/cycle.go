@@ -126,7 +126,7 @@ walk:
 	res.Walk = WalkArrivals
 	if full {
 		res.Walk = WalkWhole
-	} else if len(res.Admitted) > 0 {
+	} else if len(res.Admitted) > 0 && s.olderWaiting() {
 		// What it admitted may be taken back: by a workload that reclaims,
 		// starves or holds a reservation. The next cycle walks them.
 		s.dirty = true
@@ -483,4 +483,18 @@ func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
 	if s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && t.q.parent != nil {
 		at(s.opts.StarvationAfter)
 	}
+}
+
+// olderWaiting says whether work submitted before this cycle's arrivals
+// still waits: an entry of a queue's merged part that did not leave it (the
+// gaps are compacted away once a quarter may be gaps, see tidy).
+func (s *Scheduler) olderWaiting() bool {
+	for _, t := range s.teamList {
+		for i := range t.queue.items {
+			if !t.queue.items[i].gone {
+				return true
+			}
+		}
+	}
+	return false
 }
