@@ -140,9 +140,7 @@ walk:
 				s.step(w, &res)
 			}
 		}
-		if res.Wake.IsZero() || s.wholeDue.Before(res.Wake) {
-			res.Wake = s.wholeDue
-		}
+		res.wakeNoLater(s.wholeDue)
 	}
 	for _, t := range walked {
 		t.queue.merge()
@@ -175,8 +173,8 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if w.reason != old && !s.opts.NoStatuses {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
-	if !w.notBefore.IsZero() && w.notBefore.After(s.now) && (res.Wake.IsZero() || w.notBefore.Before(res.Wake)) {
-		res.Wake = w.notBefore
+	if w.notBefore.After(s.now) {
+		res.wakeNoLater(w.notBefore)
 	}
 	s.wakeBy(w.team, w.tier, w.since, res)
 	return false
@@ -473,8 +471,8 @@ func (s *Scheduler) expire(res *Results) {
 // then, so only a wake makes the walk look again.
 func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
 	at := func(d time.Duration) {
-		if w := since.Add(d); w.After(s.now) && (res.Wake.IsZero() || w.Before(res.Wake)) {
-			res.Wake = w
+		if w := since.Add(d); w.After(s.now) {
+			res.wakeNoLater(w)
 		}
 	}
 	if s.opts.ReserveAfter >= 0 && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {

@@ -67,8 +67,9 @@ type Results struct {
 	// current reason of any workload is Scheduler.Reason.
 	Pending []PendingStatus
 	// Wake, when not zero, is the earliest time a Cycle may decide something new
-	// without any other event (a backoff ending, or the whole walk due after a
-	// walk that stopped at Options.WalkDepth). Every cycle reports it, also one
+	// without any other event (a backoff ending, a workload's time to reserve
+	// or to starve, or the whole walk due after a walk that stopped at
+	// Options.WalkDepth). Every cycle reports it, also one
 	// that did not walk what set it: the caller needs only the last one's.
 	Wake time.Time
 	// Walk says how far the cycle walked the queue, Considered how many
@@ -222,4 +223,11 @@ func (c ReasonCode) Advice() string {
 		return "It was admitted but not all its pods could run in time, so it was requeued and waits before the next try."
 	}
 	return ""
+}
+
+// wakeNoLater brings r.Wake forward to t, if t is set and earlier.
+func (r *Results) wakeNoLater(t time.Time) {
+	if !t.IsZero() && (r.Wake.IsZero() || t.Before(r.Wake)) {
+		r.Wake = t
+	}
 }

@@ -61,9 +61,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 		c.tier = nil
 	}
 	res.Skipped += b.n
-	if !b.wake.IsZero() && (res.Wake.IsZero() || b.wake.Before(res.Wake)) {
-		res.Wake = b.wake
-	}
+	res.wakeNoLater(b.wake)
 	s.wakeBy(c.t, tier, b.since, res)
 	return b.n
 }
