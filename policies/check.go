@@ -18,6 +18,8 @@ import (
 func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.Findings {
 	var out schema.Findings
 	out = append(out, checkNames(cfg)...)
+	out = append(out, checkNamespaces(cfg)...)
+	out = append(out, checkMachineTypes(cfg)...)
 	out = append(out, checkReferences(cfg)...)
 	out = append(out, checkCohortCycles(cfg)...)
 	out = append(out, checkTiers(cfg)...)
@@ -48,12 +50,56 @@ func checkNames(cfg *schema.Config) schema.Findings {
 	}
 	for n, t := range cfg.Tiers {
 		check("tier", string(n), t.Pos, 63)
+		// A tier is a PriorityClass, and Kubernetes keeps system- for its own.
+		if strings.HasPrefix(string(n), "system-") {
+			out = append(out, finding(RuleNameFormat, t.Pos, fmt.Sprintf(
+				"tier name %q starts with system-, which Kubernetes reserves for its own PriorityClasses", n)))
+		}
 	}
 	for n, c := range cfg.Cohorts {
 		check("cohort", string(n), c.Pos, 63)
 	}
 	for n, t := range cfg.Teams {
 		check("team", string(n), t.Pos, 63)
+	}
+	return out
+}
+
+// checkNamespaces: a namespace belongs to one team (its pods run on that
+// team's quota), so no team may list another's namespace, or its name.
+func checkNamespaces(cfg *schema.Config) schema.Findings {
+	var out schema.Findings
+	owner := map[string]schema.Pos{}
+	ownerTeam := map[string]schema.TeamName{}
+	for _, n := range cfg.TeamNames() {
+		owner[string(n)], ownerTeam[string(n)] = cfg.Teams[n].Pos, n
+	}
+	for _, n := range cfg.TeamNames() {
+		for i, ns := range cfg.Teams[n].Namespaces {
+			pos := cfg.Pos("teams", string(n), "namespaces", strconv.Itoa(i))
+			if other, ok := ownerTeam[ns]; ok && other != n {
+				out = append(out, schema.Finding{Severity: schema.SeverityError, Rule: schema.RuleConflict, Pos: pos, Related: []schema.Pos{owner[ns]},
+					Message: fmt.Sprintf("team %s: namespaces[%d]: namespace %s already belongs to team %s (also set at %s); a namespace belongs to one team", n, i, ns, other, owner[ns])})
+				continue
+			}
+			owner[ns], ownerTeam[ns] = pos, n
+		}
+	}
+	return out
+}
+
+// checkMachineTypes: the Terraform of a gke or eks pool names its machine
+// (instance) type, which the schema leaves optional for onprem and kwok.
+func checkMachineTypes(cfg *schema.Config) schema.Findings {
+	var out schema.Findings
+	for _, n := range cfg.PoolNames() {
+		p := cfg.Pools[n]
+		c := cfg.Clusters[p.Cluster]
+		if c == nil || p.MachineType != "" || (c.Provider != schema.ProviderGKE && c.Provider != schema.ProviderEKS) {
+			continue
+		}
+		out = append(out, schema.Finding{Severity: schema.SeverityError, Rule: schema.RuleRequired, Pos: p.Pos,
+			Message: fmt.Sprintf("pools.%s: required field \"machineType\" is missing: the pool is in %s cluster %s, whose node pools are rendered with their machine type (e.g. a3-highgpu-8g, p5.48xlarge)", n, c.Provider, c.Name)})
 	}
 	return out
 }

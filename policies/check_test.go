@@ -164,3 +164,47 @@ func TestREADMEListsEveryRule(t *testing.T) {
 		}
 	}
 }
+
+// TestValidMeansRenderable: what render refuses is a finding of validate, at
+// the line to change. Before, these validated clean in CI and failed only on
+// merge, when render (or the manager) built the objects.
+func TestValidMeansRenderable(t *testing.T) {
+	teamY := "\nteams: y: {costCenter: \"CC-2\", owners: [\"@y\"], quota: f: nominal: 0}\n"
+	for name, tc := range map[string]struct {
+		replace    []string // old, new, ...
+		add        string
+		rule, line string
+	}{
+		"gke pool without machineType": {[]string{`lab: provider: "kwok"`, `lab: provider: "gke"`}, "", schema.RuleRequired, "capacity.cue:3:"},
+		"eks pool without machineType": {[]string{`lab: provider: "kwok"`, `lab: provider: "eks"`}, "", schema.RuleRequired, "capacity.cue:3:"},
+		"tier named system-":           {[]string{`low: {priority: 1`, `"system-low": {priority: 1`, `"low"]`, `"system-low"]`}, "", RuleNameFormat, "capacity.cue:14:2"},
+		"namespace of another team":    {[]string{`cohort: "c"`, `cohort: "c", namespaces: ["y"]`}, teamY, schema.RuleConflict, "capacity.cue:23:28"},
+		"namespace of two teams": {[]string{`cohort: "c"`, `cohort: "c", namespaces: ["shared"]`},
+			"\nteams: y: namespaces: [\"z\", \"shared\"]" + teamY, schema.RuleConflict, "capacity.cue:30:29"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := valid + tc.add
+			for i := 0; i < len(tc.replace); i += 2 {
+				src = strings.Replace(src, tc.replace[i], tc.replace[i+1], 1)
+			}
+			cfg, plan := load(t, src)
+			var got []string
+			for _, f := range Check(cfg, plan, nil) {
+				got = append(got, f.String())
+				if f.Rule == tc.rule && f.Severity == schema.SeverityError && strings.HasPrefix(f.String(), tc.line) {
+					return
+				}
+			}
+			t.Fatalf("no %s error at %s; findings: %q", tc.rule, tc.line, got)
+		})
+	}
+	// A machineType makes the gke pool renderable; an ordinary tier name and
+	// namespaces of one team each are fine.
+	src := strings.Replace(valid, `lab: provider: "kwok"`, `lab: provider: "gke"`, 1)
+	src = strings.Replace(src, `gpusPerNode: 8`, "gpusPerNode: 8\n\tmachineType: \"a3-highgpu-8g\"", 1)
+	src = strings.Replace(src, `cohort: "c"`, `cohort: "c", namespaces: ["x-batch"]`, 1) + teamY
+	cfg, plan := load(t, src)
+	if got := Check(cfg, plan, nil); len(got) > 0 {
+		t.Fatalf("findings: %v", got)
+	}
+}

@@ -194,7 +194,9 @@ func TestRenderFailures(t *testing.T) {
 			args:     func(out string) []string { return []string{"render", noMachine, "-o", out} },
 			wantCode: exitFindings,
 			wantStderr: []string{
-				"capacity.cue:4:8: error: render: pool a100: a gke pool needs a machineType\n",
+				// validate's finding, so CI sees it before render does
+				`capacity.cue:4:8: error: required-field: pools.a100: required field "machineType" is missing`,
+				": 1 error(s), 0 warning(s): nothing rendered",
 			},
 		},
 	}
