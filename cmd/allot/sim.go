@@ -119,6 +119,13 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
+				// The contract's lists are lists even when empty, never null.
+				if rep.Teams == nil {
+					rep.Teams = []sim.TeamReport{}
+				}
+				if rep.Jobs == nil {
+					rep.Jobs = []sim.JobReport{}
+				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(rep); err != nil {

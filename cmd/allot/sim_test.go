@@ -139,3 +139,37 @@ func TestImportThenSimMatchesDirectSim(t *testing.T) {
 		t.Errorf("summary %+v", rep.Summary)
 	}
 }
+
+// TestSimJSONListsAreNeverNull: the contract's teams and jobs are lists even
+// when empty (a repository without teams, a workload without rows), so that a
+// consumer can iterate them; they were null.
+func TestSimJSONListsAreNeverNull(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "capacity.cue"), []byte(`package capacity
+clusters: c: provider: "kwok"
+pools: p: {cluster: "c", flavor: "f", gpusPerNode: 8, nodes: max: 2, price: onDemandPerNodeHour: 1}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := filepath.Join(dir, "w.csv")
+	if err := os.WriteFile(w, []byte("id,submit,duration,team,tier,pods,gpus_per_pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := allot(t, nil, "sim", repo, "--workload", w, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"teams", "jobs"} {
+		if string(got[k]) != "[]" {
+			t.Errorf("%s = %s, want []", k, got[k])
+		}
+	}
+}
