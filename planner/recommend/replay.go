@@ -104,7 +104,7 @@ func (w *world) replay(v vector) (*outcome, error) {
 	cfg := w.config(v)
 	plan := planner.Build(cfg)
 	layout := fleet.Layout(cfg, plan.NodesTargets())
-	nodes := sim.FromFleet(layout)
+	nodes := sim.FleetFromLayout(cfg, layout) // as allot sim builds it: prices order the clusters
 	q := sim.QuotaFromSchema(cfg)
 	core, err := sim.NewCore(q, nodes, w.opts)
 	if err != nil {

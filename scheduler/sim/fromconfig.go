@@ -41,7 +41,13 @@ func QuotaFromSchema(cfg *schema.Config) scheduler.Config {
 // nodes named <pool>-<index> and laid out in topology domains in index order,
 // each in its pool's cluster at its pool's on-demand price per GPU-hour.
 func FleetFromSchema(cfg *schema.Config, targets map[schema.PoolName]int64) []scheduler.Node {
-	layout := fleet.Layout(cfg, targets)
+	return FleetFromLayout(cfg, fleet.Layout(cfg, targets))
+}
+
+// FleetFromLayout is FleetFromSchema of a fleet already laid out (fleet.Layout
+// of cfg): the scheduler's nodes, each at its pool's on-demand price per
+// GPU-hour.
+func FleetFromLayout(cfg *schema.Config, layout []fleet.Node) []scheduler.Node {
 	nodes := FromFleet(layout)
 	for i, n := range layout {
 		if p := cfg.Pools[n.Pool]; p != nil && p.GPUsPerNode > 0 {

@@ -1,0 +1,254 @@
+package recommend
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/scheduler"
+	"github.com/allot-dev/allot/scheduler/sim"
+	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
+)
+
+// randomFleet is a repository of a kind the fixtures do not cover, drawn from
+// rng: one or two clusters at different prices, one or two flavors (pools of
+// 4 or 8 GPUs, some with racks), two to five teams, some in cohorts, some
+// without a quota of a flavor, tiers that include a borrowOnly one.
+func randomFleet(t *testing.T, rng *rand.Rand) *schema.Config {
+	t.Helper()
+	var src strings.Builder
+	src.WriteString("package capacity\n")
+	clusters := 1 + rng.IntN(2)
+	for c := range clusters {
+		fmt.Fprintf(&src, "clusters: k%d: {provider: \"kwok\"}\n", c)
+	}
+	flavors := []string{"h100", "a100"}[:1+rng.IntN(2)]
+	for _, f := range flavors {
+		gpus := []int{4, 8}[rng.IntN(2)]
+		for c := range clusters {
+			if c > 0 && rng.IntN(3) == 0 {
+				continue
+			}
+			topo := ""
+			if rng.IntN(2) == 0 {
+				topo = `, topology: {levels: ["rack", "host"], hostsPerRack: 4}`
+			}
+			fmt.Fprintf(&src, "pools: \"%s-k%d\": {cluster: \"k%d\", flavor: %q, gpusPerNode: %d, nodes: {min: 0, max: %d}%s, price: {onDemandPerNodeHour: %d}}\n",
+				f, c, c, f, gpus, 6+rng.IntN(10), topo, 10+10*c+rng.IntN(5))
+		}
+	}
+	src.WriteString(`tiers: production: {priority: 500}
+tiers: research: {priority: 100, preemptible: true}
+tiers: spot: {priority: 0, preemptible: true, borrowOnly: true}
+cohorts: ml: {}
+`)
+	teams := 2 + rng.IntN(4)
+	for i := range teams {
+		cohort := ""
+		if rng.IntN(3) > 0 {
+			cohort = `cohort: "ml", `
+		}
+		var quota []string
+		for j, f := range flavors {
+			if j > 0 && rng.IntN(3) == 0 {
+				continue
+			}
+			quota = append(quota, fmt.Sprintf("%s: {nominal: %d}", f, 8*rng.IntN(4)))
+		}
+		fmt.Fprintf(&src, "teams: t%d: {%squota: {%s}}\n", i, cohort, strings.Join(quota, ", "))
+	}
+	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(src.String())}})
+	if cfg == nil {
+		t.Fatalf("the drawn repository does not load: %v\n%s", findings, src.String())
+	}
+	return cfg
+}
+
+// randomHistory is n jobs over the teams of cfg: single pods and gangs, some
+// naming a flavor, some of the borrowOnly tier.
+func randomHistory(rng *rand.Rand, cfg *schema.Config, n int) []workload.Spec {
+	teams := cfg.TeamNames()
+	var flavors []string
+	for _, p := range cfg.Pools {
+		flavors = append(flavors, string(p.Flavor))
+	}
+	jobs := make([]workload.Spec, n)
+	var at float64
+	for i := range jobs {
+		at += rng.ExpFloat64() * 240
+		j := workload.Spec{ID: fmt.Sprintf("j%d", i), Submit: math.Round(at), Duration: float64(120 + rng.IntN(4800)),
+			Team: string(teams[rng.IntN(len(teams))]), Tier: []string{"production", "research", "research", "spot"}[rng.IntN(4)],
+			Pods: 1, GPUsPerPod: int64(1 + rng.IntN(4))}
+		if rng.IntN(6) == 0 {
+			j.Pods = int64(2 + rng.IntN(2))
+		}
+		if rng.IntN(3) == 0 {
+			j.Flavors = []string{flavors[rng.IntN(len(flavors))]}
+		}
+		jobs[i] = j
+	}
+	return jobs
+}
+
+// simWaits is what `allot sim` of cfg says of each team and flavor: the p95
+// wait of its jobs outside borrowOnly tiers, a job judged against the flavor
+// it names, else the flavor of the node it last ran on, and one that never
+// started waiting forever against every flavor it might have used. It is
+// written from the simulator's report, apart from the search's own judge.
+func simWaits(t *testing.T, cfg *schema.Config, jobs []workload.Spec) (all, production map[pair]float64) {
+	t.Helper()
+	q := sim.QuotaFromSchema(cfg)
+	nodes := sim.FleetFromSchema(cfg, planner.Build(cfg).NodesTargets())
+	jobs = append([]workload.Spec(nil), jobs...)
+	sim.AssignToConfig(jobs, q)
+	core, err := sim.NewCore(q, nodes, scheduler.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Quota: q}, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flavorOf := map[string]schema.Flavor{}
+	for _, n := range nodes {
+		flavorOf[string(n.Name)] = schema.Flavor(n.Flavor)
+	}
+	pools := map[schema.Flavor]bool{}
+	for _, p := range cfg.Pools {
+		pools[p.Flavor] = true
+	}
+	named := map[string][]string{}
+	for _, j := range jobs {
+		named[j.ID] = j.Flavors
+	}
+	waits, prod := map[pair][]float64{}, map[pair][]float64{}
+	add := func(p pair, tier string, w float64) {
+		waits[p] = append(waits[p], w)
+		if tier == "production" {
+			prod[p] = append(prod[p], w)
+		}
+	}
+	for _, j := range rep.Jobs {
+		if cfg.Tiers[schema.TierName(j.Tier)].BorrowOnly {
+			continue
+		}
+		team := schema.TeamName(j.Team)
+		if j.WaitS != nil && len(j.Nodes) > 0 {
+			f := flavorOf[j.Nodes[0]]
+			if len(named[j.ID]) == 1 {
+				f = schema.Flavor(named[j.ID][0])
+			}
+			add(pair{team, f}, j.Tier, *j.WaitS)
+			continue
+		}
+		might := named[j.ID]
+		if len(might) == 0 {
+			for f := range cfg.Teams[team].Quota {
+				might = append(might, string(f))
+			}
+		}
+		for _, f := range might {
+			if pools[schema.Flavor(f)] {
+				add(pair{team, schema.Flavor(f)}, j.Tier, math.Inf(1))
+			}
+		}
+	}
+	all, production = map[pair]float64{}, map[pair]float64{}
+	for p, ws := range waits {
+		all[p] = p95(ws)
+	}
+	for p, ws := range prod {
+		production[p] = p95(ws)
+	}
+	return all, production
+}
+
+// TestRecommendationHoldsOnRandomFleets holds the answer's promise on
+// repositories drawn at random: whatever the fleet (clusters at different
+// prices, flavors, cohorts, borrowOnly tiers), the quotas recommend proposes
+// are whole nodes, the waits it reports are those `allot sim` finds for the
+// changed repository, every team the target bounds meets it there, and the
+// monthly cost is the planner's for that repository. The search runs exactly,
+// on a grid or as auto chooses, with a tier's target on top of the default
+// or without, and draws a curve or not.
+func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
+	seeds := 24
+	if testing.Short() {
+		seeds = 6
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 18))
+			cfg := randomFleet(t, rng)
+			jobs := randomHistory(rng, cfg, 150+rng.IntN(150))
+			target := float64(300 + 300*rng.IntN(4))
+			targets := []Target{{WaitP95S: target}}
+			prodTarget := math.Inf(1)
+			if rng.IntN(2) == 0 {
+				prodTarget = target / 2
+				targets = append(targets, Target{Name: "production", WaitP95S: prodTarget})
+			}
+			grid := []float64{0, -1, 60}[rng.IntN(3)] // auto, off, a minute
+			res, err := Run(Input{Workload: "random", Config: cfg, Jobs: jobs, Targets: targets, CurveSteps: []int{-1, 1}[rng.IntN(2)], GridS: grid, MaxReplays: 120})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &world{cfg: cfg}
+			var v vector
+			for _, tr := range res.Teams {
+				var unit int64
+				for _, p := range cfg.PoolsOf(tr.Flavor) {
+					if unit == 0 || p.GPUsPerNode < unit {
+						unit = p.GPUsPerNode
+					}
+				}
+				if tr.NominalAfter < 0 || (tr.Bound == BoundTarget && tr.NominalAfter%unit != 0) {
+					t.Errorf("%s/%s: %d GPUs is not whole nodes of %d", tr.Team, tr.Flavor, tr.NominalAfter, unit)
+				}
+				w.pairs = append(w.pairs, pair{tr.Team, tr.Flavor})
+				v = append(v, tr.NominalAfter)
+			}
+			changed := w.config(v)
+			got, prod := simWaits(t, changed, jobs)
+			for _, tr := range res.Teams {
+				p := pair{tr.Team, tr.Flavor}
+				want, ok := got[p]
+				if !ok {
+					want = 0
+				}
+				if (tr.WaitP95SAfter == nil) != math.IsInf(want, 1) || (tr.WaitP95SAfter != nil && *tr.WaitP95SAfter != want) {
+					t.Errorf("%s/%s at %d GPUs: recommend reports p95 %v, allot sim of the changed repository %g", tr.Team, tr.Flavor, tr.NominalAfter, fmtWait(tr.WaitP95SAfter), want)
+				}
+				if res.Converged && tr.Bound == BoundTarget && (want > target || prod[p] > prodTarget) {
+					t.Errorf("%s/%s at %d GPUs waits p95 %gs (production %gs) in allot sim, over the %gs target (production %gs)",
+						tr.Team, tr.Flavor, tr.NominalAfter, want, prod[p], target, prodTarget)
+				}
+			}
+			if cost := planner.Build(changed).TotalMonthlyUSD; res.MonthlyUSDAfter.Cmp(cost) != 0 {
+				t.Errorf("monthly cost after: recommend says %s, the planner %s", res.MonthlyUSDAfter, cost)
+			}
+			bounded := 0
+			for _, tr := range res.Teams {
+				if tr.Bound == BoundTarget && tr.NominalAfter > 0 {
+					bounded++
+				}
+			}
+			t.Logf("%d replays (%d on a %gs grid), converged %v, %d of %d bounded by the target", res.Replays, res.CoarseReplays, res.GridS, res.Converged, bounded, len(res.Teams))
+			if res.Replays > 120 {
+				t.Errorf("%d replays past --max-replays 120", res.Replays)
+			}
+		})
+	}
+}
+
+func fmtWait(w *float64) string {
+	if w == nil {
+		return "never"
+	}
+	return fmt.Sprint(*w)
+}
