@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -173,7 +174,8 @@ func simWaits(t *testing.T, cfg *schema.Config, jobs []workload.Spec) (all, prod
 // prices, flavors, cohorts, borrowOnly tiers), the quotas recommend proposes
 // are whole nodes, the waits it reports are those `allot sim` finds for the
 // changed repository, every team the target bounds meets it there, and the
-// monthly cost is the planner's for that repository. The search runs exactly,
+// monthly cost is the planner's for that repository; with --exact, one node
+// less misses the target for every team it bounds. The search runs exactly,
 // on a grid or as auto chooses, with a tier's target on top of the default
 // or without, and draws a curve or not.
 func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
@@ -194,19 +196,22 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 				targets = append(targets, Target{Name: "production", WaitP95S: prodTarget})
 			}
 			grid := []float64{0, -1, 60}[rng.IntN(3)] // auto, off, a minute
-			res, err := Run(Input{Workload: "random", Config: cfg, Jobs: jobs, Targets: targets, CurveSteps: []int{-1, 1}[rng.IntN(2)], GridS: grid, MaxReplays: 120})
+			exact := rng.IntN(3) == 0
+			res, err := Run(Input{Workload: "random", Config: cfg, Jobs: jobs, Targets: targets, CurveSteps: []int{-1, 1}[rng.IntN(2)], GridS: grid, Exact: exact, MaxReplays: 120})
 			if err != nil {
 				t.Fatal(err)
 			}
 			w := &world{cfg: cfg}
 			var v vector
-			for _, tr := range res.Teams {
+			units := make([]int64, len(res.Teams))
+			for k, tr := range res.Teams {
 				var unit int64
 				for _, p := range cfg.PoolsOf(tr.Flavor) {
 					if unit == 0 || p.GPUsPerNode < unit {
 						unit = p.GPUsPerNode
 					}
 				}
+				units[k] = unit
 				if tr.NominalAfter < 0 || (tr.Bound == BoundTarget && tr.NominalAfter%unit != 0) {
 					t.Errorf("%s/%s: %d GPUs is not whole nodes of %d", tr.Team, tr.Flavor, tr.NominalAfter, unit)
 				}
@@ -229,6 +234,19 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 						tr.Team, tr.Flavor, tr.NominalAfter, want, prod[p], target, prodTarget)
 				}
 			}
+			// With --exact, one node less misses, exactly, for every team the
+			// target bounds (issue 18's "done when", on any repository).
+			for k, tr := range res.Teams {
+				if !exact || !res.Converged || tr.Bound != BoundTarget {
+					continue
+				}
+				less := slices.Clone(v)
+				less[k] -= units[k]
+				all, prod := simWaits(t, w.config(less), jobs)
+				if p := (pair{tr.Team, tr.Flavor}); all[p] <= target && prod[p] <= prodTarget {
+					t.Errorf("%s/%s at one node less (%d GPUs) still waits p95 %gs (production %gs): %d is not the least", tr.Team, tr.Flavor, less[k], all[p], prod[p], tr.NominalAfter)
+				}
+			}
 			if cost := planner.Build(changed).TotalMonthlyUSD; res.MonthlyUSDAfter.Cmp(cost) != 0 {
 				t.Errorf("monthly cost after: recommend says %s, the planner %s", res.MonthlyUSDAfter, cost)
 			}
@@ -238,7 +256,7 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 					bounded++
 				}
 			}
-			t.Logf("%d replays (%d on a %gs grid), converged %v, %d of %d bounded by the target", res.Replays, res.CoarseReplays, res.GridS, res.Converged, bounded, len(res.Teams))
+			t.Logf("%d replays (%d on a %gs grid), exact %v, converged %v, %d of %d bounded by the target", res.Replays, res.CoarseReplays, res.GridS, exact, res.Converged, bounded, len(res.Teams))
 			if res.Replays > 120 {
 				t.Errorf("%d replays past --max-replays 120", res.Replays)
 			}
