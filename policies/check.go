@@ -266,6 +266,10 @@ func checkTopology(cfg *schema.Config) schema.Findings {
 					fmt.Sprintf("pool %s: %s is set but the topology has no level %q", n, f.field, f.level)))
 			}
 		}
+		for _, l := range p.Topology.UnknownSizes {
+			out = append(out, finding(RuleTopologyLevels, cfg.Pos("pools", string(n), "topology", "domainSize", l),
+				fmt.Sprintf("pool %s: domainSize %q names no level of the topology (levels: %s)", n, l, strings.Join(p.Topology.Levels, ", "))))
+		}
 	}
 	return out
 }

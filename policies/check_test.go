@@ -208,3 +208,15 @@ func TestValidMeansRenderable(t *testing.T) {
 		t.Fatalf("findings: %v", got)
 	}
 }
+
+// TestDomainSizeNamesALevel: a domainSize key that is not one of the levels
+// (a misspelt level) is an error at its line; it was silently ignored, and the
+// domains it meant to bound were left unbounded.
+func TestDomainSizeNamesALevel(t *testing.T) {
+	cfg, plan := load(t, strings.Replace(valid, `hostsPerRack: 2}`, "hostsPerRack: 2, domainSize: {host: 1, rakc: 4}}", 1))
+	got := Check(cfg, plan, nil)
+	if len(got) != 1 || got[0].Rule != RuleTopologyLevels || got[0].Severity != schema.SeverityError ||
+		!strings.HasPrefix(got[0].String(), "capacity.cue:8:") || !strings.Contains(got[0].Message, `domainSize "rakc"`) {
+		t.Fatalf("findings: %v", got)
+	}
+}

@@ -435,6 +435,12 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 				}
 			}
 			pool.Topology = &Topology{Levels: t.Levels, Sizes: sizes}
+			for l := range t.DomainSize {
+				if !slices.Contains(t.Levels, l) {
+					pool.Topology.UnknownSizes = append(pool.Topology.UnknownSizes, l)
+				}
+			}
+			slices.Sort(pool.Topology.UnknownSizes)
 		}
 		cfg.Pools[pool.Name] = pool
 	}

@@ -78,6 +78,9 @@ type Topology struct {
 	// Sizes holds, per level, how many domains of the next narrower level (or
 	// nodes, for the narrowest) one domain of it holds; 0 means unbounded.
 	Sizes map[string]int64
+	// UnknownSizes are the keys of the user's domainSize that name none of
+	// Levels (sorted): Sizes leaves them out, and the policies report them.
+	UnknownSizes []string
 }
 
 // Price is what one node of a pool costs per hour, in USD.
