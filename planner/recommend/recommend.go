@@ -268,6 +268,7 @@ func newWorld(in Input, gridS float64) (*world, error) {
 		}
 	}
 	w.info = make([]jobInfo, len(w.jobs))
+	teamFlavors := map[schema.TeamName][]schema.Flavor{}
 	for i, j := range w.jobs {
 		if _, dup := w.index[j.ID]; dup {
 			return nil, fmt.Errorf("job %s listed twice", j.ID)
@@ -284,12 +285,8 @@ func newWorld(in Input, gridS float64) (*world, error) {
 			}
 		}
 		if len(j.Flavors) == 0 {
-			for f := range cfg.Teams[team].Quota {
-				if pools[f] {
-					ji.anyOf = append(ji.anyOf, f)
-				}
-			}
-			slices.Sort(ji.anyOf)
+			ji.anyFlavor = true
+			ji.anyOf = mightUse(cfg, team, teamFlavors)
 		}
 		if len(j.Flavors) == 1 && len(ji.anyOf) == 1 {
 			ji.named = ji.anyOf[0]
@@ -347,6 +344,8 @@ type searcher struct {
 	parallel int
 	b        *budget
 	replays  int // this searcher's
+	// sp is the space of the last search: which pairs it found unreachable.
+	sp *space
 }
 
 func newSearcher(w *world, parallel int, b *budget) *searcher {
@@ -531,6 +530,7 @@ func (sp *space) gpus(u []int64) vector {
 // history on a grid) and only the settling is replayed exactly.
 func (s *searcher) search(exact bool, coarse *searcher) (vector, *outcome, bool, error) {
 	sp := s.w.space()
+	s.sp = sp
 	if coarse == nil {
 		hi, base, ok, err := s.ranges(sp, true)
 		if err != nil || !ok {
@@ -739,6 +739,10 @@ func (s *searcher) settle(sp *space, q []int64, exact, raiseOnly bool) ([]int64,
 		if len(check) == 0 {
 			return q, true, nil
 		}
+		if left := s.b.limit - s.b.replays; len(check) > left {
+			// --max-replays bounds the search: confirm what it leaves room for.
+			check, vs = check[:left], vs[:left]
+		}
 		s.b.expect(len(check) + 1)
 		outs, err := s.evalAll(vs)
 		if err != nil {
@@ -814,7 +818,10 @@ func (s *searcher) fill(res *Result, q vector, before, after *outcome) {
 			WaitP95SBefore: finite(before.p95[p]), WaitP95SAfter: finite(after.p95[p]), TargetWaitP95S: w.cons[p][0].waitS,
 			UnfinishedBefore: before.unfinished[p], UnfinishedAfter: after.unfinished[p], Bound: BoundTarget}
 		switch {
-		case !after.pass[p]:
+		case !after.pass[p] || (s.sp != nil && s.sp.unreachable[i]):
+			// A pair that missed its target at the most its pools carry kept
+			// today's quota, even when it meets the target once the others
+			// moved: the search did not size it.
 			t.Bound = BoundUnreachable
 		case q[i] == 0:
 			t.Bound = BoundNone

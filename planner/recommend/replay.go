@@ -32,6 +32,9 @@ type jobInfo struct {
 	tier    string
 	named   schema.Flavor   // the one flavor the job asks for, or ""
 	anyOf   []schema.Flavor // the flavors a job that never ran is counted against
+	// anyFlavor: the job names no flavor, so it might have run on any its team
+	// has a quota of in the configuration replayed (which a search may add).
+	anyFlavor bool
 	gpus    int64
 	submit  float64
 	running float64 // duration
@@ -110,18 +113,18 @@ func (w *world) replay(v vector) (*outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q}, sim.Options{})
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q, Clusters: sim.ClusterNames(cfg)}, sim.Options{})
 	if err != nil {
 		return nil, err
 	}
 	if s := rep.Summary; s.GangViolations+s.QuotaViolations+s.TopologyViolations > 0 {
 		return nil, fmt.Errorf("%w: %d gang, %d quota, %d topology violations", ErrInvariant, s.GangViolations, s.QuotaViolations, s.TopologyViolations)
 	}
-	return w.judge(plan, layout, rep), nil
+	return w.judge(cfg, plan, layout, rep), nil
 }
 
-// judge derives the pairs' waits and verdicts from a replay.
-func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) *outcome {
+// judge derives the pairs' waits and verdicts from a replay of cfg.
+func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Node, rep *sim.Report) *outcome {
 	flavorOf := make(map[string]schema.Flavor, len(layout))
 	for _, n := range layout {
 		flavorOf[n.Name] = n.Flavor
@@ -132,6 +135,7 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 	}
 	waits := map[key][]float64{}
 	byFlavor := map[schema.Flavor][]float64{}
+	teamFlavors := map[schema.TeamName][]schema.Flavor{}
 	unfinished := map[pair]int{}
 	add := func(p pair, tier string, s float64) {
 		if !w.borrowOnly[tier] {
@@ -153,7 +157,11 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 			}
 			continue
 		}
-		for _, f := range ji.anyOf {
+		might := ji.anyOf
+		if ji.anyFlavor {
+			might = mightUse(cfg, ji.team, teamFlavors)
+		}
+		for _, f := range might {
 			p := pair{ji.team, f}
 			add(p, ji.tier, math.Inf(1))
 			unfinished[p]++
@@ -182,6 +190,23 @@ func (w *world) judge(plan *planner.Plan, layout []fleet.Node, rep *sim.Report) 
 	}
 	out.use = measure(layout, rep)
 	return out
+}
+
+// mightUse is the flavors a job of team that names none might have run on
+// in cfg: those the team has a quota of that some pool carries, sorted
+// (remembered in memo).
+func mightUse(cfg *schema.Config, team schema.TeamName, memo map[schema.TeamName][]schema.Flavor) []schema.Flavor {
+	fs, ok := memo[team]
+	if !ok {
+		for f := range cfg.Teams[team].Quota {
+			if len(cfg.PoolsOf(f)) > 0 {
+				fs = append(fs, f)
+			}
+		}
+		slices.Sort(fs)
+		memo[team] = fs
+	}
+	return fs
 }
 
 // p95 is the nearest-rank 95th percentile (0 for no jobs); +Inf when more than

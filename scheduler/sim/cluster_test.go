@@ -106,6 +106,44 @@ func TestSimRejectsAnUnknownCluster(t *testing.T) {
 	}
 }
 
+// TestSimJobPinnedToAnEmptyClusterWaits: a cluster the fleet declares but
+// has no nodes in (a repository's cluster whose pools are planned at zero) is
+// not a misspelt name: a job pinned to it never starts, and says why; an
+// event of it fails nothing.
+func TestSimJobPinnedToAnEmptyClusterWaits(t *testing.T) {
+	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	in := Input{Nodes: twoClusters(1), Quota: q, Clusters: []string{"cheap", "dear", "spare"},
+		Jobs: []workload.Spec{
+			{ID: "pinned", Submit: 0, Duration: 10, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1, Cluster: "spare"},
+			{ID: "free", Submit: 0, Duration: 10, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1},
+		},
+		Events: []Event{{Time: 1, Node: "cluster/spare", Kind: Fail}},
+	}
+	rep := runCore(t, in, scheduler.DefaultOptions())
+	noViolations(t, rep)
+	for _, j := range rep.Jobs {
+		switch j.ID {
+		case "pinned":
+			if j.Start != nil || j.Reason == "" {
+				t.Errorf("pinned = %+v, want it never to start, with a reason", j)
+			}
+		case "free":
+			if j.Start == nil || *j.Start != 0 || j.Cluster != "cheap" {
+				t.Errorf("free = %+v, want it started at 0 in cheap", j)
+			}
+		}
+	}
+	// A name neither the nodes nor Clusters know is still an error.
+	in.Jobs[0].Cluster = "mars"
+	core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "cluster mars has no nodes") {
+		t.Errorf("pinned to mars: err = %v", err)
+	}
+}
+
 // TestSimOfTheExamplesStaysInOneCluster: on the example repository, whose
 // flavors each span clusters, no job runs in two, and the jobs of a flavor go
 // first to its cheapest cluster.

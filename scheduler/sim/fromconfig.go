@@ -6,6 +6,7 @@ import (
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
+	"slices"
 )
 
 // QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into
@@ -56,6 +57,17 @@ func FleetFromLayout(cfg *schema.Config, layout []fleet.Node) []scheduler.Node {
 		}
 	}
 	return nodes
+}
+
+// ClusterNames are the repository's clusters (sim.Input.Clusters of a fleet
+// built from it: those whose pools are planned at zero nodes exist too).
+func ClusterNames(cfg *schema.Config) []string {
+	names := make([]string, 0, len(cfg.Clusters))
+	for n := range cfg.Clusters {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // FromFleet converts fleet nodes into scheduler nodes.
