@@ -27,7 +27,7 @@ func writeFleet(tb testing.TB, dir string, clusters, teams, bump int) {
 	for c := range clusters {
 		for p := range 5 {
 			fmt.Fprintf(&b, `pools: "c%02d-p%d": {
-	cluster: "c%02d", flavor: "gpu%d", gpusPerNode: 8, nodes: {min: 0, max: 2000}
+	cluster: "c%02d", flavor: "gpu%d", machineType: "gpu-8g", gpusPerNode: 8, nodes: {min: 0, max: 2000}
 	topology: {levels: ["block", "rack", "host"], hostsPerRack: 16, racksPerBlock: 8}
 	price: {onDemandPerNodeHour: %d.%02d, committedPerNodeHour: 20.5, committedNodes: 10}
 	headroom: 0.1, spareNodes: 2
