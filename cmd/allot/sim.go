@@ -82,7 +82,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 				in.Nodes = sim.FromNodeList(nodes)
 			} else {
 				in.Nodes = sim.FleetFromSchema(c.cfg, c.plan.NodesTargets())
-				in.Clusters = sim.ClusterNames(c.cfg)
+				in.Clusters, in.MayLack = sim.ClusterNames(c.cfg), sim.PoolNodes(c.cfg)
 			}
 			jobs, err := readWorkload(workloadFile, c.cfg)
 			if err != nil {

@@ -121,12 +121,42 @@ func randomHistory(rng *rand.Rand, cfg *schema.Config, n int) []workload.Spec {
 	return jobs
 }
 
+// randomEvents is none, or a node of today's fleet failing for a while, or a
+// whole cluster failing for a while, within the history.
+func randomEvents(rng *rand.Rand, cfg *schema.Config, jobs []workload.Spec) []sim.Event {
+	end := jobs[len(jobs)-1].Submit
+	at := math.Round(rng.Float64() * end)
+	back := at + math.Round(rng.Float64()*end/4)
+	var node scheduler.NodeName
+	switch rng.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		targets := planner.Build(cfg).NodesTargets()
+		var pools []schema.PoolName
+		for _, p := range slices.Sorted(maps.Keys(targets)) {
+			if targets[p] > 0 {
+				pools = append(pools, p)
+			}
+		}
+		if len(pools) == 0 {
+			return nil
+		}
+		p := pools[rng.IntN(len(pools))]
+		node = scheduler.NodeName(fmt.Sprintf("%s-%d", p, rng.Int64N(targets[p])))
+	case 2:
+		cs := slices.Sorted(maps.Keys(cfg.Clusters))
+		node = scheduler.NodeName(sim.ClusterPrefix + string(cs[rng.IntN(len(cs))]))
+	}
+	return []sim.Event{{Time: at, Node: node, Kind: sim.Fail}, {Time: back, Node: node, Kind: sim.Recover}}
+}
+
 // simWaits is what `allot sim` of cfg says of each team and flavor: the p95
 // wait of its jobs outside borrowOnly tiers, a job judged against the flavor
 // it names, else the flavor of the node it last ran on, and one that never
 // started waiting forever against every flavor it might have used. It is
 // written from the simulator's report, apart from the search's own judge.
-func simWaits(t *testing.T, cfg *schema.Config, jobs []workload.Spec) (all, production map[pair]float64) {
+func simWaits(t *testing.T, cfg *schema.Config, jobs []workload.Spec, events []sim.Event) (all, production map[pair]float64) {
 	t.Helper()
 	q := sim.QuotaFromSchema(cfg)
 	nodes := sim.FleetFromSchema(cfg, planner.Build(cfg).NodesTargets())
@@ -136,7 +166,7 @@ func simWaits(t *testing.T, cfg *schema.Config, jobs []workload.Spec) (all, prod
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Quota: q, Clusters: sim.ClusterNames(cfg)}, sim.Options{})
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Events: events, Quota: q, Clusters: sim.ClusterNames(cfg), MayLack: sim.PoolNodes(cfg)}, sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +246,7 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 18))
 			cfg := randomFleet(t, rng)
 			jobs := randomHistory(rng, cfg, 150+rng.IntN(150))
+			events := randomEvents(rng, cfg, jobs)
 			target := float64(300 + 300*rng.IntN(4))
 			targets := []Target{{WaitP95S: target}}
 			prodTarget := math.Inf(1)
@@ -225,7 +256,7 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 			}
 			grid := []float64{0, -1, 60}[rng.IntN(3)] // auto, off, a minute
 			exact := rng.IntN(3) == 0
-			res, err := Run(Input{Workload: "random", Config: cfg, Jobs: jobs, Targets: targets, CurveSteps: []int{-1, 1}[rng.IntN(2)], GridS: grid, Exact: exact, MaxReplays: 120})
+			res, err := Run(Input{Workload: "random", Config: cfg, Jobs: jobs, Events: events, Targets: targets, CurveSteps: []int{-1, 1}[rng.IntN(2)], GridS: grid, Exact: exact, MaxReplays: 120})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +278,7 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 				v = append(v, tr.NominalAfter)
 			}
 			changed := w.config(v)
-			got, prod := simWaits(t, changed, jobs)
+			got, prod := simWaits(t, changed, jobs, events)
 			for _, tr := range res.Teams {
 				p := pair{tr.Team, tr.Flavor}
 				want, ok := got[p]
@@ -270,7 +301,7 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 				}
 				less := slices.Clone(v)
 				less[k] -= units[k]
-				all, prod := simWaits(t, w.config(less), jobs)
+				all, prod := simWaits(t, w.config(less), jobs, events)
 				if p := (pair{tr.Team, tr.Flavor}); all[p] <= target && prod[p] <= prodTarget {
 					t.Errorf("%s/%s at one node less (%d GPUs) still waits p95 %gs (production %gs): %d is not the least", tr.Team, tr.Flavor, less[k], all[p], prod[p], tr.NominalAfter)
 				}

@@ -113,7 +113,7 @@ func (w *world) replay(v vector) (*outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q, Clusters: sim.ClusterNames(cfg)}, sim.Options{})
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q, Clusters: sim.ClusterNames(cfg), MayLack: sim.PoolNodes(cfg)}, sim.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func replay(cfg *schema.Config, in Input, opts scheduler.Options) (side, error) 
 	if err != nil {
 		return side{}, err
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Events: in.Events, Quota: q, Clusters: sim.ClusterNames(cfg)}, sim.Options{})
+	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Events: in.Events, Quota: q, Clusters: sim.ClusterNames(cfg), MayLack: sim.PoolNodes(cfg)}, sim.Options{})
 	if err != nil {
 		return side{}, err
 	}

@@ -144,6 +144,31 @@ func TestSimJobPinnedToAnEmptyClusterWaits(t *testing.T) {
 	}
 }
 
+// TestSimEventOfANodeTheFleetMayLack: an event of a node the fleet may lack
+// (a pool's node beyond its planned size: what a replay of fewer nodes than
+// the history knew meets) fails nothing; one of a name nobody knows is an
+// error.
+func TestSimEventOfANodeTheFleetMayLack(t *testing.T) {
+	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	in := Input{Nodes: twoClusters(1), Quota: q,
+		Jobs:    []workload.Spec{{ID: "j", Submit: 0, Duration: 10, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1}},
+		Events:  []Event{{Time: 1, Node: "cheap-7", Kind: Fail}, {Time: 2, Node: "cheap-7", Kind: Recover}},
+		MayLack: func(n scheduler.NodeName) bool { return strings.HasPrefix(string(n), "cheap-") },
+	}
+	rep := runCore(t, in, scheduler.DefaultOptions())
+	if j := rep.Jobs[0]; j.End == nil || *j.End != 10 || j.Preempted != 0 {
+		t.Errorf("j = %+v, want it to run undisturbed", j)
+	}
+	in.Events[0].Node = "dear-7"
+	core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "node dear-7 does not exist") {
+		t.Errorf("an event of dear-7: err = %v", err)
+	}
+}
+
 // TestSimOfTheExamplesStaysInOneCluster: on the example repository, whose
 // flavors each span clusters, no job runs in two, and the jobs of a flavor go
 // first to its cheapest cluster.

@@ -7,6 +7,8 @@ import (
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into
@@ -68,6 +70,22 @@ func ClusterNames(cfg *schema.Config) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// PoolNodes says whether a name is one the repository's fleet may have
+// (fleet.NodeName of a pool and an index below its nodes.max), whatever size
+// the pools are planned at: sim.Input.MayLack of a fleet built from it, so
+// that a node event of a history replayed against fewer nodes fails nothing.
+func PoolNodes(cfg *schema.Config) func(scheduler.NodeName) bool {
+	return func(n scheduler.NodeName) bool {
+		i := strings.LastIndexByte(string(n), '-')
+		if i < 0 {
+			return false
+		}
+		p := cfg.Pools[schema.PoolName(n[:i])]
+		idx, err := strconv.ParseInt(string(n[i+1:]), 10, 64)
+		return p != nil && err == nil && idx >= 0 && idx < p.MaxNodes && fleet.NodeName(schema.PoolName(n[:i]), idx) == string(n)
+	}
 }
 
 // FromFleet converts fleet nodes into scheduler nodes.

@@ -55,6 +55,11 @@ type Input struct {
 	// pinned to one waits, and an event of one fails nothing. A job or event
 	// naming a cluster of neither is an error (a name misspelt).
 	Clusters []string
+	// MayLack says whether a node an event names may be missing from Nodes
+	// without the name being wrong (a repository's node beyond its pool's
+	// planned size, see PoolNodes): such an event fails nothing. Nil: every
+	// node an event names must be in Nodes.
+	MayLack func(scheduler.NodeName) bool
 }
 
 // Options tune a run.
@@ -251,6 +256,9 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 			continue
 		}
 		if _, ok := r.nodes[e.Node]; !ok {
+			if in.MayLack != nil && in.MayLack(e.Node) {
+				continue
+			}
 			return nil, fmt.Errorf("event at %gs: node %s does not exist", e.Time, e.Node)
 		}
 		r.push(event{at: vt(e.Time), kind: k, node: e.Node})

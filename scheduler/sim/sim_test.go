@@ -181,6 +181,17 @@ func TestFleetFromSchemaNamesNodesByPoolAndIndex(t *testing.T) {
 			t.Errorf("node %d = %s, want %s", i, n.Name, want)
 		}
 	}
+	// PoolNodes knows every name the pool may have at its nodes.max, planned or not.
+	may := PoolNodes(cfg)
+	max := cfg.Pools["a100"].MaxNodes
+	for name, want := range map[scheduler.NodeName]bool{
+		"a100-0": true, scheduler.NodeName(fmt.Sprintf("a100-%d", max-1)): true, scheduler.NodeName(fmt.Sprintf("a100-%d", max)): false,
+		"a100-01": false, "a100--1": false, "a100": false, "h100-0": false, "a100-x": false, "": false,
+	} {
+		if got := may(name); got != want {
+			t.Errorf("PoolNodes(%q) = %v, want %v", name, got, want)
+		}
+	}
 }
 
 func readNodes(t *testing.T, file string) []workload.Node {
