@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -166,6 +167,36 @@ func TestSimEventOfANodeTheFleetMayLack(t *testing.T) {
 	}
 	if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "node dear-7 does not exist") {
 		t.Errorf("an event of dear-7: err = %v", err)
+	}
+}
+
+// TestSimRejectsTimesPastItsClock: an arrival, a run or an event past
+// workload.MaxSeconds (whatever the source: a trace whose intervals add up,
+// a caller's jobs) is an error, not a wrapped clock and a job that "ended"
+// before it began.
+func TestSimRejectsTimesPastItsClock(t *testing.T) {
+	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	job := func(submit, d float64) []workload.Spec {
+		return []workload.Spec{{ID: "j", Submit: submit, Duration: d, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1}}
+	}
+	for name, in := range map[string]Input{
+		"run":     {Jobs: job(0, 1e10)},
+		"arrival": {Jobs: job(2e9, 1)},
+		"NaN":     {Jobs: job(math.NaN(), 1)},
+		"event":   {Jobs: job(0, 1), Events: []Event{{Time: 1e12, Node: "cheap-0", Kind: Fail}}},
+	} {
+		in.Nodes, in.Quota = twoClusters(1), q
+		core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "1e9 s") {
+			t.Errorf("%s: err = %v, want one naming the 1e9 s bound", name, err)
+		}
+	}
+	rep := runCore(t, Input{Nodes: twoClusters(1), Quota: q, Jobs: job(workload.MaxSeconds, workload.MaxSeconds)}, scheduler.DefaultOptions())
+	if j := rep.Jobs[0]; j.End == nil || *j.End != 2*workload.MaxSeconds {
+		t.Errorf("at the bound: %+v, want it to end at 2e9 s", j)
 	}
 }
 

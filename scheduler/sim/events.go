@@ -59,8 +59,8 @@ func ReadEvents(in io.Reader, name string) ([]Event, error) {
 			return ""
 		}
 		t, err := strconv.ParseFloat(get("time"), 64)
-		if err != nil || t < 0 || math.IsInf(t, 0) || math.IsNaN(t) {
-			return nil, &workload.Error{File: name, Line: line, Err: fmt.Errorf("time %q is not a non-negative number of seconds", get("time"))}
+		if err != nil || t < 0 || math.IsInf(t, 0) || math.IsNaN(t) || t > workload.MaxSeconds {
+			return nil, &workload.Error{File: name, Line: line, Err: fmt.Errorf("time %q is not a non-negative number of seconds up to 1e9 (about 31 years)", get("time"))}
 		}
 		e := Event{Time: t, Node: scheduler.NodeName(get("node")), Kind: EventKind(get("event"))}
 		if e.Node == "" || string(e.Node) == ClusterPrefix {

@@ -220,6 +220,9 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if _, dup := r.jobs[id]; dup {
 			return nil, fmt.Errorf("job %s listed twice", spec.ID)
 		}
+		if !(spec.Submit >= 0 && spec.Submit <= workload.MaxSeconds && spec.Duration >= 0 && spec.Duration <= workload.MaxSeconds) {
+			return nil, fmt.Errorf("job %s: arrival %gs and run %gs must each be from 0 to 1e9 s (about 31 years)", spec.ID, spec.Submit, spec.Duration)
+		}
 		j := &simWorkload{spec: spec}
 		if len(spec.Flavors) > 0 {
 			j.flavors = map[string]bool{}
@@ -242,6 +245,9 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 	}
 	for _, e := range in.Events {
+		if !(e.Time >= 0 && e.Time <= workload.MaxSeconds) {
+			return nil, fmt.Errorf("event at %gs: times must be from 0 to 1e9 s (about 31 years)", e.Time)
+		}
 		k := kFail
 		if e.Kind == Recover {
 			k = kRecover

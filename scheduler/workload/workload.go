@@ -84,15 +84,21 @@ func (r *row) fail(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Errorf(format, args...))
 }
 
-// num parses a finite, non-negative number; blank gives def.
+// MaxSeconds is the latest arrival and the longest run a history may hold:
+// 1e9 seconds, about 31.7 years (the simulator's clock counts microseconds in
+// 64 bits, and an arrival plus a run must stay on it).
+const MaxSeconds = 1e9
+
+// num parses a finite, non-negative number of seconds up to MaxSeconds;
+// blank gives def.
 func (r *row) num(name string, def float64) float64 {
 	s := r.str(name)
 	if s == "" {
 		return def
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e15 {
-		r.fail("column %s: %q is not a non-negative number", name, s)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > MaxSeconds {
+		r.fail("column %s: %q is not a non-negative number of seconds up to 1e9 (about 31 years)", name, s)
 		return def
 	}
 	return v
@@ -146,7 +152,10 @@ func ReadChecked(in io.Reader, name string, check func(Format, Spec) error) ([]S
 	cols := map[string]int{}
 	for i, h := range header {
 		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
-		if _, dup := cols[h]; !dup {
+		if j, dup := cols[h]; dup && h != "" {
+			// Which one is meant? Neither guess is safe.
+			return nil, "", &Error{File: name, Line: 1, Err: fmt.Errorf("column %q appears twice (columns %d and %d)", h, j+1, i+1)}
+		} else if !dup {
 			cols[h] = i
 		}
 	}
