@@ -36,10 +36,10 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		} else {
 			why += fmt.Sprintf(", above the %s threshold", quantity.USD(threshold))
 		}
-		add(planner.RoleFinance, policy.FinanceApprovers, why)
+		add(planner.RoleFinance, financeApprovers(policy), why)
 	}
 	if !reflect.DeepEqual(base.Policy, head.Policy) {
-		add(planner.RoleFinance, policy.FinanceApprovers, "the change edits the organisation's policy")
+		add(planner.RoleFinance, financeApprovers(policy), "the change edits the organisation's policy")
 	}
 
 	byTeam := map[schema.TeamName][]string{}
@@ -56,7 +56,7 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		add(planner.RoleTeam, owners, fmt.Sprintf("team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
 	}
 	if kinds := platformChanges(base, head); len(kinds) > 0 {
-		add(planner.RolePlatform, policy.PlatformApprovers, "the change edits "+strings.Join(kinds, ", "))
+		add(planner.RolePlatform, platformApprovers(policy), "the change edits "+strings.Join(kinds, ", "))
 	}
 	return out
 }
@@ -66,9 +66,21 @@ func ownersOf(base, head *schema.Config, tn schema.TeamName) []string {
 		return t.Owners
 	}
 	if t := head.Teams[tn]; t != nil && len(t.Owners) > 0 && base.Teams[tn] == nil {
-		return append(append([]string{}, t.Owners...), base.Policy.PlatformApprovers...) // a new team
+		return append(append([]string{}, t.Owners...), platformApprovers(base.Policy)...) // a new team
 	}
-	return base.Policy.PlatformApprovers
+	return platformApprovers(base.Policy)
+}
+
+// financeApprovers and platformApprovers are the policy's, or the role's name
+// where the policy names none.
+func financeApprovers(p schema.Policy) []string  { return orRole(p.FinanceApprovers, "finance") }
+func platformApprovers(p schema.Policy) []string { return orRole(p.PlatformApprovers, "platform") }
+
+func orRole(who []string, role string) []string {
+	if len(who) == 0 {
+		return []string{role}
+	}
+	return who
 }
 
 // platformChanges names the kinds of platform-owned objects that differ, ignoring

@@ -18,6 +18,7 @@ import (
 func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.Findings {
 	var out schema.Findings
 	out = append(out, checkNames(cfg)...)
+	out = append(out, checkOwners(cfg)...)
 	out = append(out, checkNamespaces(cfg)...)
 	out = append(out, checkMachineTypes(cfg)...)
 	out = append(out, checkReferences(cfg)...)
@@ -62,6 +63,32 @@ func checkNames(cfg *schema.Config) schema.Findings {
 	for n, t := range cfg.Teams {
 		check("team", string(n), t.Pos, 63)
 	}
+	return out
+}
+
+// codeownersOwner is what a line of a GitHub CODEOWNERS file takes as an owner:
+// @user (an enterprise-managed user's name has an _ suffix), @org/team, or an
+// email address. GitHub skips a line it cannot parse, so an owner with a space,
+// a newline or no @ would leave files unowned or own others.
+var codeownersOwner = regexp.MustCompile(`^(@[A-Za-z0-9][A-Za-z0-9_-]{0,38}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+)$`)
+
+// checkOwners: the teams' owners and the policy's approvers are who approves a
+// change, and the owners of render --codeowners' lines, each at its value.
+func checkOwners(cfg *schema.Config) schema.Findings {
+	var out schema.Findings
+	check := func(what string, owners []string, path ...string) {
+		for i, o := range owners {
+			if !codeownersOwner.MatchString(o) {
+				out = append(out, finding(RuleNameFormat, cfg.Pos(append(path, strconv.Itoa(i))...), fmt.Sprintf(
+					"%s[%d]: %q is not a CODEOWNERS owner: want @user, @org/team or an email address", what, i, o)))
+			}
+		}
+	}
+	for _, n := range cfg.TeamNames() {
+		check(fmt.Sprintf("team %s: owners", n), cfg.Teams[n].Owners, "teams", string(n), "owners")
+	}
+	check("policy: financeApprovers", cfg.Policy.FinanceApprovers, "policy", "financeApprovers")
+	check("policy: platformApprovers", cfg.Policy.PlatformApprovers, "policy", "platformApprovers")
 	return out
 }
 
@@ -355,6 +382,28 @@ func checkBudgets(cfg *schema.Config, plan *planner.Plan) schema.Findings {
 				fmt.Sprintf("team %s costs %s a month, over its budget of %s by %s", tp.Team,
 					quantity.USD(tp.MonthlyUSD), quantity.USD(*t.BudgetMonthlyUSD), quantity.USD(tp.MonthlyUSD.Sub(*t.BudgetMonthlyUSD))),
 				cfg.Pos("teams", string(tp.Team), "quota")))
+		}
+	}
+	return out
+}
+
+// CheckCodeowners returns what a GitHub CODEOWNERS file of cfg needs beyond
+// Check: the policy's approvers, who own every file (the platform's) and the
+// files that can move cost (with finance's). Without them the file would leave
+// those files to no one, or to a name the user never wrote.
+func CheckCodeowners(cfg *schema.Config) schema.Findings {
+	var out schema.Findings
+	for _, a := range []struct {
+		field string
+		who   []string
+		owns  string
+	}{
+		{"financeApprovers", cfg.Policy.FinanceApprovers, "with the platform approvers, of the files that can move cost (pools and policy)"},
+		{"platformApprovers", cfg.Policy.PlatformApprovers, "of every file"},
+	} {
+		if len(a.who) == 0 {
+			out = append(out, schema.Finding{Severity: schema.SeverityError, Rule: schema.RuleRequired, Pos: cfg.Pos("policy"),
+				Message: fmt.Sprintf("policy: required field %q is missing: render --codeowners makes them the owners %s (e.g. %s: [\"@org/team\"])", a.field, a.owns, a.field)})
 		}
 	}
 	return out

@@ -220,3 +220,37 @@ func TestDomainSizeNamesALevel(t *testing.T) {
 		t.Fatalf("findings: %v", got)
 	}
 }
+
+// TestOwnersAreCodeownersOwners: a team's owners and the policy's approvers
+// become the owners of lines of a GitHub CODEOWNERS file, so one that such a
+// line cannot hold (a space, a newline, a bare name) is an error at its value.
+// They validated clean, and only render --codeowners failed, with no position.
+func TestOwnersAreCodeownersOwners(t *testing.T) {
+	for name, tc := range map[string]struct{ old, new, at, value string }{
+		"a space":       {`owners: ["@x"]`, `owners: ["@x", "@org/a b"]`, "capacity.cue:22:17", `"@org/a b"`},
+		"a newline":     {`owners: ["@x"]`, `owners: ["@x\n* @evil"]`, "capacity.cue:22:11", `"@x\n* @evil"`},
+		"a bare name":   {`owners: ["@x"]`, `owners: ["x"]`, "capacity.cue:22:11", `"x"`},
+		"an empty team": {`owners: ["@x"]`, `owners: ["@org/"]`, "capacity.cue:22:11", `"@org/"`},
+		"a finance approver": {`policy: financeApprovalAboveMonthlyUSD: 1000`,
+			`policy: {financeApprovalAboveMonthlyUSD: 1000, financeApprovers: ["finance team"]}`, "capacity.cue:28:67", `"finance team"`},
+		"a platform approver": {`policy: financeApprovalAboveMonthlyUSD: 1000`,
+			"policy: {\n\tplatformApprovers: [\"@acme/ml\", \"platform\"]\n}", "capacity.cue:29:34", `"platform"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, plan := load(t, strings.Replace(valid, tc.old, tc.new, 1))
+			got := Check(cfg, plan, nil)
+			if len(got) != 1 || got[0].Rule != RuleNameFormat || got[0].Severity != schema.SeverityError ||
+				!strings.HasPrefix(got[0].String(), tc.at+":") || !strings.Contains(got[0].Message, tc.value) {
+				t.Fatalf("findings %q: want one name-format error at %s about %s", got, tc.at, tc.value)
+			}
+		})
+	}
+	// What CODEOWNERS takes: @user (an enterprise-managed one too), @org/team, an email.
+	src := strings.Replace(valid, `owners: ["@x"]`, `owners: ["@x", "@Octo-Cat", "@alice_acme", "@acme/ml.platform_2", "jo.doe+gpu@example.co.uk"]`, 1)
+	src = strings.Replace(src, `policy: financeApprovalAboveMonthlyUSD: 1000`,
+		`policy: {financeApprovalAboveMonthlyUSD: 1000, financeApprovers: ["@acme/finance"], platformApprovers: ["ops@acme.example"]}`, 1)
+	cfg, plan := load(t, src)
+	if got := Check(cfg, plan, nil); len(got) > 0 {
+		t.Fatalf("findings: %v", got)
+	}
+}

@@ -478,15 +478,13 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 		if p.FinanceApprovalAbove != nil {
 			cfg.Policy.FinanceApprovalAboveMonthlyUSD = num(*p.FinanceApprovalAbove, "policy", "financeApprovalAboveMonthlyUSD")
 		}
-		cfg.Policy.FinanceApprovers = p.FinanceApprovers
-		cfg.Policy.PlatformApprovers = p.PlatformApprovers
+		if len(p.FinanceApprovers) > 0 {
+			cfg.Policy.FinanceApprovers = p.FinanceApprovers
+		}
+		if len(p.PlatformApprovers) > 0 {
+			cfg.Policy.PlatformApprovers = p.PlatformApprovers
+		}
 		cfg.Policy.AllowDisruption = p.AllowDisruption
-	}
-	if len(cfg.Policy.FinanceApprovers) == 0 {
-		cfg.Policy.FinanceApprovers = []string{"finance"}
-	}
-	if len(cfg.Policy.PlatformApprovers) == 0 {
-		cfg.Policy.PlatformApprovers = []string{"platform"}
 	}
 	if len(findings) > 0 {
 		return nil, findings

@@ -135,9 +135,11 @@ type Quota struct {
 type Policy struct {
 	// FinanceApprovalAboveMonthlyUSD: a plan whose monthly cost grows by more needs finance.
 	FinanceApprovalAboveMonthlyUSD quantity.Decimal
-	FinanceApprovers               []string
-	PlatformApprovers              []string
-	AllowDisruption                bool
+	// FinanceApprovers and PlatformApprovers are as written: nil when unset (an
+	// approval then names the role, a CODEOWNERS file cannot be rendered).
+	FinanceApprovers  []string
+	PlatformApprovers []string
+	AllowDisruption   bool
 }
 
 // ClusterNames returns the cluster names, sorted.

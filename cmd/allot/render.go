@@ -15,6 +15,7 @@ import (
 	"github.com/allot-dev/allot/planner/render/kube"
 	"github.com/allot-dev/allot/planner/render/kueue"
 	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -66,6 +67,9 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 				return err
 			}
 			addTargetFindings(&c, tg)
+			if owners != "" && c.cfg != nil {
+				c.findings = append(c.findings, policies.CheckCodeowners(c.cfg)...)
+			}
 			stderr := cmd.ErrOrStderr()
 			printFindings(stderr, dir, c.findings)
 			if c.cfg == nil || c.findings.HasErrors() {
