@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -173,16 +174,9 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 
 // readObserved reads the pools' observed health from a PoolList (JSON or YAML).
 func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
-	b, err := readInput(file)
-	if err != nil {
-		return nil, fmt.Errorf("--observed: %w", err)
-	}
 	var list allotv1.PoolList
-	if err := yaml.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("--observed %s: not a list of Pools: %w", file, err)
-	}
-	if list.Kind != "" && list.Kind != "List" && list.Kind != "PoolList" {
-		return nil, fmt.Errorf("--observed %s: a %s, want a PoolList (kubectl get pools.allot.dev -o yaml)", file, list.Kind)
+	if err := readKubeList("--observed", file, "Pool", "kubectl get pools.allot.dev -o yaml", &list); err != nil {
+		return nil, err
 	}
 	out := map[schema.PoolName]planner.Observed{}
 	for i, p := range list.Items {
@@ -194,4 +188,32 @@ func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
 		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: s.Nodes, UsableNodes: s.ReadyNodes, HealthyGPUs: s.HealthyGPUs}
 	}
 	return out, nil
+}
+
+// readKubeList reads file, kubectl's output of a list of kind (JSON or YAML),
+// into list; get is the command that prints it. A file that holds no list at
+// all (empty, or only comments: a redirect that failed) is an error at its
+// line 1, as an empty workload is; a list without items is kubectl's answer
+// for none.
+func readKubeList(flag, file, kind, get string, list runtime.Object) error {
+	b, err := readInput(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if err := yaml.Unmarshal(b, list); err != nil {
+		return fmt.Errorf("%s %s: not a list of %ss: %w", flag, file, kind, err)
+	}
+	switch k := list.GetObjectKind().GroupVersionKind().Kind; {
+	case k != "" && k != "List" && k != kind+"List":
+		return fmt.Errorf("%s %s: a %s, want a %sList (%s)", flag, file, k, kind, get)
+	case k == "" && isEmptyYAML(b):
+		return fmt.Errorf("%s %s:1: empty file: want a %sList (%s)", flag, file, kind, get)
+	}
+	return nil
+}
+
+// isEmptyYAML reports whether b holds no YAML value: nothing, blanks or comments.
+func isEmptyYAML(b []byte) bool {
+	var v any
+	return yaml.Unmarshal(b, &v) == nil && v == nil
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 
@@ -127,16 +126,9 @@ func readRecommendation(file string) (*recommend.Result, error) {
 // GPU-seconds the scheduler metered per flavor, over the window from the
 // Team's creation to its status' meteredAt.
 func readMetered(file string) ([]finance.Metered, error) {
-	b, err := readInput(file)
-	if err != nil {
-		return nil, fmt.Errorf("--usage: %w", err)
-	}
 	var list allotv1.TeamList
-	if err := yaml.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("--usage %s: not a list of Teams: %w", file, err)
-	}
-	if list.Kind != "" && list.Kind != "List" && list.Kind != "TeamList" {
-		return nil, fmt.Errorf("--usage %s: a %s, want a TeamList (kubectl get teams.allot.dev -o yaml)", file, list.Kind)
+	if err := readKubeList("--usage", file, "Team", "kubectl get teams.allot.dev -o yaml", &list); err != nil {
+		return nil, err
 	}
 	var out []finance.Metered
 	for i, t := range list.Items {

@@ -262,3 +262,42 @@ func readFile(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// TestEmptyObservedAndUsage: kubectl's output with no list at all (an empty
+// file, or only comments: a redirect that failed) is an error at its line 1,
+// exit 2, as an empty workload is; it was read as no Pools or no Teams and the
+// verb exited 0. A list without items is kubectl's answer for none: fine.
+func TestEmptyObservedAndUsage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, data := range map[string]string{"empty": "", "blank": "\n \n", "comments": "# kubectl get pools.allot.dev -o yaml\n"} {
+		f := write(name+".yaml", data)
+		for _, args := range [][]string{
+			{"plan", "../../examples", "--observed", f},
+			{"report", "../../examples", "-o", filepath.Join(dir, "report.html"), "--observed", f},
+			{"report", "../../examples", "-o", filepath.Join(dir, "report.html"), "--usage", f},
+		} {
+			code, _, errOut := allot(t, nil, args...)
+			flag := args[len(args)-2]
+			if want := flag + " " + f + ":1: empty file: want a "; code != exitUsage || !strings.Contains(errOut, want) {
+				t.Errorf("%s %s of a %s file: exit %d, stderr %q; want %d and %q", args[0], flag, name, code, errOut, exitUsage, want)
+			}
+		}
+	}
+	none := write("none.yaml", "apiVersion: v1\nkind: List\nitems: []\n")
+	for _, args := range [][]string{
+		{"plan", "../../examples", "--observed", none},
+		{"report", "../../examples", "-o", filepath.Join(dir, "report.html"), "--usage", none},
+	} {
+		if code, _, errOut := allot(t, nil, args...); code != 0 {
+			t.Errorf("%s %s of a list without items: exit %d, %s", args[0], args[len(args)-2], code, errOut)
+		}
+	}
+}
