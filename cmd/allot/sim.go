@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/reference"
 	"github.com/allot-dev/allot/scheduler/sim"
@@ -73,16 +74,14 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 				printFindings(cmd.ErrOrStderr(), dir, c.findings)
 				return exitError{exitFindings}
 			}
-			in := sim.Input{Quota: sim.QuotaFromSchema(c.cfg)}
+			in := sim.FromRepository(c.cfg, fleet.Layout(c.cfg, c.plan.NodesTargets()))
 			if nodesFile != "" {
 				nodes, err := readWith(nodesFile, workload.ReadNodes)
 				if err != nil {
 					return usageError{err}
 				}
-				in.Nodes = sim.FromNodeList(nodes)
-			} else {
-				in.Nodes = sim.FleetFromSchema(c.cfg, c.plan.NodesTargets())
-				in.Clusters, in.MayLack = sim.ClusterNames(c.cfg), sim.PoolNodes(c.cfg)
+				// The list is the fleet: a name it lacks is an error.
+				in.Nodes, in.Clusters, in.MayLack = sim.FromNodeList(nodes), nil, nil
 			}
 			jobs, err := readWorkload(workloadFile, c.cfg)
 			if err != nil {

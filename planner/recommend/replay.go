@@ -28,16 +28,16 @@ type pair struct {
 // jobInfo is what the search knows of a job before any replay: its pair when
 // it names one flavor, else the flavors it might run on.
 type jobInfo struct {
-	team    schema.TeamName
-	tier    string
-	named   schema.Flavor   // the one flavor the job asks for, or ""
-	anyOf   []schema.Flavor // the flavors a job that never ran is counted against
+	team  schema.TeamName
+	tier  string
+	named schema.Flavor   // the one flavor the job asks for, or ""
+	anyOf []schema.Flavor // the flavors a job that never ran is counted against
 	// anyFlavor: the job names no flavor, so it might have run on any its team
 	// has a quota of in the configuration replayed (which a search may add).
 	anyFlavor bool
-	gpus    int64
-	submit  float64
-	running float64 // duration
+	gpus      int64
+	submit    float64
+	running   float64 // duration
 }
 
 // world is the fixed part of every replay: the configuration, the jobs
@@ -107,13 +107,13 @@ func (w *world) replay(v vector) (*outcome, error) {
 	cfg := w.config(v)
 	plan := planner.Build(cfg)
 	layout := fleet.Layout(cfg, plan.NodesTargets())
-	nodes := sim.FleetFromLayout(cfg, layout) // as allot sim builds it: prices order the clusters
-	q := sim.QuotaFromSchema(cfg)
-	core, err := sim.NewCore(q, nodes, w.opts)
+	in := sim.FromRepository(cfg, layout) // as allot sim replays the changed repository
+	in.Jobs, in.Events = w.jobs, w.events
+	core, err := sim.NewCore(in.Quota, in.Nodes, w.opts)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: w.jobs, Events: w.events, Quota: q, Clusters: sim.ClusterNames(cfg), MayLack: sim.PoolNodes(cfg)}, sim.Options{})
+	rep, err := sim.Run(core, in, sim.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
@@ -153,18 +154,19 @@ type side struct {
 }
 
 func replay(cfg *schema.Config, in Input, opts scheduler.Options) (side, error) {
-	q := sim.QuotaFromSchema(cfg)
-	nodes := sim.FleetFromSchema(cfg, planner.Build(cfg).NodesTargets())
+	si := sim.FromRepository(cfg, fleet.Layout(cfg, planner.Build(cfg).NodesTargets()))
+	q := si.Quota
 	jobs := slices.Clone(in.Jobs)
 	for i := range jobs {
 		jobs[i].Flavors = slices.Clone(jobs[i].Flavors)
 	}
 	sim.AssignToConfig(jobs, q)
-	core, err := sim.NewCore(q, nodes, opts)
+	si.Jobs, si.Events = jobs, in.Events
+	core, err := sim.NewCore(q, si.Nodes, opts)
 	if err != nil {
 		return side{}, err
 	}
-	rep, err := sim.Run(core, sim.Input{Nodes: nodes, Jobs: jobs, Events: in.Events, Quota: q, Clusters: sim.ClusterNames(cfg), MayLack: sim.PoolNodes(cfg)}, sim.Options{})
+	rep, err := sim.Run(core, si, sim.Options{})
 	if err != nil {
 		return side{}, err
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/allot-dev/allot/schema"
 )
 
-// fleet is a fixed pool of 4 nodes x 8 GPUs shared by teams a and b of one
+// sharedPool is a fixed pool of 4 nodes x 8 GPUs shared by teams a and b of one
 // cohort; a's nominal quota is the parameter.
-func fleet(t *testing.T, aNominal int) *schema.Config {
+func sharedPool(t *testing.T, aNominal int) *schema.Config {
 	t.Helper()
 	src := `package capacity
 clusters: c: {provider: "kwok"}
@@ -53,7 +53,7 @@ func jobs() []workload.Spec {
 // its nominal quota, b's second and third jobs wait for a's jobs to end at
 // t=1000, i.e. 990s. The what-if says b would wait longer, with those numbers.
 func TestOvercommittedRaiseMakesAnotherTeamWait(t *testing.T) {
-	res, err := Run(Input{Workload: "w.csv", Jobs: jobs(), Base: fleet(t, 8), Head: fleet(t, 24)})
+	res, err := Run(Input{Workload: "w.csv", Jobs: jobs(), Base: sharedPool(t, 8), Head: sharedPool(t, 24)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestSameConfigurationChangesNothing(t *testing.T) {
 	in := jobs()
 	in[0].Flavors = []string{"h100"}
 	before := cloneJobs(in)
-	res, err := Run(Input{Workload: "w.csv", Jobs: in, Base: fleet(t, 8), Head: fleet(t, 8)})
+	res, err := Run(Input{Workload: "w.csv", Jobs: in, Base: sharedPool(t, 8), Head: sharedPool(t, 8)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func cloneJobs(js []workload.Spec) []workload.Spec {
 
 // TestHeadOnly: without a base, the figures of the proposed configuration alone.
 func TestHeadOnly(t *testing.T) {
-	res, err := Run(Input{Workload: "w.csv", Jobs: jobs(), Head: fleet(t, 8)})
+	res, err := Run(Input{Workload: "w.csv", Jobs: jobs(), Head: sharedPool(t, 8)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func ReadEvents(in io.Reader, name string) ([]Event, error) {
 	header, err := cr.Read()
 	if err != nil {
 		if err == io.EOF {
-			return nil, nil
+			return nil, &workload.Error{File: name, Line: 1, Err: errors.New("empty file: want the header time,node,event")}
 		}
 		return nil, &workload.Error{File: name, Line: 1, Err: err}
 	}

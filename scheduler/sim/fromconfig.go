@@ -1,14 +1,15 @@
 package sim
 
 import (
+	"slices"
+	"strconv"
+	"strings"
+
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
-	"slices"
-	"strconv"
-	"strings"
 )
 
 // QuotaFromSchema converts a capacity repository's tiers, cohorts and teams into
@@ -59,6 +60,15 @@ func FleetFromLayout(cfg *schema.Config, layout []fleet.Node) []scheduler.Node {
 		}
 	}
 	return nodes
+}
+
+// FromRepository is the input of a replay of the repository cfg on layout
+// (fleet.Layout of cfg at the planner's node targets): its nodes at their
+// pools' prices, its quota tree, its clusters and the nodes its pools may
+// have. The caller adds the jobs and events. allot sim, plan --simulate and
+// recommend replay a repository through it alone, so that the three agree.
+func FromRepository(cfg *schema.Config, layout []fleet.Node) Input {
+	return Input{Nodes: FleetFromLayout(cfg, layout), Quota: QuotaFromSchema(cfg), Clusters: ClusterNames(cfg), MayLack: PoolNodes(cfg)}
 }
 
 // ClusterNames are the repository's clusters (sim.Input.Clusters of a fleet

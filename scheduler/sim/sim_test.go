@@ -158,11 +158,17 @@ func TestReadEvents(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	// A header alone is a history without node events.
+	if got, err := ReadEvents(strings.NewReader("time,node,event\n"), "ev.csv"); err != nil || len(got) != 0 {
+		t.Errorf("a header alone: %v, %v; want no events, no error", got, err)
+	}
 	for in, line := range map[string]string{
 		"time,node,event\n10,a-0,explode\n":  "ev.csv:2:",
 		"time,node,event\n-1,a-0,fail\n":     "ev.csv:2:",
 		"t,n\n":                              "ev.csv:1:",
 		"time,node,event\n1,cluster/,fail\n": "ev.csv:2:",
+		"":                                   "ev.csv:1: empty file",
+		"\n\n":                               "ev.csv:1: empty file",
 	} {
 		if _, err := ReadEvents(strings.NewReader(in), "ev.csv"); err == nil || !strings.HasPrefix(err.Error(), line) {
 			t.Errorf("%q: err = %v, want %s", in, err, line)
