@@ -344,7 +344,10 @@ func TestRecommendationHoldsOnRandomFleets(t *testing.T) {
 					bounded++
 				}
 			}
-			t.Logf("%d replays (%d on a %gs grid), exact %v, converged %v, %d of %d bounded by the target", res.Replays, res.CoarseReplays, res.GridS, exact, res.Converged, bounded, len(res.Teams))
+			t.Logf("%d replays (%d on a %gs grid), exact %v, converged %v %s, %d of %d bounded by the target", res.Replays, res.CoarseReplays, res.GridS, exact, res.Converged, res.Stopped, bounded, len(res.Teams))
+			if res.Converged != (res.Stopped == "") || (res.Stopped == StoppedTrade && res.Replays >= 120) {
+				t.Errorf("converged %v, stopped %q after %d replays of 120", res.Converged, res.Stopped, res.Replays)
+			}
 			// --max-replays bounds the search: a round in flight (--parallel,
 			// 2) finishes; the answer's own replay and the curve come after.
 			if limit := 120 + 2 + 1 + len(res.Curve); res.Replays > limit {

@@ -74,15 +74,27 @@ type Result struct {
 	Usage []FlavorUsage `json:"usage"`
 	// Replays is the number of simulations the search ran (CoarseReplays of
 	// them on the history moved onto a grid of GridS seconds; 0: no coarse
-	// search); Converged is false when it stopped at MaxReplays.
+	// search); Converged is false when it stopped before every quota was
+	// settled, Stopped says where: StoppedBudget or StoppedTrade.
 	Replays       int     `json:"replays"`
 	CoarseReplays int     `json:"coarse_replays"`
 	GridS         float64 `json:"grid_s"`
 	// CurveGridS is the grid the curve was replayed on (0: exactly).
 	CurveGridS float64 `json:"curve_grid_s"`
 	Converged  bool    `json:"converged"`
+	Stopped    string  `json:"stopped,omitempty"`
 	Exact      bool    `json:"exact"`
 }
+
+// Why a search stopped before it converged.
+const (
+	// StoppedBudget: at MaxReplays.
+	StoppedBudget = "budget"
+	// StoppedTrade: where teams trade a node back and forth (one meets its
+	// target with a node less only while another has one more), a state
+	// seen a third time.
+	StoppedTrade = "trade"
+)
 
 // The bounds of a team's recommended quota.
 const (
@@ -176,6 +188,13 @@ func Run(in Input) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Workload: in.Workload, Jobs: len(in.Jobs), Targets: slices.Clone(in.Targets), Converged: converged, Exact: in.Exact}
+	switch {
+	case converged:
+	case b.spent():
+		res.Stopped = StoppedBudget
+	default:
+		res.Stopped = StoppedTrade
+	}
 	for _, t := range in.Targets {
 		if t.Name == "" {
 			v := t.WaitP95S

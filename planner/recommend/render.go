@@ -68,7 +68,11 @@ func (r *Result) headline() string {
 		times = fmt.Sprintf("%d times (%d on a %s grid)", r.Replays, r.CoarseReplays, gridDuration(r.GridS))
 	}
 	s := fmt.Sprintf("%d jobs of %s replayed %s for %s", r.Jobs, r.Workload, times, strings.Join(ts, ", "))
-	if !r.Converged {
+	switch {
+	case r.Converged:
+	case r.Stopped == StoppedTrade:
+		s += " (the search stopped where teams trade a node back and forth — one meets its target with a node less only while another has one more: not every quota is the least)"
+	default:
 		s += " (the search stopped at its replay budget: not every quota is the least)"
 	}
 	return s
