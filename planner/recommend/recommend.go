@@ -352,6 +352,9 @@ type budget struct {
 
 func (b *budget) spent() bool { return b.replays >= b.limit }
 
+// left is how many replays the budget still allows.
+func (b *budget) left() int { return max(0, b.limit-b.replays) }
+
 // expect raises the estimate of the replays in all to at least n more than
 // those done.
 func (b *budget) expect(n int) { b.estimate = max(b.estimate, b.replays+n) }
@@ -758,7 +761,7 @@ func (s *searcher) settle(sp *space, q []int64, exact, raiseOnly bool) ([]int64,
 		if len(check) == 0 {
 			return q, true, nil
 		}
-		if left := s.b.limit - s.b.replays; len(check) > left {
+		if left := s.b.left(); len(check) > left {
 			// --max-replays bounds the search: confirm what it leaves room for.
 			check, vs = check[:left], vs[:left]
 		}

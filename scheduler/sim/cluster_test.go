@@ -28,12 +28,28 @@ func twoClusters(n int) []scheduler.Node {
 	return out
 }
 
+// oneTeam is a quota tree of team t with 64 GPUs of flavor a and tier p.
+func oneTeam() scheduler.Config {
+	return scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+}
+
+// runError is the error of replaying in with the default core.
+func runError(t *testing.T, in Input) error {
+	t.Helper()
+	core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(core, in, Options{})
+	return err
+}
+
 // TestSimRoutesAndFailsOver: jobs go to the cheap cluster while it has room,
 // then to the dear one; no gang spans the two; when the cheap cluster is
 // lost its gangs are requeued whole and run in the other; a job pinned to the
 // lost cluster waits for it to come back.
 func TestSimRoutesAndFailsOver(t *testing.T) {
-	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	q := oneTeam()
 	in := Input{Nodes: twoClusters(4), Quota: q,
 		Jobs: []workload.Spec{
 			{ID: "first", Submit: 0, Duration: 1000, Team: "t", Tier: "p", Pods: 2, GPUsPerPod: 8},
@@ -92,16 +108,12 @@ func TestSimRoutesAndFailsOver(t *testing.T) {
 // TestSimRejectsAnUnknownCluster: a job pinned to, or an event naming, a
 // cluster without nodes is an error.
 func TestSimRejectsAnUnknownCluster(t *testing.T) {
-	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	q := oneTeam()
 	for name, in := range map[string]Input{
 		"job":   {Nodes: twoClusters(1), Quota: q, Jobs: []workload.Spec{{ID: "j", Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1, Cluster: "mars"}}},
 		"event": {Nodes: twoClusters(1), Quota: q, Events: []Event{{Time: 1, Node: "cluster/mars", Kind: Fail}}},
 	} {
-		core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "cluster mars has no nodes") {
+		if err := runError(t, in); err == nil || !strings.Contains(err.Error(), "cluster mars has no nodes") {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
@@ -112,7 +124,7 @@ func TestSimRejectsAnUnknownCluster(t *testing.T) {
 // not a misspelt name: a job pinned to it never starts, and says why; an
 // event of it fails nothing.
 func TestSimJobPinnedToAnEmptyClusterWaits(t *testing.T) {
-	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	q := oneTeam()
 	in := Input{Nodes: twoClusters(1), Quota: q, Clusters: []string{"cheap", "dear", "spare"},
 		Jobs: []workload.Spec{
 			{ID: "pinned", Submit: 0, Duration: 10, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1, Cluster: "spare"},
@@ -136,11 +148,7 @@ func TestSimJobPinnedToAnEmptyClusterWaits(t *testing.T) {
 	}
 	// A name neither the nodes nor Clusters know is still an error.
 	in.Jobs[0].Cluster = "mars"
-	core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "cluster mars has no nodes") {
+	if err := runError(t, in); err == nil || !strings.Contains(err.Error(), "cluster mars has no nodes") {
 		t.Errorf("pinned to mars: err = %v", err)
 	}
 }
@@ -150,7 +158,7 @@ func TestSimJobPinnedToAnEmptyClusterWaits(t *testing.T) {
 // the history knew meets) fails nothing; one of a name nobody knows is an
 // error.
 func TestSimEventOfANodeTheFleetMayLack(t *testing.T) {
-	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	q := oneTeam()
 	in := Input{Nodes: twoClusters(1), Quota: q,
 		Jobs:    []workload.Spec{{ID: "j", Submit: 0, Duration: 10, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1}},
 		Events:  []Event{{Time: 1, Node: "cheap-7", Kind: Fail}, {Time: 2, Node: "cheap-7", Kind: Recover}},
@@ -161,11 +169,7 @@ func TestSimEventOfANodeTheFleetMayLack(t *testing.T) {
 		t.Errorf("j = %+v, want it to run undisturbed", j)
 	}
 	in.Events[0].Node = "dear-7"
-	core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "node dear-7 does not exist") {
+	if err := runError(t, in); err == nil || !strings.Contains(err.Error(), "node dear-7 does not exist") {
 		t.Errorf("an event of dear-7: err = %v", err)
 	}
 }
@@ -175,7 +179,7 @@ func TestSimEventOfANodeTheFleetMayLack(t *testing.T) {
 // a caller's jobs) is an error, not a wrapped clock and a job that "ended"
 // before it began.
 func TestSimRejectsTimesPastItsClock(t *testing.T) {
-	q := scheduler.Config{Tiers: []scheduler.Tier{{Name: "p", Priority: 1}}, Teams: []scheduler.Team{{Name: "t", Quota: map[scheduler.Flavor]scheduler.Quota{"a": {Nominal: 64}}}}}
+	q := oneTeam()
 	job := func(submit, d float64) []workload.Spec {
 		return []workload.Spec{{ID: "j", Submit: submit, Duration: d, Team: "t", Tier: "p", Pods: 1, GPUsPerPod: 1}}
 	}
@@ -186,11 +190,7 @@ func TestSimRejectsTimesPastItsClock(t *testing.T) {
 		"event":   {Jobs: job(0, 1), Events: []Event{{Time: 1e12, Node: "cheap-0", Kind: Fail}}},
 	} {
 		in.Nodes, in.Quota = twoClusters(1), q
-		core, err := NewCore(in.Quota, in.Nodes, scheduler.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Run(core, in, Options{}); err == nil || !strings.Contains(err.Error(), "1e9 s") {
+		if err := runError(t, in); err == nil || !strings.Contains(err.Error(), "1e9 s") {
 			t.Errorf("%s: err = %v, want one naming the 1e9 s bound", name, err)
 		}
 	}
