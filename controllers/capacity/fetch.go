@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -173,37 +174,53 @@ func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 	if err != nil {
 		return Artifact{}, secrets, fmt.Errorf("git clone of %s: %w", RedactURL(src.Spec.URL), err)
 	}
-	files, err := readCUE(filepath.Join(dir, filepath.FromSlash(src.Spec.Path)))
+	files, err := readCUE(dir, src.Spec.Path)
 	if err != nil {
 		return Artifact{}, secrets, err
 	}
 	return Artifact{Revision: commit.String(), Files: files}, secrets, nil
 }
 
-// readCUE reads the .cue files under dir into memory: regular files only (a
-// symbolic link in an untrusted repository could point anywhere on the
-// manager's disk: a .cue one is an error naming it), at most
+// readCUE reads the .cue files under dir, the path spec.path names in the
+// checkout, into memory: only inside the checkout (a spec.path through a
+// symbolic link the repository points elsewhere is an error naming it; the
+// reads go through an os.Root, which follows no link out of it), regular files
+// only (a .cue symbolic link is an error naming it), at most
 // source.MaxArchiveBytes in all.
-func readCUE(dir string) (fs.FS, error) {
+func readCUE(checkout, dir string) (fs.FS, error) {
+	root, err := os.OpenRoot(checkout)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	start := path.Clean("./" + strings.TrimPrefix(filepath.ToSlash(dir), "/"))
+	if err := inside(root, start); err != nil {
+		return nil, err
+	}
+	fsys := root.FS()
 	files := fstest.MapFS{}
 	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
 		if !strings.HasSuffix(d.Name(), ".cue") {
 			return nil
 		}
+		rel := strings.TrimPrefix(p, start+"/")
+		if start == "." {
+			rel = p
+		}
 		if !d.Type().IsRegular() {
 			// As schema/source does for Git trees and tarballs: an error
 			// naming the file, never a file silently left out.
-			return &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s)", d.Type())}
+			return fmt.Errorf("reading %s: not a regular file (%s)", rel, d.Type())
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -212,26 +229,40 @@ func readCUE(dir string) (fs.FS, error) {
 		if total += info.Size(); total > source.MaxArchiveBytes {
 			return fmt.Errorf("the repository's .cue files exceed %d bytes", source.MaxArchiveBytes)
 		}
-		data, err := os.ReadFile(p)
+		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			return err
+			return fmt.Errorf("reading %s: %w", rel, err)
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = &fstest.MapFile{Data: data, Mode: 0o444}
+		files[rel] = &fstest.MapFile{Data: data, Mode: 0o444}
 		return nil
 	})
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			rel, _ := filepath.Rel(dir, pe.Path)
-			return nil, fmt.Errorf("reading %s: %w", filepath.ToSlash(rel), pe.Err)
-		}
 		return nil, err
 	}
 	return files, nil
+}
+
+// inside checks that each directory of the path p, relative to root, is in
+// root: a symbolic link among them must point inside.
+func inside(root *os.Root, p string) error {
+	if p == "." {
+		return nil
+	}
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		prefix := strings.Join(parts[:i+1], "/")
+		info, err := root.Lstat(prefix)
+		if err != nil {
+			return fmt.Errorf("spec.path %s: %w", p, err)
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if _, err := root.Stat(prefix); err != nil {
+			return fmt.Errorf("spec.path %s: %s is a symbolic link out of the repository: not followed", p, prefix)
+		}
+	}
+	return nil
 }
 
 // RedactURL returns a Git URL without what may be a credential: its userinfo
@@ -363,7 +394,7 @@ func (f *FluxFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (A
 	if err := fetcher.FetchWithContext(ctx, a.URL, a.Digest, dir); err != nil {
 		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}
-	files, err := readCUE(filepath.Join(dir, filepath.FromSlash(src.Spec.Path)))
+	files, err := readCUE(dir, src.Spec.Path)
 	if err != nil {
 		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}

@@ -251,6 +251,13 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			return interval, nil
 		}
 	}
+	// Whatever the API server would refuse (a value out of a CRD's bounds, an
+	// admission policy of the platform) stops the revision before its first
+	// step, not in the middle.
+	if err := r.preflight(ctx, steps); err != nil {
+		r.fail(src, ReasonApplyFailed, fmt.Sprintf("revision %s: %v; nothing of it is applied, %s", art.Revision, err, inForce(src)))
+		return ctrl.Result{}, err
+	}
 	var kept []allotv1.Finding
 	for _, step := range steps {
 		logger.V(1).Info("applying", "revision", art.Revision, "phase", step.Phase, "apply", len(step.Apply), "delete", len(step.Delete), "resize", len(step.Resize))
@@ -321,6 +328,7 @@ func (r *Reconciler) failStep(src *allotv1.CapacitySource, reason, msg string, e
 // stall marks a revision that retrying cannot fix: Ready=False and Stalled.
 func (r *Reconciler) stall(src *allotv1.CapacitySource, reason, msg string) {
 	conditions.Delete(src, allotv1.ReconcilingCondition)
+	msg = truncate(msg, maxConditionBytes)
 	conditions.MarkStalled(src, reason, "%s", msg)
 	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", msg)
 	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
@@ -329,13 +337,13 @@ func (r *Reconciler) stall(src *allotv1.CapacitySource, reason, msg string) {
 // fail marks a failure that a retry may fix.
 func (r *Reconciler) fail(src *allotv1.CapacitySource, reason, msg string) {
 	conditions.Delete(src, allotv1.StalledCondition)
-	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", msg)
+	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", truncate(msg, maxConditionBytes))
 	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
 func (r *Reconciler) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(src, nil, kind, reason, "Reconcile", format, args...)
+		r.Recorder.Eventf(src, nil, kind, reason, "Reconcile", "%s", truncate(fmt.Sprintf(format, args...), maxNoteBytes))
 	}
 }
 
@@ -344,7 +352,7 @@ func (r *Reconciler) invalidMessage(src *allotv1.CapacitySource, rev string, fs 
 	var errs []string
 	for _, f := range fs {
 		if f.Severity == schema.SeverityError {
-			errs = append(errs, f.String())
+			errs = append(errs, truncate(f.String(), maxFindingBytes))
 		}
 	}
 	shown := errs[:min(len(errs), 5)]
@@ -378,7 +386,7 @@ func observedPools(cur State) map[schema.PoolName]planner.Observed {
 func statusFindings(fs schema.Findings) []allotv1.Finding {
 	var out []allotv1.Finding
 	for _, f := range fs[:min(len(fs), maxFindings)] {
-		out = append(out, allotv1.Finding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: int64(f.Pos.Line), Column: int64(f.Pos.Col), Message: f.Message})
+		out = append(out, allotv1.Finding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: int64(f.Pos.Line), Column: int64(f.Pos.Col), Message: truncate(f.Message, maxFindingBytes)})
 	}
 	return out
 }
@@ -467,7 +475,11 @@ func (r *Reconciler) state(ctx context.Context, src *allotv1.CapacitySource) (St
 		Pools:           map[string]*allotv1.Pool{},
 		Teams:           map[string]*allotv1.Team{},
 	}
-	for _, entry := range src.Status.Inventory {
+	owned, err := r.labelled(ctx, src)
+	if err != nil {
+		return st, err
+	}
+	for _, entry := range append(slices.Clone(src.Status.Inventory), owned...) {
 		kind, name, _ := strings.Cut(entry, "/")
 		obj, forget := st.slot(kind, name)
 		if obj == nil || name == "" {
@@ -485,6 +497,39 @@ func (r *Reconciler) state(ctx context.Context, src *allotv1.CapacitySource) (St
 		}
 	}
 	return st, nil
+}
+
+// ownedKinds are the kinds a CapacitySource applies, by the name its
+// inventory gives them (kindOf).
+var ownedKinds = map[string]client.Object{
+	"Namespace": &corev1.Namespace{}, "PriorityClass": &schedulingv1.PriorityClass{},
+	"Cohort": &allotv1.Cohort{}, "Tier": &allotv1.Tier{}, "Pool": &allotv1.Pool{}, "Team": &allotv1.Team{},
+}
+
+// labelled lists, as inventory entries, the objects that carry src's
+// ownership labels: those a reconcile applied and could not record in the
+// inventory (the manager stopped, or the status patch failed, before its
+// end). Without them a revision that no longer declares such an object would
+// not prune it, and one that does would take it for another source's.
+func (r *Reconciler) labelled(ctx context.Context, src *allotv1.CapacitySource) ([]string, error) {
+	var out []string
+	for _, kind := range sortedKeys(ownedKinds) {
+		gvk, err := apiutil.GVKForObject(ownedKinds[kind], r.Client.Scheme())
+		if err != nil {
+			return nil, err
+		}
+		var l metav1.PartialObjectMetadataList
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.reader().List(ctx, &l, client.MatchingLabels{LabelSourceName: src.Name, LabelSourceNamespace: src.Namespace}); err != nil {
+			return nil, fmt.Errorf("listing the %ss of the source: %w", kind, err)
+		}
+		for _, o := range l.Items {
+			if e := kind + "/" + o.Name; !slices.Contains(src.Status.Inventory, e) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }
 
 // slot returns an empty object of a kind a CapacitySource applies, by the name
@@ -574,6 +619,29 @@ func (r *Reconciler) run(ctx context.Context, src *allotv1.CapacitySource, rev R
 		}
 	}
 	return kept, "", nil
+}
+
+// preflight asks the API server, in a server-side apply dry run, whether it
+// accepts every object the steps apply, as it stands now. An object in a
+// namespace the revision makes is left to its step.
+func (r *Reconciler) preflight(ctx context.Context, steps []Step) error {
+	for _, s := range steps {
+		for _, obj := range s.Apply {
+			u, err := r.unstructured(obj)
+			if err != nil {
+				return err
+			}
+			err = r.Client.Patch(ctx, u, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(r.fieldManager()))
+			var status apierrors.APIStatus
+			if apierrors.IsNotFound(err) && errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "namespaces" {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("the API server refuses %s/%s: %w", kindOf(obj), obj.GetName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // resources is the ResourceManager that applies and deletes for r: its

@@ -742,7 +742,7 @@ func (t *Terraform) waitReady(ctx context.Context, pool string, want int64) erro
 
 func (t *Terraform) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
 	if t.Recorder != nil {
-		t.Recorder.Eventf(src, nil, kind, reason, "Resize", format, args...)
+		t.Recorder.Eventf(src, nil, kind, reason, "Resize", "%s", truncate(fmt.Sprintf(format, args...), maxNoteBytes))
 	}
 }
 
