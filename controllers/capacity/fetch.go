@@ -322,14 +322,7 @@ func redactError(err error, raw string, extra ...string) error {
 	if !strings.Contains(msg, raw) && len(secrets) == 0 {
 		return err
 	}
-	msg = strings.ReplaceAll(msg, raw, RedactURL(raw))
-	// Longest first, so that a part inside another goes with it.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for _, s := range secrets {
-		if len(s) >= 3 {
-			msg = strings.ReplaceAll(msg, s, "***")
-		}
-	}
+	msg = redact(strings.ReplaceAll(msg, raw, RedactURL(raw)), secrets)
 	var spec *SpecError
 	if errors.As(err, &spec) {
 		return &SpecError{msg}

@@ -11,19 +11,26 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/go-logr/logr/funcr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/planner/render/terraform"
+	"github.com/allot-dev/allot/planner/tfrun/statetest"
 )
 
 // smallRepo is a capacity repository of one pool and the teams given (name:
@@ -57,15 +64,22 @@ func newSource(t *testing.T, name string, repo *gitRepo, path string) types.Name
 	t.Helper()
 	newNamespace(t, "hostile")
 	key := types.NamespacedName{Namespace: "hostile", Name: name}
+	createSource(t, env.Client, key, repo, path, time.Second)
+	return key
+}
+
+// createSource creates the CapacitySource key of the main branch of repo at
+// path.
+func createSource(t *testing.T, c client.Client, key types.NamespacedName, repo *gitRepo, path string, interval time.Duration) {
+	t.Helper()
 	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	src.Spec.URL = "file://" + repo.dir
 	src.Spec.Ref = &allotv1.GitReference{Branch: "main"}
 	src.Spec.Path = path
-	src.Spec.Interval = metav1.Duration{Duration: time.Second}
-	if err := env.Client.Create(context.Background(), src); err != nil {
+	src.Spec.Interval = metav1.Duration{Duration: interval}
+	if err := c.Create(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
-	return key
 }
 
 // A revision whose errors are huge (values of 40 KB where numbers belong,
@@ -307,12 +321,7 @@ func TestStoppedMidRevision(t *testing.T) {
 	repo.write("capacity.cue", twoPools(map[string][2]int{"alpha": {16, 16}}))
 	good := repo.commit("alpha")
 	key := types.NamespacedName{Namespace: "gitops", Name: "restart"}
-	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	src.Spec.URL = "file://" + repo.dir
-	src.Spec.Interval = metav1.Duration{Duration: time.Minute}
-	if err := c.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	createSource(t, c, key, repo, "", time.Minute)
 	// reconcile runs one reconcile of a fresh manager, which stops in phase
 	// when one is given.
 	reconcile := func(phase capacity.Phase) (*allotv1.CapacitySource, error) {
@@ -390,5 +399,99 @@ func TestStoppedMidRevision(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Name: "gamma"}, &ns); err != nil || ns.Labels[capacity.LabelSourceName] != key.Name {
 		t.Errorf("Namespace gamma: %v, labels %v", err, ns.Labels)
+	}
+}
+
+// Terraform's environment comes from a Secret (cloud credentials, TF_VAR_*),
+// and the node hook of an onprem pool fails the way a cloud CLI does, printing
+// the request with the token it sent. The failure is reported (Ready, an
+// event, the error the controller logs, the manager's log of terraform's
+// output) with what the hook said, but not one of the Secret's values, nor
+// the state backend's password.
+func TestTerraformCredentialsStayOut(t *testing.T) {
+	tenv := testenv.Start(t)
+	c := tenv.Client
+	ctx := context.Background()
+	const token, password, keyLine = "tok-3f9c1e7a5b", "b4ckend-pa55", "-----PRIVATE b64 KEY LINE 9Zq-----"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "tf-env"}, StringData: map[string]string{
+		"CLOUD_TOKEN":     token,
+		"TF_VAR_run_id":   "run-" + token,
+		"GOOGLE_KEY_FILE": "{\n  \"type\": \"service_account\",\n  \"private_key\": \"" + keyLine + "\"\n}\n",
+	}}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}, secret} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := filepath.Join(t.TempDir(), "hook")
+	script := `#!/bin/sh
+echo "creating $ALLOT_NODE: POST https://cloud.example/v1/nodes?access_token=$CLOUD_TOKEN (run $TF_VAR_run_id): 403 Forbidden"
+echo "debug: key $GOOGLE_KEY_FILE" >&2
+exit 1
+`
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := statetest.New(t)
+	srv.Auth = password
+	backend := srv.Backend()
+	backend.Config["username"], backend.Config["password"] = "allot", password
+
+	cs := kubernetes.NewForConfigOrDie(tenv.Config)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	stop := make(chan struct{})
+	broadcaster.StartRecordingToSink(stop)
+	t.Cleanup(func() { close(stop); broadcaster.Shutdown() })
+	recorder := broadcaster.NewRecorder(tenv.Scheme, "allot-capacity")
+	var logged testenv.SyncBuffer
+	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(&logged, prefix, args) }, funcr.Options{Verbosity: 1})
+
+	r := &capacity.Reconciler{Client: c, Fetcher: capacity.Sources{Git: &capacity.GitFetcher{Dir: t.TempDir()}}, Recorder: recorder,
+		Capacity: &capacity.Terraform{Reader: c, Dir: t.TempDir(), Hook: hook, EnvSecret: client.ObjectKeyFromObject(secret),
+			Options: terraform.Options{Backend: backend}, Recorder: recorder, ReadyTimeout: 10 * time.Second}}
+	repo := newGitRepo(t)
+	repo.write("capacity.cue", kwokRepo(16))
+	repo.commit("alpha")
+	key := types.NamespacedName{Namespace: "gitops", Name: "creds"}
+	createSource(t, c, key, repo, "", time.Minute)
+	_, err := r.Reconcile(log.IntoContext(ctx, logger), ctrl.Request{NamespacedName: key})
+	if err == nil {
+		t.Fatal("the reconcile succeeded with a hook that fails")
+	}
+	secrets := []string{token, password, keyLine}
+	clean := func(what, s string) {
+		t.Helper()
+		for _, v := range secrets {
+			if strings.Contains(s, v) {
+				t.Errorf("%s carries the credential %q: %s", what, v, s)
+			}
+		}
+	}
+	clean("the reconcile's error", err.Error())
+	s := getSourceOf(t, c, key)
+	msg := conditions.GetMessage(s, allotv1.ReadyCondition)
+	if conditions.GetReason(s, allotv1.ReadyCondition) != capacity.ReasonCapacityFailed || !strings.Contains(msg, "node hook failed") || !strings.Contains(msg, "403 Forbidden") {
+		t.Errorf("Ready %s: %q, want the hook's failure and what it said", conditions.GetReason(s, allotv1.ReadyCondition), msg)
+	}
+	clean("the Ready condition", msg)
+	note := ""
+	eventually(t, 20*time.Second, "a CapacityFailed event", func() error {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(key.Namespace)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == capacity.ReasonCapacityFailed {
+				note = e.Note
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none CapacityFailed", len(evs.Items))
+	})
+	clean("the CapacityFailed event", note)
+	if out := logged.String(); !strings.Contains(out, "403 Forbidden") {
+		t.Errorf("the log lacks terraform's output:\n%s", out)
+	} else {
+		clean("the manager's log", out)
 	}
 }

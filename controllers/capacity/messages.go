@@ -1,6 +1,10 @@
 package capacity
 
-import "unicode/utf8"
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
 
 // Bounds of what a status and an event hold. The API server refuses a
 // condition message over 32 KiB (metav1.Condition) and an event note over
@@ -30,4 +34,18 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + truncated
+}
+
+// redact returns s with each secret (of 3 bytes or more: a shorter one is too
+// common a string to take out) replaced by ***.
+func redact(s string, secrets []string) string {
+	// Longest first, so that a part inside another goes with it.
+	secrets = slices.Clone(secrets)
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range secrets {
+		if len(v) >= 3 {
+			s = strings.ReplaceAll(s, v, "***")
+		}
+	}
+	return s
 }

@@ -1,12 +1,14 @@
 package capacity
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -254,7 +256,27 @@ func poolFromSpec(p *allotv1.Pool) *schema.Pool {
 	return sp
 }
 
+// resizeCluster plans and applies the module of cluster at targets. Nothing
+// it says (its error, terraform's output in the log) shows a value of
+// EnvSecret or a backend credential: terraform prints what a failed hook or
+// provider printed, a token in a URL, a line of a key file.
 func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySource, rev Revision, cluster schema.ClusterName, targets map[schema.PoolName]int64) error {
+	env, secrets, err := t.env(ctx)
+	if err != nil {
+		return err
+	}
+	for _, kv := range t.Options.Backend.InitConfig(cluster) {
+		_, v, _ := strings.Cut(kv, "=")
+		secrets = append(secrets, v)
+	}
+	secrets = secretParts(secrets)
+	out := &logWriter{log: log.FromContext(ctx).WithValues("cluster", cluster), secrets: secrets}
+	defer out.Flush()
+	return redacted(t.resizeModule(ctx, src, rev, cluster, targets, env, out), secrets)
+}
+
+func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySource, rev Revision, cluster schema.ClusterName, targets map[schema.PoolName]int64,
+	env map[string]string, out io.Writer) error {
 	cfg, base := withGone(rev)
 	plan := *base
 	plan.Pools = slices.Clone(base.Pools)
@@ -277,11 +299,7 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 	if err := os.WriteFile(filepath.Join(dir, terraform.ModuleFile), b, 0o644); err != nil {
 		return err
 	}
-	env, err := t.env(ctx)
-	if err != nil {
-		return err
-	}
-	opts := []tfrun.Option{tfrun.WithEnv(env), tfrun.WithOutput(logWriter{log.FromContext(ctx).WithValues("cluster", cluster)}),
+	opts := []tfrun.Option{tfrun.WithEnv(env), tfrun.WithOutput(out),
 		tfrun.WithBackendConfig(t.Options.Backend.InitConfig(cluster))}
 	if p := rev.Config.Clusters[cluster]; p != nil && (p.Provider == schema.ProviderKwok || p.Provider == schema.ProviderOnPrem) && t.Hook != "" {
 		opts = append(opts, tfrun.WithVars(map[string]string{"command": t.Hook}))
@@ -348,24 +366,65 @@ func (t *Terraform) resizeCluster(ctx context.Context, src *allotv1.CapacitySour
 }
 
 // env is terraform's environment beyond allot's own: Env, then EnvSecret's
-// keys.
-func (t *Terraform) env(ctx context.Context) (map[string]string, error) {
+// keys, whose values it also returns as secrets.
+func (t *Terraform) env(ctx context.Context) (map[string]string, []string, error) {
 	env := maps.Clone(t.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
 	if t.EnvSecret.Name == "" {
-		return env, nil
+		return env, nil, nil
 	}
 	var sec corev1.Secret
 	if err := t.Reader.Get(ctx, t.EnvSecret, &sec); err != nil {
-		return nil, fmt.Errorf("reading Secret %s, terraform's environment: %w", t.EnvSecret, err)
+		return nil, nil, fmt.Errorf("reading Secret %s, terraform's environment: %w", t.EnvSecret, err)
 	}
+	var secrets []string
 	for k, v := range sec.Data {
 		env[k] = string(v)
+		secrets = append(secrets, string(v))
 	}
-	return env, nil
+	return env, secrets, nil
 }
+
+// secretParts are the values to take out of what terraform says: each value,
+// and each line of one of several lines (a key file: terraform may quote one
+// line of it).
+func secretParts(values []string) []string {
+	var out []string
+	for _, v := range values {
+		out = append(out, strings.TrimSpace(v))
+		if lines := strings.Split(v, "\n"); len(lines) > 1 {
+			for _, l := range lines {
+				if l = strings.TrimSpace(l); len(l) >= 8 {
+					out = append(out, l)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// redacted is err with the secrets taken out of its text, and err behind it
+// for errors.As (the types that steer the reconcile); nil stays nil.
+func redacted(err error, secrets []string) error {
+	if err == nil {
+		return nil
+	}
+	msg := redact(err.Error(), secrets)
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // StaleLockError is a Terraform state lock held longer than StaleLockAge: a
 // run that died holding it, or one that hangs. It is released only when a
@@ -746,16 +805,40 @@ func (t *Terraform) event(src *allotv1.CapacitySource, kind, reason, format stri
 	}
 }
 
-// logWriter sends terraform's output to the log, a line at a time.
+// logWriter sends terraform's output to the log, a whole line at a time
+// (a secret split between two writes is still found), without the secrets.
 type logWriter struct {
-	log interface{ Info(string, ...any) }
+	log     interface{ Info(string, ...any) }
+	secrets []string
+	mu      sync.Mutex
+	partial []byte
 }
 
-func (w logWriter) Write(b []byte) (int, error) {
-	for l := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, b...)
+	i := bytes.LastIndexByte(w.partial, '\n')
+	if i < 0 {
+		return len(b), nil
+	}
+	w.emit(string(w.partial[:i]))
+	w.partial = append(w.partial[:0], w.partial[i+1:]...)
+	return len(b), nil
+}
+
+// Flush logs what is left of the last line.
+func (w *logWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.emit(string(w.partial))
+	w.partial = nil
+}
+
+func (w *logWriter) emit(lines string) {
+	for l := range strings.SplitSeq(lines, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
-			w.log.Info("terraform", "line", l)
+			w.log.Info("terraform", "line", redact(l, w.secrets))
 		}
 	}
-	return len(b), nil
 }
