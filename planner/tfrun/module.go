@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-version"
@@ -48,7 +49,11 @@ type Module struct {
 	vars      map[string]string
 	waitDelay time.Duration
 	output    io.Writer
-	env       map[string]string
+	// muted is set while terraform prints what is data, not progress: the
+	// state (state pull) and the plan as JSON (show), which hold the values
+	// a module marks sensitive in clear. They do not reach output.
+	muted atomic.Bool
+	env   map[string]string
 	// envVars are the TF_VAR_* of allot's environment and of WithEnv, by
 	// variable name: terraform-exec keeps them from terraform's environment,
 	// so they are passed as -var, for the variables the module declares.
@@ -98,7 +103,9 @@ func WithBackendConfig(kv []string) Option {
 	return func(r *Module) { r.backendConfig = append(r.backendConfig, kv...) }
 }
 
-// WithOutput streams terraform's stdout and stderr to w (e.g. a log).
+// WithOutput streams terraform's stdout and stderr to w (e.g. a log): what
+// init, plan and apply print, not the state or the plan's JSON the runner
+// reads.
 func WithOutput(w io.Writer) Option { return func(r *Module) { r.output = w } }
 
 // New returns a runner of cluster's module in dir. It finds the terraform
@@ -139,8 +146,9 @@ func New(ctx context.Context, cluster schema.ClusterName, dir string, opts ...Op
 		return nil, err
 	}
 	if r.output != nil {
-		tf.SetStdout(r.output)
-		tf.SetStderr(r.output)
+		w := unlessMuted{r}
+		tf.SetStdout(w)
+		tf.SetStderr(w)
 	}
 	v, _, err := tf.Version(ctx, true)
 	if err != nil {
@@ -248,7 +256,9 @@ func (r *Module) Plan(ctx context.Context, opts PlanOptions) (p *Plan, err error
 	if err != nil {
 		return nil, err
 	}
+	r.muted.Store(true)
 	js, err := r.tf.ShowPlanFile(ctx, name)
+	r.muted.Store(false)
 	if err != nil {
 		return nil, r.fail(ctx, "show", err)
 	}
@@ -546,7 +556,9 @@ func (r *Module) planBase(ctx context.Context, file string) (stateMark, error) {
 // which takes no lock).
 func (r *Module) pullMark(ctx context.Context) (stateMark, error) {
 	var m stateMark
+	r.muted.Store(true)
 	raw, err := r.tf.StatePull(ctx)
+	r.muted.Store(false)
 	if err != nil {
 		return m, r.fail(ctx, "state pull", err)
 	}
@@ -614,4 +626,14 @@ func removeFile(path string) error {
 		return err
 	}
 	return nil
+}
+
+// unlessMuted writes to the module's output unless the module is muted.
+type unlessMuted struct{ r *Module }
+
+func (w unlessMuted) Write(p []byte) (int, error) {
+	if w.r.muted.Load() {
+		return len(p), nil
+	}
+	return w.r.output.Write(p)
 }

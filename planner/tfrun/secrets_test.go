@@ -77,3 +77,44 @@ func TestBackendCredentialsAtInit(t *testing.T) {
 		t.Errorf("the remote state lacks the node a100-0:\n%.500s", state)
 	}
 }
+
+// TestOutputHoldsNoState: WithOutput (the manager's log) gets what init,
+// plan and apply print, not the state nor the plan's JSON that the runner
+// reads (terraform-exec writes those to the same writers): they hold a
+// value the module marks sensitive in clear, where plan and apply print
+// "(sensitive value)".
+func TestOutputHoldsNoState(t *testing.T) {
+	ctx := context.Background()
+	l := newLab(t)
+	t.Setenv("TF_VAR_token", "tok-in-state-7f3a")
+	l.writeFile(filepath.Join(l.dir, terraform.ModuleFile), `{
+  "variable": {"token": {"type": "string", "sensitive": true}},
+  "resource": {"terraform_data": {"pool": {"input": "${var.token}"}}}
+}
+`, 0o644)
+	var out strings.Builder
+	r, err := New(ctx, "lab", l.dir, WithEnv(l.env()), WithOutput(&out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.converge(ctx, r)
+	// The value is in the state, and the runner read it.
+	if st, err := l.command("state", "pull").Output(); err != nil || !strings.Contains(string(st), "tok-in-state-7f3a") {
+		t.Fatalf("the state lacks the value (%v): the test proves nothing", err)
+	}
+	if _, err := r.Plan(ctx, PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if strings.Contains(got, "tok-in-state-7f3a") {
+		t.Errorf("the output holds the sensitive value:\n%s", got)
+	}
+	for _, want := range []string{"Terraform has been successfully initialized", "Apply complete", "(sensitive value)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the output lacks %q: init, plan and apply print there:\n%s", want, got)
+		}
+	}
+}
