@@ -19,6 +19,13 @@ func FuzzRead(f *testing.F) {
 		"id,submit,duration,team,tier,pods,gpus_per_pod\nj,1e300,NaN,a,b,1,1\n",
 		"\ufeffid,submit,duration,team,tier,pods,gpus_per_pod\n\"j\"\"1\",0,0,a,b,1,1\n",
 		"",
+		"job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" +
+			"1,u1,vc1,16,1,2,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,2020-06-09 18:45:36,249,0\n" +
+			"2,u2,vc2,1,1,1,CANCELLED,2020-06-09 18:41:00,,2020-06-09 18:45:36,,0\n",
+		"job_id,user,vc,gpu_num,node_num,submit_time,start_time,end_time\n1,u1,,8,1,2020-06-09T18:41:27Z,2020-06-09T18:41:27+08:00,2020-06-09 18:45:36Z\n",
+		"job_id,submit_time,duration,num_gpus\r\na,2020-06-09 18:41:01.5,1,1\r\n,,,\r\nb,2020-06-09 10:41:01,2,2\r\n",
+		"4f05,tensorflow,1.0,Terminated,1739162.0,1739200.0,600.0,29.29,50.0,MISC\nab,worker,2.0,Failed,1.0,9.0,600.0,1.0,800.0,\n",
+		"name,num_gpu,gpu_spec,creation_time,deletion_time,scheduled_time\np,1,nan,5,10,\nq,2,A|A|B,1,2,1\n",
 	} {
 		f.Add(seed)
 	}

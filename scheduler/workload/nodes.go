@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"errors"
 	"io"
-	"strings"
 )
 
 // Node is one node of a node list that defines its own fleet (openb's).
@@ -36,7 +35,7 @@ func ReadNodes(in io.Reader, name string) ([]Node, error) {
 	}
 	cols := map[string]int{}
 	for i, h := range header {
-		cols[strings.ToLower(strings.TrimSpace(h))] = i
+		cols[columnName(h)] = i
 	}
 	nameCol, gpuCol, flavorCol := "sn", "gpu", "model"
 	if !has(cols, "sn", "gpu", "model") {
@@ -56,6 +55,9 @@ func ReadNodes(in io.Reader, name string) ([]Node, error) {
 			return nil, csvError(name, err)
 		}
 		line, _ := cr.FieldPos(0)
+		if blank(rec) {
+			continue
+		}
 		r := &row{cols: cols, rec: rec, line: line, file: name}
 		n := Node{Name: r.str(nameCol), Flavor: r.str(flavorCol), GPUs: r.count(gpuCol, 0)}
 		if n.Name == "" {

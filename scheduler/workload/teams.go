@@ -12,22 +12,46 @@ func Assign(jobs []Spec, teams, tiers []string, def string) {
 	if len(teams) == 0 {
 		return
 	}
-	users := map[string]string{}
-	next := 0
+	NewDealer(teams).Deal(jobs)
 	for i := range jobs {
-		j := &jobs[i]
-		if !slices.Contains(teams, j.Team) {
-			t, ok := users[j.Team]
-			if !ok {
-				t = teams[next%len(teams)]
-				next++
-				users[j.Team] = t
-			}
-			j.Team = t
-		}
-		if !slices.Contains(tiers, j.Tier) {
+		if j := &jobs[i]; !slices.Contains(tiers, j.Tier) {
 			j.Tier = qosTier(j.Tier, tiers, def)
 		}
+	}
+}
+
+// Dealer deals a trace's users onto teams as Assign does, keeping who went
+// where from one call to the next: allot import deals a trace batch by
+// batch.
+type Dealer struct {
+	teams []string
+	users map[string]string
+	next  int
+}
+
+// NewDealer returns a Dealer onto teams (none: Deal keeps every team).
+func NewDealer(teams []string) *Dealer {
+	return &Dealer{teams: teams, users: map[string]string{}}
+}
+
+// Deal gives every job whose team is not one of the dealer's teams the
+// team its user (its Team) was dealt.
+func (d *Dealer) Deal(jobs []Spec) {
+	if len(d.teams) == 0 {
+		return
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if slices.Contains(d.teams, j.Team) {
+			continue
+		}
+		t, ok := d.users[j.Team]
+		if !ok {
+			t = d.teams[d.next%len(d.teams)]
+			d.next++
+			d.users[j.Team] = t
+		}
+		j.Team = t
 	}
 }
 

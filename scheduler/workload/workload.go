@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -45,8 +44,15 @@ type Format string
 const (
 	FormatAllot      Format = "allot"
 	FormatNormalized Format = "normalized"
-	FormatHelios     Format = "helios"
-	FormatOpenB      Format = "openb"
+	// FormatHelios is the Helios trace in DIR-LAB's layout (u_id, interval, ...).
+	FormatHelios Format = "helios"
+	// FormatHeliosLog is a HeliosData cluster_log.csv (Venus, Earth, Saturn,
+	// Uranus): Slurm jobs with date-time submit, start and end times.
+	FormatHeliosLog Format = "helios-cluster-log"
+	FormatOpenB     Format = "openb"
+	// FormatPAI is Alibaba's cluster-trace-gpu-v2020 pai_task_table, with its
+	// header or without it (as the trace ships).
+	FormatPAI Format = "pai-task"
 )
 
 // Error is a problem at one line of a workload file.
@@ -54,22 +60,36 @@ type Error struct {
 	File string
 	Line int
 	Err  error
+	// As names the layout the file was read as, for a trace's rows: the
+	// reader guessed it from the header.
+	As string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+func (e *Error) Error() string {
+	if e.As != "" {
+		return fmt.Sprintf("%s:%d: %v (read as %s)", e.File, e.Line, e.Err, e.As)
+	}
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
 
 func (e *Error) Unwrap() error { return e.Err }
 
 // MaxJobs bounds the rows read, so a hostile file cannot exhaust memory.
 const MaxJobs = 10_000_000
 
+// MaxSeconds is the latest arrival and the longest run a history may hold:
+// 1e9 seconds, about 31.7 years (the simulator's clock counts microseconds in
+// 64 bits, and an arrival plus a run must stay on it).
+const MaxSeconds = 1e9
+
 // row reads named columns of one CSV record.
 type row struct {
-	cols map[string]int
-	rec  []string
-	line int
-	file string
-	errs []error
+	cols  map[string]int
+	rec   []string
+	line  int
+	file  string
+	errs  []error
+	times *clock // the file's date-time columns; nil reads numbers only
 }
 
 func (r *row) str(name string) string {
@@ -84,11 +104,6 @@ func (r *row) fail(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Errorf(format, args...))
 }
 
-// MaxSeconds is the latest arrival and the longest run a history may hold:
-// 1e9 seconds, about 31.7 years (the simulator's clock counts microseconds in
-// 64 bits, and an arrival plus a run must stay on it).
-const MaxSeconds = 1e9
-
 // num parses a finite, non-negative number of seconds up to MaxSeconds;
 // blank gives def.
 func (r *row) num(name string, def float64) float64 {
@@ -96,12 +111,27 @@ func (r *row) num(name string, def float64) float64 {
 	if s == "" {
 		return def
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > MaxSeconds {
-		r.fail("column %s: %q is not a non-negative number of seconds up to 1e9 (about 31 years)", name, s)
+	v, ok := seconds(s)
+	if !ok {
+		r.fail("column %s: %q is not a non-negative number of seconds up to 1e9 (about 31 years)%s", name, s, epochHint(s))
 		return def
 	}
 	return v
+}
+
+// seconds parses a finite, non-negative number up to MaxSeconds.
+func seconds(s string) (float64, bool) {
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= MaxSeconds
+}
+
+// epochHint explains a number that reads as a Unix time: the times of a
+// workload count from the trace's start.
+func epochHint(s string) string {
+	if v, err := strconv.ParseFloat(s, 64); err == nil && v > MaxSeconds && v < 1e11 {
+		return "; a Unix time? give seconds from the trace's start, or a date and time (2020-06-09 18:41:01)"
+	}
+	return ""
 }
 
 // count parses a non-negative whole number; blank gives def.
@@ -139,210 +169,97 @@ func Read(in io.Reader, name string) ([]Spec, Format, error) { return ReadChecke
 // ReadChecked is Read with check called on every job read (with the file's
 // layout): its error is the file's, at the job's line.
 func ReadChecked(in io.Reader, name string, check func(Format, Spec) error) ([]Spec, Format, error) {
-	cr := csv.NewReader(in)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err == io.EOF {
-		return nil, "", &Error{File: name, Line: 1, Err: errors.New("empty file: want a CSV header")}
-	}
+	rd, err := NewReader(in, name)
 	if err != nil {
-		return nil, "", csvError(name, err)
-	}
-	cols := map[string]int{}
-	for i, h := range header {
-		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
-		if j, dup := cols[h]; dup && h != "" {
-			// Which one is meant? Neither guess is safe.
-			return nil, "", &Error{File: name, Line: 1, Err: fmt.Errorf("column %q appears twice (columns %d and %d)", h, j+1, i+1)}
-		} else if !dup {
-			cols[h] = i
-		}
-	}
-	format, parse, err := detect(cols)
-	if err != nil {
-		return nil, "", &Error{File: name, Line: 1, Err: err}
+		return nil, "", err
 	}
 	var jobs []Spec
-	ids := map[string]int{}
-	var prevSubmit float64
 	for {
-		rec, err := cr.Read()
+		job, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, "", csvError(name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		r := &row{cols: cols, rec: rec, line: line, file: name}
-		job, keep := parse(r, &prevSubmit)
-		if err := r.err(); err != nil {
 			return nil, "", err
 		}
-		if !keep {
-			continue
-		}
-		if job.Pods > 0 && job.GPUsPerPod > math.MaxInt64/job.Pods {
-			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s: %d pods of %d GPUs: the GPU count does not fit in 63 bits", job.ID, job.Pods, job.GPUsPerPod)}
-		}
-		if first, dup := ids[job.ID]; dup {
-			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s already defined at line %d", job.ID, first)}
-		}
 		if check != nil {
-			if err := check(format, job); err != nil {
-				return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("job %s: %w", job.ID, err)}
+			if err := check(rd.Format(), job); err != nil {
+				return nil, "", &Error{File: name, Line: rd.Line(), Err: fmt.Errorf("job %s: %w", job.ID, err)}
 			}
-		}
-		ids[job.ID] = line
-		if len(jobs) >= MaxJobs {
-			return nil, "", &Error{File: name, Line: line, Err: fmt.Errorf("more than %d jobs", MaxJobs)}
 		}
 		jobs = append(jobs, job)
 	}
-	return jobs, format, nil
-}
-
-func csvError(name string, err error) error {
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		return &Error{File: name, Line: pe.Line, Err: pe.Err}
-	}
-	return fmt.Errorf("reading %s: %w", name, err)
-}
-
-type parser func(r *row, prevSubmit *float64) (Spec, bool)
-
-func has(cols map[string]int, names ...string) bool {
-	for _, n := range names {
-		if _, ok := cols[n]; !ok {
-			return false
+	if shift := rd.Shift(); shift != 0 {
+		for i := range jobs {
+			jobs[i].Submit += shift
 		}
 	}
-	return true
+	return jobs, rd.Format(), nil
 }
 
-func detect(cols map[string]int) (Format, parser, error) {
-	switch {
-	case has(cols, "id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod"):
-		return FormatAllot, parseAllot, nil
-	case has(cols, "job_id", "submit_time", "duration", "num_gpus"):
-		return FormatNormalized, parseNormalized, nil
-	case has(cols, "u_id", "user", "gpu_num", "node_num", "interval", "run_time"):
-		return FormatHelios, parseHelios, nil
-	case has(cols, "name", "num_gpu", "gpu_milli", "creation_time", "deletion_time"):
-		return FormatOpenB, parseOpenB, nil
-	}
-	return "", nil, errors.New("unknown header: want id,submit,duration,team,tier,pods,gpus_per_pod[,flavor,require,prefer], the normalized trace schema (job_id,submit_time,duration,num_gpus,...), Helios (u_id,user,gpu_num,...) or openb pods (name,num_gpu,gpu_milli,...)")
+// Writer writes jobs in the project's CSV layout, one at a time.
+type Writer struct {
+	cw     *csv.Writer
+	pinned bool
+	header bool
 }
 
-func parseAllot(r *row, _ *float64) (Spec, bool) {
-	j := Spec{
-		ID: r.str("id"), Submit: r.num("submit", 0), Duration: r.num("duration", 0),
-		Team: r.str("team"), Tier: r.str("tier"),
-		Pods: r.count("pods", 1), GPUsPerPod: r.count("gpus_per_pod", 0),
-		Require: r.str("require"), Prefer: r.str("prefer"), Cluster: r.str("cluster"),
-	}
-	if f := r.str("flavor"); f != "" {
-		j.Flavors = strings.Split(f, "|")
-	}
-	for name, v := range map[string]string{"id": j.ID, "team": j.Team, "tier": j.Tier} {
-		if v == "" {
-			r.fail("column %s is empty", name)
-		}
-	}
-	if r.str("pods") != "" && j.Pods < 1 {
-		r.fail("column pods: want at least 1")
-	}
-	if r.str("gpus_per_pod") == "" || j.GPUsPerPod < 1 {
-		r.fail("column gpus_per_pod: want at least 1")
-	}
-	return j, true
+// NewWriter returns a Writer to out; pinned adds the cluster column (jobs
+// that name a cluster need it).
+func NewWriter(out io.Writer, pinned bool) *Writer {
+	return &Writer{cw: csv.NewWriter(out), pinned: pinned}
 }
 
-// gang maps a job of gpus GPUs over nodes nodes (perNode each when known) to pods.
-func gang(gpus, nodes, perNode int64) (pods, gpp int64) {
-	if nodes <= 1 {
-		return 1, gpus
+// Write writes one job (the header first).
+func (w *Writer) Write(j Spec) error {
+	if err := w.writeHeader(); err != nil {
+		return err
 	}
-	if perNode <= 0 {
-		perNode = (gpus + nodes - 1) / nodes
+	rec := []string{j.ID, fmtNum(j.Submit), fmtNum(j.Duration), j.Team, j.Tier,
+		strconv.FormatInt(j.Pods, 10), strconv.FormatInt(j.GPUsPerPod, 10), strings.Join(j.Flavors, "|"), j.Require, j.Prefer}
+	if w.pinned {
+		rec = append(rec, j.Cluster)
+	} else if j.Cluster != "" {
+		return fmt.Errorf("job %s names cluster %s: the writer has no cluster column", j.ID, j.Cluster)
 	}
-	return nodes, perNode
+	return w.cw.Write(rec)
 }
 
-func parseNormalized(r *row, _ *float64) (Spec, bool) {
-	gpus := r.count("num_gpus", 0)
-	milli := r.count("gpu_milli", 1000)
-	j := Spec{ID: r.str("job_id"), Submit: r.num("submit_time", 0), Duration: r.num("duration", 0),
-		User: r.str("user"), Team: r.str("team"), Tier: r.str("priority")}
-	if j.ID == "" {
-		r.fail("column job_id is empty")
+func (w *Writer) writeHeader() error {
+	if w.header {
+		return nil
 	}
-	if gpus == 0 || milli == 0 {
-		return j, false // a CPU job: nothing for a GPU scheduler
+	w.header = true
+	header := []string{"id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod", "flavor", "require", "prefer"}
+	if w.pinned {
+		header = append(header, "cluster")
 	}
-	j.Pods, j.GPUsPerPod = gang(gpus, r.count("num_nodes", 1), r.count("gpus_per_node", 0))
-	if j.Team == "" {
-		j.Team = j.User
-	}
-	return j, true
+	return w.cw.Write(header)
 }
 
-func parseHelios(r *row, prev *float64) (Spec, bool) {
-	*prev += r.num("interval", 0)
-	j := Spec{ID: "helios-" + r.str("u_id"), Submit: *prev, Duration: r.num("run_time", 0), User: "u" + r.str("user")}
-	j.Team = j.User
-	gpus := r.count("gpu_num", 0)
-	if gpus == 0 {
-		return j, false
+// Flush writes the header if no job was written, and what is buffered.
+func (w *Writer) Flush() error {
+	if err := w.writeHeader(); err != nil {
+		return err
 	}
-	j.Pods, j.GPUsPerPod = gang(gpus, r.count("node_num", 1), 0)
-	return j, true
-}
-
-func parseOpenB(r *row, _ *float64) (Spec, bool) {
-	j := Spec{ID: r.str("name"), Submit: r.num("creation_time", 0), Tier: r.str("qos"), Team: "openb"}
-	gpus, milli := r.count("num_gpu", 0), r.count("gpu_milli", 1000)
-	start := r.num("scheduled_time", j.Submit)
-	end := r.num("deletion_time", -1)
-	if j.ID == "" {
-		r.fail("column name is empty")
-	}
-	if gpus == 0 || milli == 0 || end < 0 {
-		return j, false // a CPU pod, or one with no recorded end
-	}
-	j.Duration = max(0, end-start)
-	j.Pods, j.GPUsPerPod = 1, gpus
-	if s := r.str("gpu_spec"); s != "" {
-		j.Flavors = strings.Split(s, "|")
-	}
-	return j, true
+	w.cw.Flush()
+	return w.cw.Error()
 }
 
 // Write writes jobs in the project's CSV layout (with a cluster column when
 // a job names one).
 func Write(out io.Writer, jobs []Spec) error {
-	cw := csv.NewWriter(out)
-	header := []string{"id", "submit", "duration", "team", "tier", "pods", "gpus_per_pod", "flavor", "require", "prefer"}
-	pinned := slices.ContainsFunc(jobs, func(j Spec) bool { return j.Cluster != "" })
-	if pinned {
-		header = append(header, "cluster")
-	}
-	_ = cw.Write(header)
+	pinned := false
 	for _, j := range jobs {
-		rec := []string{j.ID, fmtNum(j.Submit), fmtNum(j.Duration), j.Team, j.Tier,
-			strconv.FormatInt(j.Pods, 10), strconv.FormatInt(j.GPUsPerPod, 10), strings.Join(j.Flavors, "|"), j.Require, j.Prefer}
-		if pinned {
-			rec = append(rec, j.Cluster)
-		}
-		_ = cw.Write(rec)
+		pinned = pinned || j.Cluster != ""
 	}
-	cw.Flush()
-	return cw.Error()
+	w := NewWriter(out, pinned)
+	for _, j := range jobs {
+		if err := w.Write(j); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -63,18 +63,7 @@ func TestReadFormats(t *testing.T) {
 			},
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			got, format, err := Read(strings.NewReader(tc.in), "w.csv")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if format != tc.wantFormat {
-				t.Errorf("format = %s, want %s", format, tc.wantFormat)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("jobs (-want +got):\n%s", diff)
-			}
-		})
+		t.Run(name, func(t *testing.T) { readAs(t, strings.NewReader(tc.in), "w.csv", tc.wantFormat, tc.want) })
 	}
 }
 

@@ -1,0 +1,317 @@
+package workload
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// MaxLineBytes bounds one line of a workload file: a record is held whole
+// while it is read, so a file without line breaks must not be.
+const MaxLineBytes = 1 << 20
+
+// Reader reads a workload file one job at a time, so a trace of any length
+// is converted in bounded memory (allot import). Its jobs' submit times are
+// final once Next has returned io.EOF: add Shift to them (a file of dates
+// and times counts from its earliest, which may come after the first row).
+type Reader struct {
+	name   string
+	cr     *csv.Reader
+	lines  *lineGuard
+	cols   map[string]int
+	layout *layout
+	// first is a record read as the header that is data (a headerless
+	// trace): Next returns it first.
+	first     []string
+	firstLine int
+	line      int
+	prev      float64 // the DIR-LAB Helios layout's running submit time
+	times     clock
+	ids       map[uint64]int // job IDs' hashes and lines: hashed, to hold 10^7 in bounded memory
+	seed      maphash.Seed
+	jobs      int
+	done      bool
+}
+
+// NewReader reads the header of a workload file (plain, gzip-compressed, or
+// a .tar.gz holding one file) and tells its layout from it; name is used
+// in errors.
+func NewReader(in io.Reader, name string) (*Reader, error) {
+	in, err := unpack(in, name)
+	if err != nil {
+		return nil, err
+	}
+	g := &lineGuard{r: in, line: 1}
+	cr := csv.NewReader(g)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	rd := &Reader{name: name, cr: cr, lines: g, ids: map[uint64]int{}, seed: maphash.MakeSeed(),
+		times: clock{kinds: map[string]timeKind{}}}
+	header, err := cr.Read()
+	if err == io.EOF {
+		return nil, &Error{File: name, Line: 1, Err: errors.New("empty file: want a CSV header")}
+	}
+	if err != nil {
+		return nil, rd.readError(err)
+	}
+	if l, cols := headerless(header); l != nil {
+		rd.first, rd.firstLine = append([]string(nil), header...), 1
+		rd.cols, rd.layout = cols, l
+		return rd, nil
+	}
+	cols := map[string]int{}
+	numbers := 0
+	for i, h := range header {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(h), 64); err == nil {
+			numbers++
+		}
+		h = columnName(h)
+		if j, dup := cols[h]; dup && h != "" {
+			// Which one is meant? Neither guess is safe.
+			return nil, &Error{File: name, Line: 1, Err: fmt.Errorf("column %q appears twice (columns %d and %d)", h, j+1, i+1)}
+		} else if !dup {
+			cols[h] = i
+		}
+	}
+	l, err := detect(cols)
+	if err != nil {
+		if numbers*2 >= len(header) {
+			err = fmt.Errorf("line 1 holds numbers, not column names: the file needs a header; %w", err)
+		}
+		return nil, &Error{File: name, Line: 1, Err: err}
+	}
+	rd.cols, rd.layout = cols, l
+	return rd, nil
+}
+
+// columnName is a header's column as the layouts name it: lower case,
+// without the byte order mark a spreadsheet writes, spaces and hyphens as
+// underscores (DIR-LAB documents its columns as "u id", "gpu num").
+func columnName(h string) string {
+	h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+	return strings.NewReplacer(" ", "_", "-", "_").Replace(h)
+}
+
+// Format is the layout the header told.
+func (rd *Reader) Format() Format { return rd.layout.format }
+
+// Line is the line of the job Next returned last.
+func (rd *Reader) Line() int { return rd.line }
+
+// Shift is what to add to every job's submit time once Next has returned
+// io.EOF: the seconds from the file's earliest dated submit time to its
+// first (0 for a file of seconds).
+func (rd *Reader) Shift() float64 { return rd.times.origin - rd.times.earliest }
+
+// Next returns the next job; io.EOF after the last one. Rows of jobs
+// without GPUs, or without a recorded run, are skipped.
+func (rd *Reader) Next() (Spec, error) {
+	for !rd.done {
+		rec, line, err := rd.record()
+		if err == io.EOF {
+			rd.done = true
+			break
+		}
+		if err != nil {
+			return Spec{}, err
+		}
+		if blank(rec) {
+			continue // an empty line, or a spreadsheet's row of empty cells
+		}
+		r := &row{cols: rd.cols, rec: rec, line: line, file: rd.name, times: &rd.times}
+		job, keep := rd.layout.parse(r, &rd.prev)
+		if err := r.err(); err != nil {
+			return Spec{}, rd.rowError(err)
+		}
+		if !keep {
+			continue
+		}
+		if job.Pods > 0 && job.GPUsPerPod > math.MaxInt64/job.Pods {
+			return Spec{}, rd.rowError(&Error{File: rd.name, Line: line, Err: fmt.Errorf("job %s: %d pods of %d GPUs: the GPU count does not fit in 63 bits", job.ID, job.Pods, job.GPUsPerPod)})
+		}
+		h := maphash.String(rd.seed, job.ID)
+		if first, dup := rd.ids[h]; dup {
+			return Spec{}, &Error{File: rd.name, Line: line, Err: fmt.Errorf("job %s already defined at line %d", job.ID, first)}
+		}
+		rd.ids[h] = line
+		if rd.jobs++; rd.jobs > MaxJobs {
+			return Spec{}, &Error{File: rd.name, Line: line, Err: fmt.Errorf("more than %d jobs", MaxJobs)}
+		}
+		rd.line = line
+		return job, nil
+	}
+	// The latest submit, counted from the earliest, must stay on the clock.
+	if c := rd.times; c.set && c.latest+rd.Shift() > MaxSeconds {
+		return Spec{}, &Error{File: rd.name, Line: c.latestLine, Err: fmt.Errorf("the submit time is %.0f s after the file's earliest: more than 1e9 (about 31 years)", c.latest+rd.Shift())}
+	}
+	return Spec{}, io.EOF
+}
+
+// rowError names the guessed layout in a trace row's error.
+func (rd *Reader) rowError(err error) error {
+	var we *Error
+	if errors.As(err, &we) && rd.layout.format != FormatAllot {
+		we.As = rd.layout.name
+	}
+	return err
+}
+
+func (rd *Reader) record() ([]string, int, error) {
+	if rd.first != nil {
+		rec := rd.first
+		rd.first = nil
+		return rec, rd.firstLine, nil
+	}
+	rec, err := rd.cr.Read()
+	if err != nil {
+		return nil, 0, rd.readError(err)
+	}
+	line, _ := rd.cr.FieldPos(0)
+	return rec, line, nil
+}
+
+func blank(rec []string) bool {
+	for _, f := range rec {
+		if strings.TrimSpace(f) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (rd *Reader) readError(err error) error {
+	var pe *csv.ParseError
+	var le *lineError
+	switch {
+	case err == io.EOF:
+		return err
+	case errors.As(err, &le):
+		return &Error{File: rd.name, Line: le.line, Err: le}
+	case errors.As(err, &pe):
+		return &Error{File: rd.name, Line: pe.Line, Err: pe.Err}
+	}
+	// A failure of what the file is read through (gzip, tar): at the line
+	// it stopped in.
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("the compressed file ends early (truncated?): %w", err)
+	}
+	return &Error{File: rd.name, Line: rd.lines.line, Err: err}
+}
+
+// csvError is the error of a CSV file at its line, when it has one.
+func csvError(name string, err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: name, Line: pe.Line, Err: pe.Err}
+	}
+	return fmt.Errorf("reading %s: %w", name, err)
+}
+
+// lineGuard fails a line longer than MaxLineBytes.
+type lineGuard struct {
+	r    io.Reader
+	line int // the line being read
+	n    int // its bytes so far
+}
+
+type lineError struct{ line int }
+
+func (e *lineError) Error() string {
+	return fmt.Sprintf("line longer than %d bytes: not a workload CSV", MaxLineBytes)
+}
+
+func (g *lineGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	// Only the line the chunk starts in can be long within it: csv reads
+	// through a buffer much shorter than MaxLineBytes.
+	if first := bytes.IndexByte(p[:n], '\n'); first < 0 {
+		g.n += n
+	} else if g.n+first > MaxLineBytes {
+		return 0, &lineError{line: g.line}
+	} else {
+		g.line += bytes.Count(p[first:n], []byte{'\n'})
+		g.n = n - 1 - bytes.LastIndexByte(p[:n], '\n')
+	}
+	if g.n > MaxLineBytes {
+		return 0, &lineError{line: g.line}
+	}
+	return n, err
+}
+
+// unpack reads through gzip (the Alibaba traces ship as .tar.gz) and a tar
+// archive of one file; other archives and compressions are an error that
+// says so.
+func unpack(in io.Reader, name string) (io.Reader, error) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	magic, _ := br.Peek(6)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		return untar(bufio.NewReaderSize(zr, 64<<10), name)
+	case bytes.HasPrefix(magic, []byte("PK\x03\x04")):
+		return nil, &Error{File: name, Line: 1, Err: errors.New("a zip archive: unzip it and import the CSV file in it (HeliosData's cluster_log.csv)")}
+	case bytes.HasPrefix(magic, []byte("\xfd7zXZ")), bytes.HasPrefix(magic, []byte("BZh")), bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return nil, &Error{File: name, Line: 1, Err: errors.New("compressed with xz, bzip2 or zstd: decompress it first (allot reads plain and gzip-compressed CSV)")}
+	}
+	return untar(br, name)
+}
+
+// untar returns the one file of a tar archive, or br itself when it is not
+// one.
+func untar(br *bufio.Reader, name string) (io.Reader, error) {
+	head, _ := br.Peek(512)
+	if len(head) < 512 || !bytes.Equal(head[257:262], []byte("ustar")) {
+		return br, nil
+	}
+	tr := tar.NewReader(br)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, &Error{File: name, Line: 1, Err: errors.New("a tar archive without a file")}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			return &oneFile{tr: tr, name: name, first: h.Name}, nil
+		}
+	}
+}
+
+// oneFile reads the first file of a tar archive, and fails at its end when
+// another follows: which one is the trace is not for allot to guess.
+type oneFile struct {
+	tr          *tar.Reader
+	name, first string
+}
+
+func (f *oneFile) Read(p []byte) (int, error) {
+	n, err := f.tr.Read(p)
+	if err != io.EOF {
+		return n, err
+	}
+	for {
+		h, err := f.tr.Next()
+		if err == io.EOF {
+			return n, io.EOF
+		}
+		if err != nil {
+			return n, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			return n, fmt.Errorf("the archive holds %s and %s: extract the one to import", f.first, h.Name)
+		}
+	}
+}
