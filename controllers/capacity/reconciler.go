@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/allot-dev/allot/controllers/apilimits"
 	"slices"
 	"strings"
 	"time"
@@ -328,7 +329,7 @@ func (r *Reconciler) failStep(src *allotv1.CapacitySource, reason, msg string, e
 // stall marks a revision that retrying cannot fix: Ready=False and Stalled.
 func (r *Reconciler) stall(src *allotv1.CapacitySource, reason, msg string) {
 	conditions.Delete(src, allotv1.ReconcilingCondition)
-	msg = truncate(msg, maxConditionBytes)
+	msg = apilimits.Condition(msg)
 	conditions.MarkStalled(src, reason, "%s", msg)
 	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", msg)
 	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
@@ -337,13 +338,13 @@ func (r *Reconciler) stall(src *allotv1.CapacitySource, reason, msg string) {
 // fail marks a failure that a retry may fix.
 func (r *Reconciler) fail(src *allotv1.CapacitySource, reason, msg string) {
 	conditions.Delete(src, allotv1.StalledCondition)
-	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", truncate(msg, maxConditionBytes))
+	conditions.MarkFalse(src, allotv1.ReadyCondition, reason, "%s", apilimits.Condition(msg))
 	r.event(src, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
 func (r *Reconciler) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(src, nil, kind, reason, "Reconcile", "%s", truncate(fmt.Sprintf(format, args...), maxNoteBytes))
+		r.Recorder.Eventf(src, nil, kind, reason, "Reconcile", "%s", apilimits.Note(fmt.Sprintf(format, args...)))
 	}
 }
 
@@ -352,7 +353,7 @@ func (r *Reconciler) invalidMessage(src *allotv1.CapacitySource, rev string, fs 
 	var errs []string
 	for _, f := range fs {
 		if f.Severity == schema.SeverityError {
-			errs = append(errs, truncate(f.String(), maxFindingBytes))
+			errs = append(errs, apilimits.Truncate(f.String(), maxFindingBytes))
 		}
 	}
 	shown := errs[:min(len(errs), 5)]
@@ -386,7 +387,7 @@ func observedPools(cur State) map[schema.PoolName]planner.Observed {
 func statusFindings(fs schema.Findings) []allotv1.Finding {
 	var out []allotv1.Finding
 	for _, f := range fs[:min(len(fs), maxFindings)] {
-		out = append(out, allotv1.Finding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: int64(f.Pos.Line), Column: int64(f.Pos.Col), Message: truncate(f.Message, maxFindingBytes)})
+		out = append(out, allotv1.Finding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: int64(f.Pos.Line), Column: int64(f.Pos.Col), Message: apilimits.Truncate(f.Message, maxFindingBytes)})
 	}
 	return out
 }

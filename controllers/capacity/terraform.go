@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/allot-dev/allot/controllers/apilimits"
 	"io"
 	"maps"
 	"os"
@@ -801,7 +802,7 @@ func (t *Terraform) waitReady(ctx context.Context, pool string, want int64) erro
 
 func (t *Terraform) event(src *allotv1.CapacitySource, kind, reason, format string, args ...any) {
 	if t.Recorder != nil {
-		t.Recorder.Eventf(src, nil, kind, reason, "Resize", "%s", truncate(fmt.Sprintf(format, args...), maxNoteBytes))
+		t.Recorder.Eventf(src, nil, kind, reason, "Resize", "%s", apilimits.Note(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/allot-dev/allot/controllers/apilimits"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -135,12 +136,15 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		if c.Status.UnreachableSince == nil {
 			c.Status.UnreachableSince = &metav1.Time{Time: now}
 		}
-		conditions.MarkFalse(c, allotv1.ReachableCondition, reason, "%s", err)
+		// The error is the cluster's (what its API server answered): cut it
+		// to leave room for the rest of each message.
+		why := apilimits.Truncate(err.Error(), apilimits.ConditionBytes/2)
+		conditions.MarkFalse(c, allotv1.ReachableCondition, reason, "%s", why)
 		grace := failoverAfter(c)
 		since := c.Status.UnreachableSince.Time
 		if left := since.Add(grace).Sub(now); left > 0 {
 			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonUnreachable, "unreachable since %s; its jobs stay there for %s more (failoverAfter %s): %s",
-				since.UTC().Format(time.RFC3339), left.Round(time.Second), grace, err)
+				since.UTC().Format(time.RFC3339), left.Round(time.Second), grace, why)
 			if r.Workers != nil {
 				r.Workers.missed(c.Name, false)
 			}
@@ -149,7 +153,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 				r.Workers.missed(c.Name, true)
 			}
 			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonLost, "unreachable since %s, longer than failoverAfter %s: its jobs go to other clusters: %s",
-				since.UTC().Format(time.RFC3339), grace, err)
+				since.UTC().Format(time.RFC3339), grace, why)
 		}
 	}
 	r.announce(before, c)
@@ -325,7 +329,7 @@ func (r *ClusterReconciler) announce(before, after *allotv1.Cluster) {
 	if b.Status != metav1.ConditionTrue {
 		kind = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(after, nil, kind, b.Reason, allotv1.ReadyCondition, "%s", b.Message)
+	r.Recorder.Eventf(after, nil, kind, b.Reason, allotv1.ReadyCondition, "%s", apilimits.Note(b.Message))
 }
 
 // Metrics are the hub's view of its workers.

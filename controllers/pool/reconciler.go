@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"github.com/allot-dev/allot/controllers/apilimits"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -128,6 +129,6 @@ func (r *Reconciler) announce(before, after *allotv1.Pool) {
 		if b.Status != "True" {
 			kind = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(after, nil, kind, b.Reason, t, "%s", b.Message)
+		r.Recorder.Eventf(after, nil, kind, b.Reason, t, "%s", apilimits.Note(b.Message))
 	}
 }
