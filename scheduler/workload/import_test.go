@@ -51,6 +51,13 @@ func TestReadTraceVariants(t *testing.T) {
 			{ID: "j1", Duration: 600, Team: "nlp", Tier: "production", Pods: 2, GPUsPerPod: 8, Require: "rack"},
 			{ID: "j,2", Submit: 30, Duration: 300, Team: "speech, research", Tier: "research", Pods: 1, GPUsPerPod: 4, Flavors: []string{"a100", "h100"}, Prefer: "host"},
 		}},
+		// Where the comma is the decimal sign, spreadsheets separate fields
+		// with semicolons; and tab-separated values.
+		"spreadsheet-semicolon.csv": {FormatAllot, []Spec{
+			{ID: "j1", Duration: 600, Team: "nlp", Tier: "production", Pods: 2, GPUsPerPod: 8},
+			{ID: "j2", Submit: 30.5, Duration: 300, Team: "speech; research", Tier: "research", Pods: 1, GPUsPerPod: 4},
+		}},
+		"normalized.tsv": {FormatNormalized, []Spec{{ID: "j1", Duration: 10, Team: "u1", User: "u1", Pods: 1, GPUsPerPod: 2}}},
 		// Times in two zones and a fractional second: they count from the
 		// earliest, which is not the first row.
 		"normalized-zoned.csv": {FormatNormalized, []Spec{
@@ -148,6 +155,7 @@ func TestReadTraceErrors(t *testing.T) {
 		"nan-duration.csv":                {2, []string{`column duration: "NaN" is not a non-negative number of seconds`}},
 		"huge-duration.csv":               {2, []string{`column duration: "1e12" is not a non-negative number of seconds up to 1e9`}},
 		"epoch-seconds.csv":               {2, []string{`column submit_time: "1591699261"`, "a Unix time? give seconds from the trace's start, or a date and time"}},
+		"decimal-comma.csv":               {2, []string{`column duration: "84,5" is not a non-negative number of seconds`}},
 		"us-date.csv":                     {2, []string{`column submit_time: "06/09/2020 18:41" is neither a number of seconds nor a date and time like 2020-06-09 18:41:01`}},
 	} {
 		t.Run(file, func(t *testing.T) {

@@ -50,8 +50,10 @@ func NewReader(in io.Reader, name string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &lineGuard{r: in, line: 1}
+	br := bufio.NewReaderSize(in, 64<<10)
+	g := &lineGuard{r: br, line: 1}
 	cr := csv.NewReader(g)
+	cr.Comma = separator(br)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	rd := &Reader{name: name, cr: cr, lines: g, ids: map[uint64]int{}, seed: maphash.MakeSeed(),
@@ -91,6 +93,22 @@ func NewReader(in io.Reader, name string) (*Reader, error) {
 	}
 	rd.cols, rd.layout = cols, l
 	return rd, nil
+}
+
+// separator tells the fields' separator from the header line: a comma,
+// else a tab (TSV) or a semicolon (what a spreadsheet writes for CSV where
+// the comma is the decimal sign).
+func separator(br *bufio.Reader) rune {
+	head, _ := br.Peek(br.Size())
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	for _, c := range []byte{',', '\t', ';'} {
+		if bytes.IndexByte(head, c) >= 0 {
+			return rune(c)
+		}
+	}
+	return ','
 }
 
 // columnName is a header's column as the layouts name it: lower case,
@@ -295,23 +313,25 @@ func untar(br *bufio.Reader, name string) (io.Reader, error) {
 type oneFile struct {
 	tr          *tar.Reader
 	name, first string
+	err         error // once the first file has ended: every later read's
 }
 
 func (f *oneFile) Read(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
 	n, err := f.tr.Read(p)
 	if err != io.EOF {
 		return n, err
 	}
-	for {
+	for f.err == nil {
 		h, err := f.tr.Next()
-		if err == io.EOF {
-			return n, io.EOF
-		}
-		if err != nil {
-			return n, err
-		}
-		if h.Typeflag == tar.TypeReg {
-			return n, fmt.Errorf("the archive holds %s and %s: extract the one to import", f.first, h.Name)
+		switch {
+		case err != nil:
+			f.err = err // io.EOF: the first file was the only one
+		case h.Typeflag == tar.TypeReg:
+			f.err = fmt.Errorf("the archive holds %s and %s: extract the one to import", f.first, h.Name)
 		}
 	}
+	return n, f.err
 }
