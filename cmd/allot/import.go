@@ -24,7 +24,8 @@ The layout is told by the header (any column order, unknown columns ignored):
 the normalized trace schema, HeliosData's cluster_log.csv (Venus, Earth,
 Saturn, Uranus: a job's vc is its team), the Helios DIR-LAB layout, openb's pod
 list, or Alibaba's cluster-trace-gpu-v2020 pai_task_table (with or without its
-header). FILE may be gzip-compressed or a .tar.gz of one file. Times are
+header), separated by commas, tabs or semicolons. FILE may be
+gzip-compressed or a .tar.gz of one file. Times are
 seconds, or dates and times (2020-06-09 18:41:01, ISO 8601 with or without a
 zone) counted from the file's earliest submit time. Jobs that span several
 nodes become gangs of whole nodes; CPU-only jobs, and jobs that never started

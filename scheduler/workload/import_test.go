@@ -149,6 +149,8 @@ func TestReadTraceErrors(t *testing.T) {
 		"no-header.csv":                   {1, []string{"line 1 holds numbers, not column names: the file needs a header"}},
 		"cluster_log.zip":                 {1, []string{"a zip archive: unzip it"}},
 		"truncated.csv.gz":                {2, []string{"the compressed file ends early (truncated?): unexpected EOF"}},
+		"cluster_job_log":                 {1, []string{"JSON, not CSV: allot imports CSV traces (Philly's cluster_job_log is JSON"}},
+		"jobs.xlsx":                       {1, []string{"a spreadsheet workbook: save the sheet as CSV"}},
 		"two-files.tar.gz":                {6, []string{"the archive holds pai_task_table.csv and other.csv: extract the one to import"}},
 		"duplicate-ids.csv":               {4, []string{"job j1 already defined at line 2"}},
 		"negative-duration.csv":           {2, []string{`column duration: "-10" is not a non-negative number of seconds`}},

@@ -51,6 +51,9 @@ func NewReader(in io.Reader, name string) (*Reader, error) {
 		return nil, err
 	}
 	br := bufio.NewReaderSize(in, 64<<10)
+	if isJSON(br) {
+		return nil, &Error{File: name, Line: 1, Err: errors.New("JSON, not CSV: allot imports CSV traces (Philly's cluster_job_log is JSON: convert it to the normalized trace schema first)")}
+	}
 	g := &lineGuard{r: br, line: 1}
 	cr := csv.NewReader(g)
 	cr.Comma = separator(br)
@@ -93,6 +96,14 @@ func NewReader(in io.Reader, name string) (*Reader, error) {
 	}
 	rd.cols, rd.layout = cols, l
 	return rd, nil
+}
+
+// isJSON tells whether the file starts (after a byte order mark and blanks)
+// as JSON does.
+func isJSON(br *bufio.Reader) bool {
+	head, _ := br.Peek(64)
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n")
+	return len(head) > 0 && (head[0] == '[' || head[0] == '{')
 }
 
 // separator tells the fields' separator from the header line: a comma,
@@ -278,6 +289,9 @@ func unpack(in io.Reader, name string) (io.Reader, error) {
 			return nil, fmt.Errorf("reading %s: %w", name, err)
 		}
 		return untar(bufio.NewReaderSize(zr, 64<<10), name)
+	case bytes.HasPrefix(magic, []byte("PK\x03\x04")) && strings.HasSuffix(strings.ToLower(name), ".xlsx"),
+		bytes.HasPrefix(magic, []byte{0xd0, 0xcf, 0x11, 0xe0}):
+		return nil, &Error{File: name, Line: 1, Err: errors.New("a spreadsheet workbook: save the sheet as CSV (comma- or semicolon-separated) and import that")}
 	case bytes.HasPrefix(magic, []byte("PK\x03\x04")):
 		return nil, &Error{File: name, Line: 1, Err: errors.New("a zip archive: unzip it and import the CSV file in it (HeliosData's cluster_log.csv)")}
 	case bytes.HasPrefix(magic, []byte("\xfd7zXZ")), bytes.HasPrefix(magic, []byte("BZh")), bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
