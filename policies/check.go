@@ -19,6 +19,7 @@ func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.F
 	var out schema.Findings
 	out = append(out, checkNames(cfg)...)
 	out = append(out, checkOwners(cfg)...)
+	out = append(out, checkLengths(cfg)...)
 	out = append(out, checkNamespaces(cfg)...)
 	out = append(out, checkMachineTypes(cfg)...)
 	out = append(out, checkReferences(cfg)...)
@@ -89,6 +90,50 @@ func checkOwners(cfg *schema.Config) schema.Findings {
 	}
 	check("policy: financeApprovers", cfg.Policy.FinanceApprovers, "policy", "financeApprovers")
 	check("policy: platformApprovers", cfg.Policy.PlatformApprovers, "policy", "platformApprovers")
+	return out
+}
+
+// The bounds of checkLengths.
+const (
+	// MaxCostCenterBytes: a cost centre is a finance code; it is written to
+	// an annotation (whose total the API server bounds at 256 KiB) and to
+	// every report.
+	MaxCostCenterBytes = 256
+	// MaxDescriptionBytes: Kueue's WorkloadPriorityClass takes 2048.
+	MaxDescriptionBytes = 2048
+	// MaxOwners of a team and approvers of the policy: one annotation, and
+	// every CODEOWNERS line; name a GitHub team (@org/team) for more people.
+	MaxOwners = 64
+	// MaxNamespaces of a team: one annotation of the Team.
+	MaxNamespaces = 256
+	// MaxTeamFlavors: the flavors of a team's quota are one resource group
+	// of its Kueue ClusterQueue, which takes 64.
+	MaxTeamFlavors = 64
+)
+
+// checkLengths: free text and lists of the repository fit the objects they
+// are written to. Without a bound, a repository that validates clean is
+// refused by the API server at apply (an annotation over 256 KiB, a Kueue
+// description over 2048 bytes, a ClusterQueue of more than 64 flavors).
+func checkLengths(cfg *schema.Config) schema.Findings {
+	var out schema.Findings
+	over := func(what string, n, limit int, unit string, path ...string) {
+		if n > limit {
+			out = append(out, finding(RuleObjectSize, cfg.Pos(path...), fmt.Sprintf("%s: %d %s, at most %d are allowed", what, n, unit, limit)))
+		}
+	}
+	for _, n := range cfg.TeamNames() {
+		t := cfg.Teams[n]
+		over(fmt.Sprintf("team %s: costCenter", n), len(t.CostCenter), MaxCostCenterBytes, "bytes", "teams", string(n), "costCenter")
+		over(fmt.Sprintf("team %s: owners", n), len(t.Owners), MaxOwners, "owners (name a GitHub team, @org/team, for more people)", "teams", string(n), "owners")
+		over(fmt.Sprintf("team %s: namespaces", n), len(t.Namespaces), MaxNamespaces, "namespaces", "teams", string(n), "namespaces")
+		over(fmt.Sprintf("team %s: quota", n), len(t.Quota), MaxTeamFlavors, "flavors (Kueue's ClusterQueue takes 64)", "teams", string(n), "quota")
+	}
+	for _, n := range cfg.TierNames() {
+		over(fmt.Sprintf("tier %s: description", n), len(cfg.Tiers[n].Description), MaxDescriptionBytes, "bytes (Kueue's WorkloadPriorityClass takes 2048)", "tiers", string(n), "description")
+	}
+	over("policy: financeApprovers", len(cfg.Policy.FinanceApprovers), MaxOwners, "approvers (name a GitHub team, @org/team, for more people)", "policy", "financeApprovers")
+	over("policy: platformApprovers", len(cfg.Policy.PlatformApprovers), MaxOwners, "approvers (name a GitHub team, @org/team, for more people)", "policy", "platformApprovers")
 	return out
 }
 
@@ -266,6 +311,10 @@ func checkTopology(cfg *schema.Config) schema.Findings {
 		p := cfg.Pools[n]
 		if p.Topology == nil {
 			continue
+		}
+		if len(p.Topology.Levels) > schema.MaxTopologyLevels {
+			out = append(out, finding(RuleTopologyLevels, cfg.Pos("pools", string(n), "topology", "levels"),
+				fmt.Sprintf("pool %s: the topology has %d levels, at most %d are allowed (Kueue's Topology takes %d)", n, len(p.Topology.Levels), schema.MaxTopologyLevels, schema.MaxTopologyLevels)))
 		}
 		seen := map[string]bool{}
 		for _, l := range p.Topology.Levels {

@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -73,6 +75,7 @@ func TestEveryRulePassesAndFails(t *testing.T) {
 		RuleLimitsNoCohort:   {`cohort: "c"`, ``},
 		RuleLendingNominal:   {`lendingLimit: 8}`, `lendingLimit: 9}`},
 		RuleTeamNoQuota:      {`quota: f: {nominal: 8, borrowingLimit: 8, lendingLimit: 8}`, `quota: {}`},
+		RuleObjectSize:       {`costCenter: "CC-1"`, `costCenter: "` + strings.Repeat("CC-1 ", 52) + `"`},
 	}
 	cfg, plan := load(t, valid)
 	if got := Check(cfg, plan, nil); len(got) > 0 {
@@ -252,5 +255,87 @@ func TestOwnersAreCodeownersOwners(t *testing.T) {
 	cfg, plan := load(t, src)
 	if got := Check(cfg, plan, nil); len(got) > 0 {
 		t.Fatalf("findings: %v", got)
+	}
+}
+
+// TestTopologyLevelsBounded: a topology of more than schema.MaxTopologyLevels
+// levels is an error at its levels; it validated clean, and the Kueue
+// Topology rendered from it was refused by the API server at apply.
+func TestTopologyLevelsBounded(t *testing.T) {
+	levels := make([]string, schema.MaxTopologyLevels+1)
+	for i := range levels {
+		levels[i] = fmt.Sprintf("%q", fmt.Sprintf("l%d", i))
+	}
+	cfg, plan := load(t, strings.Replace(valid, `levels: ["rack", "host"], hostsPerRack: 2}`, "levels: ["+strings.Join(levels, ", ")+"]}", 1))
+	got := Check(cfg, plan, nil)
+	if len(got) != 1 || got[0].Rule != RuleTopologyLevels || got[0].Severity != schema.SeverityError ||
+		!strings.HasPrefix(got[0].String(), "capacity.cue:8:") || !strings.Contains(got[0].Message, "17 levels, at most 16") {
+		t.Fatalf("findings: %v", got)
+	}
+	// 16 are fine.
+	cfg, plan = load(t, strings.Replace(valid, `levels: ["rack", "host"], hostsPerRack: 2}`, "levels: ["+strings.Join(levels[:16], ", ")+"]}", 1))
+	if got := Check(cfg, plan, nil); len(got) > 0 {
+		t.Fatalf("findings: %v", got)
+	}
+}
+
+// TestObjectSizes: each bound of checkLengths fires at its field, just over
+// the bound and not at it. Over them, a repository validated clean and the
+// API server refused its objects at apply (an annotation over 256 KiB, a
+// Kueue WorkloadPriorityClass description over 2048 bytes).
+func TestObjectSizes(t *testing.T) {
+	list := func(n int, f func(i int) string) string {
+		var xs []string
+		for i := range n {
+			xs = append(xs, strconv.Quote(f(i)))
+		}
+		return "[" + strings.Join(xs, ", ") + "]"
+	}
+	owner := func(i int) string { return fmt.Sprintf("@u%d", i) }
+	ns := func(i int) string { return fmt.Sprintf("x-%d", i) }
+	for name, tc := range map[string]struct {
+		old  string
+		over func(extra int) string
+		want string
+	}{
+		"costCenter": {`costCenter: "CC-1"`, func(e int) string {
+			return `costCenter: "` + strings.Repeat("é", MaxCostCenterBytes/2) + strings.Repeat("x", e) + `"`
+		}, "costCenter: 257 bytes"},
+		"description": {`high: priority: 10`, func(e int) string {
+			return `high: {priority: 10, description: "` + strings.Repeat("d", MaxDescriptionBytes+e) + `"}`
+		}, "description: 2049 bytes"},
+		"owners":     {`owners: ["@x"]`, func(e int) string { return "owners: " + list(MaxOwners+e, owner) }, "owners: 65 owners"},
+		"namespaces": {`cohort: "c"`, func(e int) string { return `cohort: "c", namespaces: ` + list(MaxNamespaces+e, ns) }, "namespaces: 257 namespaces"},
+		"flavors": {`policy: financeApprovalAboveMonthlyUSD: 1000`, func(e int) string {
+			var b strings.Builder
+			b.WriteString("policy: financeApprovalAboveMonthlyUSD: 1000\nteams: y: {costCenter: \"CC-2\", owners: [\"@y\"], quota: {")
+			for i := range MaxTeamFlavors + e {
+				fmt.Fprintf(&b, "g%d: nominal: 1, ", i)
+			}
+			b.WriteString("}}\n")
+			for i := range MaxTeamFlavors + e {
+				fmt.Fprintf(&b, "pools: g%d: {cluster: \"lab\", flavor: \"g%d\", gpusPerNode: 1, nodes: max: 1, price: onDemandPerNodeHour: 1}\n", i, i)
+			}
+			return b.String()
+		}, "quota: 65 flavors"},
+		"approvers": {`policy: financeApprovalAboveMonthlyUSD: 1000`, func(e int) string {
+			return "policy: {financeApprovalAboveMonthlyUSD: 1000, platformApprovers: " + list(MaxOwners+e, owner) + "}"
+		}, "platformApprovers: 65 approvers"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(valid, tc.old) {
+				t.Fatalf("valid config lacks %q", tc.old)
+			}
+			cfg, plan := load(t, strings.Replace(valid, tc.old, tc.over(0), 1))
+			if got := Check(cfg, plan, nil); len(got) > 0 {
+				t.Fatalf("at the bound: %v", got)
+			}
+			cfg, plan = load(t, strings.Replace(valid, tc.old, tc.over(1), 1))
+			got := Check(cfg, plan, nil)
+			if len(got) != 1 || got[0].Rule != RuleObjectSize || got[0].Severity != schema.SeverityError ||
+				got[0].Pos.Line == 0 || !strings.Contains(got[0].Message, tc.want) {
+				t.Fatalf("over the bound: %v", got)
+			}
+		})
 	}
 }

@@ -35,6 +35,7 @@ const (
 	RuleLimitsNoCohort   = "quota-limits-without-cohort"
 	RuleLendingNominal   = "quota-lending-above-nominal"
 	RuleTeamNoQuota      = "team-empty-quota"
+	RuleObjectSize       = "object-size"
 )
 
 // Rules lists every rule, by name.
@@ -49,7 +50,7 @@ var Rules = []Rule{
 	{RuleFlavorCapacity, schema.SeverityError, "the teams' nominal quota of a flavor exceeds the GPUs its pools have at nodes.max"},
 	{RuleFlavorHeadroom, schema.SeverityWarning, "a flavor's pools reach its nominal quota at nodes.max only without their headroom or spare nodes"},
 	{RuleTeamBudget, schema.SeverityError, "a team's monthly cost exceeds its budget"},
-	{RuleTopologyLevels, schema.SeverityError, "topology levels are unique, and sizes name declared levels"},
+	{RuleTopologyLevels, schema.SeverityError, "topology levels are unique, at most 16, and sizes name declared levels"},
 	{RuleFinanceApproval, schema.SeverityWarning, "a change whose monthly cost grows by more than policy.financeApprovalAboveMonthlyUSD needs finance's approval"},
 	{RulePoolNodesRange, schema.SeverityError, "a pool's nodes.min is above its nodes.max"},
 	{RuleCommittedPrice, schema.SeverityError, "a pool with committed nodes has no committedPerNodeHour price"},
@@ -59,6 +60,7 @@ var Rules = []Rule{
 	{RuleLimitsNoCohort, schema.SeverityWarning, "a team sets borrowing or lending limits but belongs to no cohort, so they have no effect"},
 	{RuleLendingNominal, schema.SeverityWarning, "a lendingLimit above nominal has no effect beyond nominal"},
 	{RuleTeamNoQuota, schema.SeverityWarning, "a team has no quota of any flavor"},
+	{RuleObjectSize, schema.SeverityError, "what the repository writes into one object fits it: a costCenter of at most 256 bytes, a tier's description of at most 2048, at most 64 owners or approvers, 256 namespaces and 64 flavors a team"},
 }
 
 // RuleByName returns the rule called name.

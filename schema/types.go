@@ -72,6 +72,10 @@ type Pool struct {
 	Pos         Pos
 }
 
+// MaxTopologyLevels is the most levels a pool's topology may have: Kueue's
+// Topology takes 16, and no fleet has more (region, zone, block, rack, host).
+const MaxTopologyLevels = 16
+
 // Topology lays a pool's nodes out in nested domains, widest level first.
 type Topology struct {
 	Levels []string
