@@ -52,6 +52,7 @@ type managerOptions struct {
 	leaderNS       string
 	leaderID       string
 	gitCache       string
+	gitMaxBytes    int64
 	schedulerName  string
 	noScheduler    bool
 	scheduler      string
@@ -112,6 +113,7 @@ in-cluster service account.`,
 	f.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
 	f.StringVar(&o.leaderID, "leader-election-id", "allot-manager", "name of the leader Lease")
 	f.StringVar(&o.gitCache, "git-cache-dir", filepath.Join(os.TempDir(), "allot-git"), "directory of the Git mirrors of CapacitySources")
+	f.Int64Var(&o.gitMaxBytes, "git-max-bytes", capacity.DefaultMaxCloneBytes, "most bytes a clone of a CapacitySource's repository may take on disk; a larger one fails the fetch (the last good revision stays in force)")
 	f.StringVar(&o.schedulerName, "scheduler-name", runner.SchedulerName, "spec.schedulerName of the pods allot schedules")
 	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
 	f.StringVar(&o.scheduler, "scheduler", "allot", "what admits the workloads: allot (the embedded scheduler) or kueue (Kueue, already in the cluster: the manager applies its ClusterQueues and the rest in the safe order, and reads the teams' usage from their status; docs/kueue.md)")
@@ -215,13 +217,16 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		return usageError{fmt.Errorf("--scheduler %q: want allot or kueue", o.scheduler)}
 	}
 	if !o.noGitOps {
+		if o.gitMaxBytes <= 0 {
+			return usageError{fmt.Errorf("--git-max-bytes %d: want a positive number of bytes", o.gitMaxBytes)}
+		}
 		if err := os.MkdirAll(o.gitCache, 0o755); err != nil {
 			return usageError{fmt.Errorf("--git-cache-dir: %w", err)}
 		}
 		r := &capacity.Reconciler{
 			Client:   mgr.GetClient(),
 			Reader:   mgr.GetAPIReader(),
-			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader()}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: o.gitCache}},
+			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader(), MaxBytes: o.gitMaxBytes}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: o.gitCache}},
 			Recorder: mgr.GetEventRecorder("allot-capacity"),
 			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
 			Cluster:  schema.ClusterName(o.cluster),

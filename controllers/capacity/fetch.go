@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	fluxgit "github.com/fluxcd/pkg/git"
@@ -89,6 +90,59 @@ type GitFetcher struct {
 	// Secrets reads the Secret named by spec.secretRef; nil: no secretRef
 	// may be used.
 	Secrets client.Reader
+	// MaxBytes bounds a clone on disk, checkout and objects (a repository
+	// of large files would otherwise fill Dir); default DefaultMaxCloneBytes.
+	// The clone is measured as it is written, every CloneCheckEvery, so it
+	// may pass the bound by what is written in that time before it stops.
+	MaxBytes int64
+}
+
+// DefaultMaxCloneBytes is GitFetcher's default bound: a capacity repository
+// is text, and its .cue files are read up to source.MaxArchiveBytes.
+const DefaultMaxCloneBytes = 4 * source.MaxArchiveBytes
+
+// CloneCheckEvery is how often a clone's size is measured.
+const CloneCheckEvery = 100 * time.Millisecond
+
+// CloneSizeError says a clone grew past GitFetcher.MaxBytes.
+type CloneSizeError struct{ Max int64 }
+
+func (e *CloneSizeError) Error() string {
+	return fmt.Sprintf("the clone grew past %d bytes on disk (the manager's --git-max-bytes): a capacity repository is text; keep large files out of it", e.Max)
+}
+
+// watchSize measures dir every CloneCheckEvery until stop is called, and
+// cancels the clone with a *CloneSizeError when it holds more than max bytes.
+func watchSize(dir string, max int64, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(CloneCheckEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			var total int64
+			_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return nil // a file go-git just renamed or removed
+				}
+				if info, err := d.Info(); err == nil && d.Type().IsRegular() {
+					total += info.Size()
+				}
+				return nil
+			})
+			if total > max {
+				cancel(&CloneSizeError{Max: max})
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // Fetch implements Fetcher. Its errors never carry the credentials of the
@@ -170,7 +224,14 @@ func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 			cfg.Branch = "main"
 		}
 	}
-	commit, err := c.Clone(ctx, src.Spec.URL, cfg)
+	cloneCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := watchSize(dir, cmp.Or(g.MaxBytes, DefaultMaxCloneBytes), cancel)
+	commit, err := c.Clone(cloneCtx, src.Spec.URL, cfg)
+	stop()
+	if se := (*CloneSizeError)(nil); errors.As(context.Cause(cloneCtx), &se) {
+		err = se
+	}
 	if err != nil {
 		return Artifact{}, secrets, fmt.Errorf("git clone of %s: %w", RedactURL(src.Spec.URL), err)
 	}
@@ -326,6 +387,9 @@ func redactError(err error, raw string, extra ...string) error {
 	var spec *SpecError
 	if errors.As(err, &spec) {
 		return &SpecError{msg}
+	}
+	if size := (*CloneSizeError)(nil); errors.As(err, &size) {
+		return &redactedError{msg: msg, err: size} // which holds no secret
 	}
 	return errors.New(msg)
 }

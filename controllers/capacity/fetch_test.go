@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -196,5 +197,36 @@ func TestRedactURL(t *testing.T) {
 		if got := capacity.RedactURL(raw); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// TestCloneBounded: a repository with a large file (here 24 MiB of random
+// bytes, which Git cannot compress) is not cloned past GitFetcher.MaxBytes:
+// the fetch fails with a *CloneSizeError that says what to do, and the clone
+// is gone from Dir. Under the bound the same repository is fetched. Without
+// the bound a repository of multi-GB files filled the manager's disk.
+func TestCloneBounded(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.write("capacity.cue", "package capacity\n")
+	big := make([]byte, 24<<20)
+	rand.NewChaCha8([32]byte{1}).Read(big)
+	repo.write("weights.bin", string(big))
+	head := repo.commit("a large file")
+	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "default"}}
+	src.Spec.URL = "file://" + repo.dir
+	ctx := context.Background()
+
+	dir := t.TempDir()
+	_, err := (&capacity.GitFetcher{Dir: dir, MaxBytes: 4 << 20}).Fetch(ctx, src)
+	var se *capacity.CloneSizeError
+	if !errors.As(err, &se) || se.Max != 4<<20 || !strings.Contains(err.Error(), "keep large files out of it") {
+		t.Fatalf("fetch bounded at 4 MiB: %v, want a *CloneSizeError", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "clone-*")); len(left) > 0 {
+		t.Errorf("the stopped clone is left in Dir: %v", left)
+	}
+	art, err := (&capacity.GitFetcher{Dir: dir, MaxBytes: 256 << 20}).Fetch(ctx, src)
+	if err != nil || !strings.HasSuffix(art.Revision, head) {
+		t.Fatalf("fetch bounded at 256 MiB: revision %q, %v; want %s", art.Revision, err, head)
 	}
 }
