@@ -72,6 +72,15 @@ func TestHostileInputs(t *testing.T) {
 	if err := syscall.Mkfifo(workFIFO, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A file one byte over MaxInputBytes (sparse: no disk used). It was read
+	// cut at the bound: a workload replayed in part, without a word.
+	workHuge := filepath.Join(tmp, "huge.csv")
+	if err := os.WriteFile(workHuge, []byte("id,submit,duration,gpus\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(workHuge, MaxInputBytes+1); err != nil {
+		t.Fatal(err)
+	}
 
 	// Each repository, and the finding (position, rule, message) that every
 	// verb must show for it: text output as path:line:col: error: rule:
@@ -120,6 +129,8 @@ func TestHostileInputs(t *testing.T) {
 		run{[]string{"sim", examples, "--workload", f("workload-huge-gang.csv")}, exitOK, "jobs 1: 0 completed, 1 unschedulable"},
 		run{[]string{"sim", examples, "--workload", f("trace-overflow.csv")}, exitUsage, "trace-overflow.csv:2: job j: 1099511627776 pods of 1099511627776 GPUs"},
 		run{[]string{"sim", examples, "--workload", workFIFO}, exitUsage, "jobs.csv: not a regular file"},
+		run{[]string{"sim", examples, "--workload", workHuge}, exitUsage, "huge.csv: 2147483649 bytes, more than the 2147483648 an input file may have"},
+		run{[]string{"plan", examples, "--simulate", work, "--simulate-events", workHuge}, exitUsage, "huge.csv: 2147483649 bytes, more than"},
 		run{[]string{"sim", examples, "--workload", work, "--events", f("events-bad.csv")}, exitUsage, `events-bad.csv:3: time "x" is not a non-negative number of seconds`},
 		run{[]string{"sim", examples, "--workload", work, "--events", f("events-bad2.csv")}, exitUsage, `events-bad2.csv:2: time "-1"`},
 		run{[]string{"sim", examples, "--workload", work, "--nodes", f("nodes-huge.csv")}, exitUsage, "nodes-huge.csv:2: column gpus: 100000000000 GPUs on one node; at most 128"},

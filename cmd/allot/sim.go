@@ -202,8 +202,13 @@ func readWith[T any](file string, read func(io.Reader, string) (T, error)) (T, e
 		return zero, err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := fh.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return zero, fmt.Errorf("%s: not a regular file", file)
+	}
+	if st.Size() > MaxInputBytes {
+		// Read cut at the bound, it would be replayed in part, silently.
+		return zero, fmt.Errorf("%s: %d bytes, more than the %d an input file may have", file, st.Size(), int64(MaxInputBytes))
 	}
 	return read(io.LimitReader(fh, MaxInputBytes), file)
 }
