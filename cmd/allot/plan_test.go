@@ -154,3 +154,36 @@ func TestPlanOfBrokenConfigStillAnswersInJSON(t *testing.T) {
 		t.Fatalf("doc = %+v", doc)
 	}
 }
+
+// TestPlanCommentEscapesTheRepository: whoever opens a pull request writes the
+// text the PR comment quotes (a cost centre, a finding's message, a file's
+// name). In the comment finance reviews it reads as written and does nothing
+// else: no image, no link, no raw HTML, no @mention that notifies a team, no
+// code span it can end. The approvers the comment asks for stay mentions.
+func TestPlanCommentEscapesTheRepository(t *testing.T) {
+	base, head := copyExamples(t), copyExamples(t)
+	edit(t, head, "teams/robotics.cue", "nominal: 128", "nominal: 160")
+	hostile := "CC ![x](https://evil.example/p.png) [pay here](https://evil.example) <img src=x onerror=alert(1)> @acme/everyone `code` | cell"
+	edit(t, head, "teams/robotics.cue", `costCenter: "`, `costCenter: "`+strings.ReplaceAll(hostile, `"`, `\"`)+` `)
+	// A file whose name would end a code span, with an error in it.
+	if err := os.WriteFile(filepath.Join(head, "a`![y](https:x)`.cue"), []byte("package capacity\ntiers: \"system-x\": priority: 12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := allot(t, nil, "plan", head, "--base", base, "-o", "markdown")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (the file's error):\n%s%s", code, out, stderr)
+	}
+	// Each construct unescaped (the file's name is inside a code span that
+	// it cannot end: checked below).
+	for _, bad := range []string{"![x](", "[pay here](", "<img", "@acme/everyone", " `code`", " | cell"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the comment holds %q as Markdown:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{`\!\[x\](https://evil.example/p.png)`, "&lt;img", "@&#8203;acme/everyone", `\| cell`,
+		"``a`![y](https:x)`.cue:", "- [ ] **@acme/robotics-leads**"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the comment lacks %q:\n%s", want, out)
+		}
+	}
+}

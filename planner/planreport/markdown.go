@@ -2,6 +2,7 @@ package planreport
 
 import (
 	"fmt"
+	"github.com/allot-dev/allot/internal/markdown"
 	"io"
 	"slices"
 	"strings"
@@ -16,16 +17,16 @@ import (
 // findings, what changes per team, cost centre and pool, and the full plan folded
 // in <details>. The first line is Marker.
 func Markdown(w io.Writer, in Input) error {
-	return withTerraform(w, in, markdown, terraformMarkdown)
+	return withTerraform(w, in, comment, terraformMarkdown)
 }
 
-func markdown(w io.Writer, in Input) error {
+func comment(w io.Writer, in Input) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintln(ew, Marker)
 	p, d := in.Plan, in.Diff
 	switch {
 	case p == nil:
-		fmt.Fprintf(ew, "### allot plan: ❌ `%s` does not load\n\n", in.Name)
+		fmt.Fprintf(ew, "### allot plan: ❌ %s does not load\n\n", markdown.Code(in.Name))
 	case d != nil:
 		fmt.Fprintf(ew, "### allot plan: %s%s\n\n", errorLead(in.Findings), boldVerdict(Verdict(d)))
 		fmt.Fprintln(ew, "| | before | after | delta |")
@@ -44,7 +45,7 @@ func markdown(w io.Writer, in Input) error {
 			if len(reasons) > 3 {
 				line += fmt.Sprintf("; and %d more", len(reasons)-3)
 			}
-			fmt.Fprintf(ew, "- [ ] **%s** — %s\n", md(a), md(line))
+			fmt.Fprintf(ew, "- [ ] **%s** — %s\n", markdown.Mention(a), markdown.Text(line))
 		}
 		if len(who) > MaxRows {
 			fmt.Fprintf(ew, "- [ ] … %d more approvers: see `allot plan -o json`\n", len(who)-MaxRows)
@@ -53,7 +54,7 @@ func markdown(w io.Writer, in Input) error {
 	}
 	writeFindingsMarkdown(ew, in.Findings)
 	if in.NotSimulated != "" {
-		fmt.Fprintf(ew, "**What-if not simulated**: %s\n\n", md(in.NotSimulated))
+		fmt.Fprintf(ew, "**What-if not simulated**: %s\n\n", markdown.Text(in.NotSimulated))
 	}
 	if p == nil {
 		writeProvenance(ew, in.Provenance)
@@ -66,7 +67,7 @@ func markdown(w io.Writer, in Input) error {
 			fmt.Fprintln(ew, "| team | flavor | before | after | delta |")
 			fmt.Fprintln(ew, "|---|---|---:|---:|---:|")
 			for _, q := range capped(d.Quotas) {
-				fmt.Fprintf(ew, "| %s | %s | %d | %d | %+d |\n", md(string(q.Team)), md(string(q.Flavor)), q.NominalBefore, q.NominalAfter, q.NominalAfter-q.NominalBefore)
+				fmt.Fprintf(ew, "| %s | %s | %d | %d | %+d |\n", markdown.Text(string(q.Team)), markdown.Text(string(q.Flavor)), q.NominalBefore, q.NominalAfter, q.NominalAfter-q.NominalBefore)
 			}
 			moreRows(ew, len(d.Quotas), "quota changes")
 			fmt.Fprintln(ew)
@@ -80,7 +81,7 @@ func markdown(w io.Writer, in Input) error {
 			fmt.Fprintln(ew, "| pool | flavor | nodes before | nodes after | monthly before | monthly after | delta |")
 			fmt.Fprintln(ew, "|---|---|---:|---:|---:|---:|---:|")
 			for _, c := range capped(d.Pools) {
-				fmt.Fprintf(ew, "| %s | %s | %d | %d | %s | %s | %s |\n", md(string(c.Pool)), md(string(c.Flavor)), c.NodesBefore, c.NodesAfter,
+				fmt.Fprintf(ew, "| %s | %s | %d | %d | %s | %s | %s |\n", markdown.Text(string(c.Pool)), markdown.Text(string(c.Flavor)), c.NodesBefore, c.NodesAfter,
 					quantity.USD(c.MonthlyUSDBefore), quantity.USD(c.MonthlyUSDAfter), quantity.SignedUSD(c.MonthlyUSDAfter.Sub(c.MonthlyUSDBefore)))
 			}
 			moreRows(ew, len(d.Pools), "pool changes")
@@ -109,21 +110,21 @@ func markdown(w io.Writer, in Input) error {
 		if pp.AtMax {
 			nodes += " (at max)"
 		}
-		fmt.Fprintf(ew, "| %s | %s | %s | %s | %d | %d | %s |\n", md(string(pp.Pool)), md(string(pp.Cluster)), md(string(pp.Flavor)), nodes, pp.GPUsTarget, pp.CommittedNodes, quantity.USD(pp.MonthlyUSD))
+		fmt.Fprintf(ew, "| %s | %s | %s | %s | %d | %d | %s |\n", markdown.Text(string(pp.Pool)), markdown.Text(string(pp.Cluster)), markdown.Text(string(pp.Flavor)), nodes, pp.GPUsTarget, pp.CommittedNodes, quantity.USD(pp.MonthlyUSD))
 	}
 	moreRows(ew, len(p.Pools), "pools")
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "| team | cost centre | quota | monthly |")
 	fmt.Fprintln(ew, "|---|---|---|---:|")
 	for _, t := range capped(p.Teams) {
-		fmt.Fprintf(ew, "| %s | %s | %s | %s |\n", md(string(t.Team)), md(orDash(t.CostCenter)), md(quotaString(t.Quota)), quantity.USD(t.MonthlyUSD))
+		fmt.Fprintf(ew, "| %s | %s | %s | %s |\n", markdown.Text(string(t.Team)), markdown.Text(orDash(t.CostCenter)), markdown.Text(quotaString(t.Quota)), quantity.USD(t.MonthlyUSD))
 	}
 	moreRows(ew, len(p.Teams), "teams")
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "| cost centre | teams | monthly |")
 	fmt.Fprintln(ew, "|---|---:|---:|")
 	for _, c := range capped(p.CostCenters) {
-		fmt.Fprintf(ew, "| %s | %d | %s |\n", md(c.CostCenter), len(c.Teams), quantity.USD(c.MonthlyUSD))
+		fmt.Fprintf(ew, "| %s | %d | %s |\n", markdown.Text(c.CostCenter), len(c.Teams), quantity.USD(c.MonthlyUSD))
 	}
 	moreRows(ew, len(p.CostCenters), "cost centres")
 	if !p.UnallocatedMonthlyUSD.Round(2).IsZero() {
@@ -136,7 +137,7 @@ func markdown(w io.Writer, in Input) error {
 
 func writeProvenance(w io.Writer, p Provenance) {
 	if !p.Empty() {
-		fmt.Fprintf(w, "\n<sub>allot plan of %s</sub>\n", md(p.String()))
+		fmt.Fprintf(w, "\n<sub>allot plan of %s</sub>\n", markdown.Text(p.String()))
 	}
 }
 
@@ -145,7 +146,15 @@ func boldVerdict(v string) string {
 	if !ok {
 		return "**" + v + "**"
 	}
-	return "**" + head + "** — " + md(tail)
+	// The approvers stay mentions: the comment asks them to review.
+	if names, ok := strings.CutPrefix(tail, needsApprovalFrom); ok {
+		who := strings.Split(names, "; ")
+		for i, w := range who {
+			who[i] = markdown.Mention(w)
+		}
+		return "**" + head + "** — " + needsApprovalFrom + strings.Join(who, "; ")
+	}
+	return "**" + head + "** — " + markdown.Text(tail)
 }
 
 // costTable lists the rows the change made (listed) and the rows that moved by
@@ -184,7 +193,7 @@ func costRows(w io.Writer, what string, rows []planner.CostChange) {
 	fmt.Fprintf(w, "| %s | before | after | delta |\n", what)
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, c := range capped(rows) {
-		fmt.Fprintf(w, "| %s | %s | %s | %s%s |\n", md(c.Name), quantity.USD(c.Before), quantity.USD(c.After), quantity.SignedUSD(c.Delta), percentOf(c.Delta, c.Before))
+		fmt.Fprintf(w, "| %s | %s | %s | %s%s |\n", markdown.Text(c.Name), quantity.USD(c.Before), quantity.USD(c.After), quantity.SignedUSD(c.Delta), percentOf(c.Delta, c.Before))
 	}
 }
 
@@ -285,7 +294,7 @@ func errorLead(fs schema.Findings) string {
 	if len(rules) > 3 {
 		rules = append(rules[:3], "…")
 	}
-	return fmt.Sprintf("✗ %d %s: %s — ", n, s, md(strings.Join(rules, ", ")))
+	return fmt.Sprintf("✗ %d %s: %s — ", n, s, markdown.Text(strings.Join(rules, ", ")))
 }
 
 func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
@@ -300,13 +309,8 @@ func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
 		if f.Severity == schema.SeverityError {
 			icon = "❌ error"
 		}
-		fmt.Fprintf(w, "| %s | `%s` | %s | %s |\n", icon, f.Pos, md(f.Rule), md(f.Message))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", icon, markdown.Code(f.Pos.String()), markdown.Text(f.Rule), markdown.Text(f.Message))
 	}
 	moreRows(w, len(fs), "findings")
 	fmt.Fprintln(w)
-}
-
-// md escapes text for a Markdown table cell.
-func md(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -2,6 +2,7 @@ package planreport
 
 import (
 	"fmt"
+	"github.com/allot-dev/allot/internal/markdown"
 	"io"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func terraformText(w io.Writer, p *TerraformPlan) {
 }
 
 func terraformMarkdown(w io.Writer, p *TerraformPlan) {
-	fmt.Fprintf(w, "#### Terraform\n\nSpeculative plan against the state in `%s`.\n\n", p.Workdir)
+	fmt.Fprintf(w, "#### Terraform\n\nSpeculative plan against the state in %s.\n\n", markdown.Code(p.Workdir))
 	fmt.Fprintln(w, "| cluster | pool | nodes before | nodes after | add | change | destroy |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
 	for _, c := range p.Clusters {

@@ -132,8 +132,11 @@ func Verdict(d *planner.Diff) string {
 	if len(who) > maxVerdictApprovers {
 		who = append(who[:maxVerdictApprovers], fmt.Sprintf("%d more", len(who)-maxVerdictApprovers))
 	}
-	return s + " — needs approval from " + strings.Join(who, "; ")
+	return s + " — " + needsApprovalFrom + strings.Join(who, "; ")
 }
+
+// needsApprovalFrom starts the part of a verdict that names the approvers.
+const needsApprovalFrom = "needs approval from "
 
 // maxVerdictApprovers bounds the verdict line; the approvals list has them all.
 const maxVerdictApprovers = 5

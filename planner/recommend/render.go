@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"fmt"
+	"github.com/allot-dev/allot/internal/markdown"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -117,7 +118,7 @@ func Text(w io.Writer, r *Result) error {
 // Markdown writes the recommendation as Markdown tables.
 func Markdown(w io.Writer, r *Result) error {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "### Recommendation\n\n%s.\n\n**%s**\n", md(r.headline()), r.costLine())
+	fmt.Fprintf(b, "### Recommendation\n\n%s.\n\n**%s**\n", markdown.Text(r.headline()), r.costLine())
 	for _, t := range r.tables() {
 		fmt.Fprintf(b, "\n#### %s\n\n| %s |\n|", t.title, strings.Join(t.head, " | "))
 		for range t.head {
@@ -127,12 +128,12 @@ func Markdown(w io.Writer, r *Result) error {
 		for _, row := range t.rows {
 			cells := make([]string, len(row))
 			for i, c := range row {
-				cells[i] = md(c)
+				cells[i] = markdown.Text(c)
 			}
 			fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
 		}
 		if t.note != "" {
-			fmt.Fprintf(b, "\n<sub>%s</sub>\n", md(t.note))
+			fmt.Fprintf(b, "\n<sub>%s</sub>\n", markdown.Text(t.note))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -151,9 +152,4 @@ func wait(s *float64) string {
 		return "never"
 	}
 	return whatif.Duration(*s)
-}
-
-// md escapes text for Markdown.
-func md(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;", "`", "'").Replace(s)
 }

@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"fmt"
+	"github.com/allot-dev/allot/internal/markdown"
 	"io"
 	"math"
 	"strings"
@@ -12,20 +13,20 @@ import (
 // would wait longer, in numbers, then every team's figures before and after.
 func Markdown(w io.Writer, r *Result) error {
 	ew := &strings.Builder{}
-	fmt.Fprintf(ew, "#### What-if: %d jobs of `%s` replayed by the scheduler\n\n", r.Jobs, strings.ReplaceAll(r.Workload, "`", "'"))
+	fmt.Fprintf(ew, "#### What-if: %d jobs of %s replayed by the scheduler\n\n", r.Jobs, markdown.Code(r.Workload))
 	if r.Before != nil {
 		if len(r.Longer) == 0 {
 			fmt.Fprintln(ew, "✅ No team whose quota is unchanged would wait longer.")
 		}
 		for _, l := range r.Longer {
-			fmt.Fprintf(ew, "- ⚠️ **%s would wait longer**: %s\n", md(l.Team), l.Sentence())
+			fmt.Fprintf(ew, "- ⚠️ **%s would wait longer**: %s\n", markdown.Text(l.Team), l.Sentence())
 		}
 		fmt.Fprintln(ew)
 	}
 	fmt.Fprintln(ew, "| team | quota use | wait p50 | wait p95 | preemptions | unfinished jobs |")
 	fmt.Fprintln(ew, "|---|---:|---:|---:|---:|---:|")
 	for _, t := range r.Teams {
-		name := md(t.Team)
+		name := markdown.Text(t.Team)
 		if t.QuotaChanged {
 			name += " ✎"
 		}
@@ -116,9 +117,4 @@ func Duration(s float64) string {
 		m := (n + 30) / 60
 		return fmt.Sprintf("%dh %02dm", m/60, m%60)
 	}
-}
-
-// md escapes text for a Markdown table cell.
-func md(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
 }
