@@ -19,7 +19,7 @@ func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.F
 	var out schema.Findings
 	out = append(out, checkNames(cfg)...)
 	out = append(out, checkOwners(cfg)...)
-	out = append(out, checkLengths(cfg)...)
+	out = append(out, checkObjectSizes(cfg)...)
 	out = append(out, checkNamespaces(cfg)...)
 	out = append(out, checkMachineTypes(cfg)...)
 	out = append(out, checkReferences(cfg)...)
@@ -93,7 +93,7 @@ func checkOwners(cfg *schema.Config) schema.Findings {
 	return out
 }
 
-// The bounds of checkLengths.
+// The bounds of checkObjectSizes.
 const (
 	// MaxCostCenterBytes: a cost centre is a finance code; it is written to
 	// an annotation (whose total the API server bounds at 256 KiB) and to
@@ -111,11 +111,11 @@ const (
 	MaxTeamFlavors = 64
 )
 
-// checkLengths: free text and lists of the repository fit the objects they
+// checkObjectSizes: free text and lists of the repository fit the objects they
 // are written to. Without a bound, a repository that validates clean is
 // refused by the API server at apply (an annotation over 256 KiB, a Kueue
 // description over 2048 bytes, a ClusterQueue of more than 64 flavors).
-func checkLengths(cfg *schema.Config) schema.Findings {
+func checkObjectSizes(cfg *schema.Config) schema.Findings {
 	var out schema.Findings
 	over := func(what string, n, limit int, unit string, path ...string) {
 		if n > limit {
