@@ -279,7 +279,7 @@ func TestTopologyLevelsBounded(t *testing.T) {
 	}
 }
 
-// TestObjectSizes: each bound of checkLengths fires at its field, just over
+// TestObjectSizes: each bound of checkObjectSizes fires at its field, just over
 // the bound and not at it. Over them, a repository validated clean and the
 // API server refused its objects at apply (an annotation over 256 KiB, a
 // Kueue WorkloadPriorityClass description over 2048 bytes).
