@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,19 +199,30 @@ func notReadySince(n *corev1.Node) time.Time {
 
 // PodGPUs is the GPUs a pod asks for: the sum over its containers, or the most
 // one init container asks for if that is more; a request defaults to the limit.
+// A count is the pod's writer's: one beyond int64 (1e30), or a sum that would
+// overflow it, reads as int64's largest, which no fleet holds (it wrapped
+// around: three containers of 2^63-1, 2^63-1 and 3 GPUs read as 1 GPU).
 func PodGPUs(p *corev1.Pod) int64 {
 	get := func(c corev1.Container) int64 {
-		if q, ok := c.Resources.Requests[nodestate.ResourceGPU]; ok {
-			return q.Value()
+		q, ok := c.Resources.Requests[nodestate.ResourceGPU]
+		if !ok {
+			q, ok = c.Resources.Limits[nodestate.ResourceGPU]
 		}
-		if q, ok := c.Resources.Limits[nodestate.ResourceGPU]; ok {
-			return q.Value()
+		switch {
+		case !ok || q.Sign() <= 0:
+			return 0
+		case q.CmpInt64(math.MaxInt64) >= 0:
+			return math.MaxInt64
 		}
-		return 0
+		return q.Value()
 	}
 	var sum, initMax int64
 	for _, c := range p.Spec.Containers {
-		sum += get(c)
+		if g := get(c); sum > math.MaxInt64-g {
+			sum = math.MaxInt64
+		} else {
+			sum += g
+		}
 	}
 	for _, c := range p.Spec.InitContainers {
 		initMax = max(initMax, get(c))

@@ -51,11 +51,7 @@ func (cl *cluster) in(ns string, f func()) {
 // reason; one that names no team runs on the namespace's team; a namespace the
 // capacity repository maps to a team is that team's.
 func TestNamespaceBelongsToTeam(t *testing.T) {
-	cl := newCluster(t)
-	cl.tiers()
-	cl.tenancy()
-	cl.pool("a", "h100", 2, 8, 2)
-	cl.start(schedOptions{})
+	cl := tenants(t)
 	cl.in("alpha", func() {
 		cl.submit("stolen", podSpec{team: "beta", tier: "production", pods: 1, gpus: 8})
 		cl.submit("research", podSpec{team: "alpha", tier: "research", pods: 1, gpus: 8})

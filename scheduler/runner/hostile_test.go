@@ -1,0 +1,166 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/scheduler/runner"
+)
+
+// The tests of this file treat everything in a pod as a researcher's untrusted
+// input: a bad pod is told why on itself, binds nothing, and stops no one else.
+
+// rawPod is a pod as an untrusted researcher may write it: any labels, and
+// each container's (and init container's) nvidia.com/gpu limit as written.
+type rawPod struct {
+	labels     map[string]string
+	gpus, init []string
+}
+
+// createRaw creates the pod in the cluster's namespace, or returns the API's
+// refusal.
+func (cl *cluster) createRaw(name string, p rawPod) error {
+	cl.t.Helper()
+	container := func(n, q string) corev1.Container {
+		return corev1.Container{Name: n, Image: "trainer:1", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{nodestate.ResourceGPU: resource.MustParse(q)}}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: p.labels},
+		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName}}
+	for i, q := range p.gpus {
+		pod.Spec.Containers = append(pod.Spec.Containers, container(fmt.Sprintf("c%d", i), q))
+	}
+	for i, q := range p.init {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, container(fmt.Sprintf("i%d", i), q))
+	}
+	return cl.c.Create(context.Background(), pod)
+}
+
+// tenants is tenancy's two teams on two nodes of 8 GPUs, scheduled.
+func tenants(t *testing.T) *cluster {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.tenancy()
+	cl.pool("a", "h100", 2, 8, 2)
+	cl.start(schedOptions{})
+	return cl
+}
+
+// neverBound fails the test if any of the named pods is bound, looking a few
+// times over a second: what waits must stay waiting.
+func (cl *cluster) neverBound(names ...string) {
+	cl.t.Helper()
+	for range 10 {
+		for i, n := range cl.nodesOf(names) {
+			if n != "" {
+				cl.t.Errorf("pod %s bound to %s", names[i], n)
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Gang labels are the researcher's: members that disagree on the gang's size
+// or tier (or team), and a size that is no pod count (zero, not a number,
+// beyond int64; a negative one is no label value the API server takes) or
+// one no fleet has (a billion), leave the gang unbound with
+// its reason on every pod — also for pods whose names are the longest the API
+// takes, whose reason is an event too (the API drops a note over 1 KiB) —
+// while a good pod of the same team binds.
+func TestUntrustedGangLabels(t *testing.T) {
+	cl := tenants(t)
+	long := strings.Repeat("p", 240)
+	gang := func(name, size string, extra map[string]string) map[string]string {
+		l := map[string]string{runner.LabelGang: name, runner.LabelGangSize: size}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	cases := []struct {
+		pods map[string]map[string]string
+		want string
+	}{
+		{map[string]map[string]string{long + "-size-0": gang("size", "2", nil), long + "-size-1": gang("size", "3", nil)},
+			`disagree on label allot.dev/gang-size ("2" and "3")`},
+		{map[string]map[string]string{"tier-0": gang("tier", "2", map[string]string{runner.LabelTier: "production"}), "tier-1": gang("tier", "2", map[string]string{runner.LabelTier: "research"})},
+			`disagree on label allot.dev/tier ("production" and "research")`},
+		{map[string]map[string]string{"billion-0": gang("billion", "1000000000", nil)}, "waiting for the gang's pods: 1 of 1000000000 exist"},
+		{map[string]map[string]string{"huge-0": gang("huge", "99999999999999999999", nil)}, `allot.dev/gang-size="99999999999999999999" is not a positive pod count`},
+		{map[string]map[string]string{"zero-0": gang("zero", "0", nil)}, `allot.dev/gang-size="0" is not a positive pod count`},
+		{map[string]map[string]string{"word-0": gang("word", "eight", nil)}, `allot.dev/gang-size="eight" is not a positive pod count`},
+		{map[string]map[string]string{"teams-0": gang("teams", "2", nil), "teams-1": gang("teams", "2", map[string]string{runner.LabelTeam: "beta"})},
+			`disagree on label allot.dev/team ("" and "beta")`},
+	}
+	var bad []string
+	cl.in("alpha", func() {
+		// A negative size is no label value the API server takes.
+		if err := cl.createRaw("negative", rawPod{labels: gang("negative", "-3", nil), gpus: []string{"8"}}); !apierrors.IsInvalid(err) {
+			t.Errorf("a pod of gang size -3: the API server answered %v, want Invalid", err)
+		}
+		for _, c := range cases {
+			for name, labels := range c.pods {
+				if err := cl.createRaw(name, rawPod{labels: labels, gpus: []string{"8"}}); err != nil {
+					t.Fatalf("creating %s: %v", name, err)
+				}
+				bad = append(bad, name)
+			}
+		}
+		good := cl.submit("good", podSpec{pods: 1, gpus: 8})
+		cl.waitBound(good)
+		for _, c := range cases {
+			for name := range c.pods {
+				cl.waitPending(name, c.want)
+			}
+		}
+		cl.waitEvent(long+"-size-1", "Unschedulable", `disagree on label allot.dev/gang-size ("2" and "3")`)
+		cl.neverBound(bad...)
+	})
+}
+
+// A GPU count is the researcher's: a limit beyond any node (up to int64's
+// largest), counts whose sum overflows int64 (to 1 GPU, if summed as they
+// come), an init container's, are waited on with their reason and never
+// bound; fractional and negative counts the API server refuses.
+func TestUntrustedGPUCounts(t *testing.T) {
+	cl := tenants(t)
+	const maxInt64 = "9223372036854775807"
+	cl.in("alpha", func() {
+		for name, gpus := range map[string][]string{"fraction": {"0.5"}, "negative": {"-1"}, "milli": {"1500m"}} {
+			if err := cl.createRaw(name, rawPod{gpus: gpus}); !apierrors.IsInvalid(err) {
+				t.Errorf("pod %s asking %v GPUs: the API server answered %v, want Invalid", name, gpus, err)
+			}
+		}
+		cases := map[string]struct {
+			pod  rawPod
+			want string
+		}{
+			"largest":  {rawPod{gpus: []string{maxInt64}}, "more than any fleet holds"},
+			"overflow": {rawPod{gpus: []string{maxInt64, maxInt64, "3"}}, "more than any fleet holds"},
+			"init":     {rawPod{gpus: []string{"1"}, init: []string{maxInt64}}, "more than any fleet holds"},
+			"beyond":   {rawPod{gpus: []string{"1e30"}}, "more than any fleet holds"},
+		}
+		var names []string
+		for name, c := range cases {
+			if err := cl.createRaw(name, c.pod); err != nil {
+				t.Fatalf("creating %s: %v", name, err)
+			}
+			names = append(names, name)
+		}
+		cl.waitBound(cl.submit("good", podSpec{pods: 1, gpus: 8}))
+		for name, c := range cases {
+			cl.waitPending(name, c.want)
+		}
+		cl.neverBound(names...)
+	})
+}
