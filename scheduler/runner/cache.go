@@ -167,6 +167,13 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	pi.gang = gangID(p.Namespace, job, p.Labels, p.Name)
+	if old != nil && old.node != "" {
+		// A pod on its node stays in the gang it was bound with, whatever
+		// its labels (or owner) say since: moved to a gang of its own, it
+		// ran outside its gang's slot, and that slot was given to another
+		// pod beside it.
+		pi.gang = old.gang
+	}
 	if job != "" {
 		st.jobGangs[types.NamespacedName{Namespace: p.Namespace, Name: job}] = pi.gang
 	}

@@ -474,11 +474,12 @@ func (r *Runner) dispatch(g *clusterWorkload, acts *actions) {
 			want += k
 		}
 	}
+	pods := g.sortedPods(isUnassigned)
 	if want == 0 {
+		r.beyondSize(g, pods, acts)
 		return
 	}
 	slices.Sort(nodes)
-	pods := g.sortedPods(isUnassigned)
 	if g.fresh && int64(len(pods)) < want {
 		// Pods left between admission and bind: take the admission back.
 		r.requeue(g)
@@ -502,6 +503,16 @@ func (r *Runner) dispatch(g *clusterWorkload, acts *actions) {
 	}
 	if len(task.pods) > 0 {
 		acts.binds = append(acts.binds, task)
+	}
+	r.beyondSize(g, pods, acts)
+}
+
+// beyondSize says why the pods of an admitted gang left over by its slots
+// wait: more pods than its size (one joined a gang that runs), or a
+// replacement waiting for the pod it replaces to go.
+func (r *Runner) beyondSize(g *clusterWorkload, pods []*podInfo, acts *actions) {
+	if len(pods) > 0 {
+		r.setPending(g, pods, "GangFull", fmt.Sprintf("gang %s is admitted for %d pods, each of which has its slot: this pod waits for one of them to end", g.id, g.spec.Pods), acts)
 	}
 }
 

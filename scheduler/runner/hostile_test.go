@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -163,4 +164,39 @@ func TestUntrustedGPUCounts(t *testing.T) {
 		}
 		cl.neverBound(names...)
 	})
+}
+
+// Labels stay the researcher's after the bind: a pod of a running gang
+// relabelled into a gang of its own stays in the gang it was bound with (it
+// left its slot free for another pod beside it), and a pod that joins the
+// running gang waits, told why, also under the next leader.
+func TestRelabelledBoundPod(t *testing.T) {
+	cl, s := alphaOnTwoNodes(t)
+	g := cl.submit("g", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 8})
+	cl.waitBound(g)
+	var p corev1.Pod
+	ctx := context.Background()
+	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: g[1]}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Labels[runner.LabelGang], p.Labels[runner.LabelGangSize] = "h", "1"
+	if err := cl.c.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.createRaw("g-2", rawPod{labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production",
+		runner.LabelGang: "g", runner.LabelGangSize: "2"}, gpus: []string{"8"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitPending("g-2", "gang jobs/gang/g is admitted for 2 pods, each of which has its slot")
+	cl.neverBound("g-2")
+	cl.checkNoOvercommit(8)
+	// A new leader reads the labels as they are now: gang g bound in part
+	// (taken back), gang h whole; still nothing beside the relabelled pod.
+	s.stop()
+	gone := cl.watchDeletion(g[0])
+	cl.start(schedOptions{})
+	gone()
+	cl.waitPending("g-2", "requests 16 GPUs") // over quota: gang h holds 8
+	cl.neverBound("g-2", g[0])
+	cl.checkNoOvercommit(8)
 }

@@ -452,14 +452,19 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
-// The GPU time of the pods the scheduler bound is metered per team, flavor and
-// tier, matches the pods' bound time, and continues across a restart.
-func TestMetering(t *testing.T) {
+// alphaOnTwoNodes is team alpha of 16 GPUs on two nodes of 8, scheduled.
+func alphaOnTwoNodes(t *testing.T) (*cluster, *sched) {
 	cl := newCluster(t)
 	cl.tiers()
 	cl.team("alpha", "", "h100", 16)
 	cl.pool("a", "h100", 2, 8, 2)
-	s := cl.start(schedOptions{})
+	return cl, cl.start(schedOptions{})
+}
+
+// The GPU time of the pods the scheduler bound is metered per team, flavor and
+// tier, matches the pods' bound time, and continues across a restart.
+func TestMetering(t *testing.T) {
+	cl, s := alphaOnTwoNodes(t)
 
 	short := cl.submit("short", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 2})
 	long := cl.submit("long", podSpec{team: "alpha", tier: "research", pods: 1, gpus: 4})
