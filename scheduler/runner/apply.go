@@ -136,14 +136,21 @@ func (r *Runner) run(ctx context.Context, a actions) {
 }
 
 // pendingQueue holds the pending reasons and events to write: the latest
-// reason per pod, and the events in order.
+// reason per pod, queued per namespace, and the events in order.
 type pendingQueue struct {
 	mu     sync.Mutex
 	writes map[types.UID]pendingWrite
-	order  []types.UID
+	// queued are the pods whose reason waits, per namespace in the order
+	// they came; turns are the namespaces with one queued, in turn.
+	queued map[string][]types.UID
+	turns  []string
 	events []podEvent
 	kick   chan struct{}
 }
+
+// pendingBatch is the most reasons written before the queue is looked at
+// again: a namespace that queued thousands holds up another's for one batch.
+const pendingBatch = 32
 
 func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
 	if len(writes) == 0 && len(evs) == 0 {
@@ -151,11 +158,15 @@ func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
 	}
 	q.mu.Lock()
 	if q.writes == nil {
-		q.writes = map[types.UID]pendingWrite{}
+		q.writes, q.queued = map[types.UID]pendingWrite{}, map[string][]types.UID{}
 	}
 	for _, w := range writes {
 		if _, ok := q.writes[w.pod.uid]; !ok {
-			q.order = append(q.order, w.pod.uid)
+			ns := w.pod.ns
+			if len(q.queued[ns]) == 0 {
+				q.turns = append(q.turns, ns)
+			}
+			q.queued[ns] = append(q.queued[ns], w.pod.uid)
 		}
 		q.writes[w.pod.uid] = w
 	}
@@ -167,19 +178,30 @@ func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
 	}
 }
 
-func (q *pendingQueue) take() ([]pendingWrite, []podEvent) {
+// take returns up to n reasons, one namespace's at a time in turn (each in
+// the order it came), and the events; more says reasons are left.
+func (q *pendingQueue) take(n int) (writes []pendingWrite, evs []podEvent, more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	writes := make([]pendingWrite, 0, len(q.order))
-	for _, uid := range q.order {
-		writes = append(writes, q.writes[uid])
+	for len(writes) < n && len(q.turns) > 0 {
+		ns := q.turns[0]
+		q.turns = q.turns[1:]
+		uids := q.queued[ns]
+		writes = append(writes, q.writes[uids[0]])
+		delete(q.writes, uids[0])
+		if len(uids) > 1 {
+			q.queued[ns] = uids[1:]
+			q.turns = append(q.turns, ns)
+		} else {
+			delete(q.queued, ns)
+		}
 	}
-	evs := q.events
-	q.writes, q.order, q.events = nil, nil, nil
-	return writes, evs
+	evs, q.events = q.events, nil
+	return writes, evs, len(q.turns) > 0
 }
 
-// pendingLoop is the one writer of pending reasons and events.
+// pendingLoop is the one writer of pending reasons and events (a pod's
+// reasons land in the order decided).
 func (r *Runner) pendingLoop(ctx context.Context) {
 	for {
 		select {
@@ -187,8 +209,12 @@ func (r *Runner) pendingLoop(ctx context.Context) {
 			return
 		case <-r.pending.kick:
 		}
-		writes, evs := r.pending.take()
-		r.writePending(ctx, writes, evs)
+		for more := true; more && ctx.Err() == nil; {
+			var writes []pendingWrite
+			var evs []podEvent
+			writes, evs, more = r.pending.take(pendingBatch)
+			r.writePending(ctx, writes, evs)
+		}
 	}
 }
 

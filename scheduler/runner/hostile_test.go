@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +200,58 @@ func TestRelabelledBoundPod(t *testing.T) {
 	cl.waitPending("g-2", "requests 16 GPUs") // over quota: gang h holds 8
 	cl.neverBound("g-2", g[0])
 	cl.checkNoOvercommit(8)
+}
+
+// One researcher's thousand pods at once (each its own workload, far over
+// the team's quota) hold up no other team's decision: a pod of another team
+// submitted after them binds while they wait, another is told at once why it
+// waits (reasons are written a namespace at a time in turn), and theirs bind
+// no further than their quota.
+func TestFloodHoldsUpNoOtherTeam(t *testing.T) {
+	const flood = 1000
+	cl := tenants(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, flood)
+	alpha := *cl // created from several goroutines: cl.in would race
+	alpha.ns = "alpha"
+	for w := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < flood; i += 10 {
+				if err := alpha.createRaw(fmt.Sprintf("flood-%04d", i), rawPod{gpus: []string{"8"}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cl.in("shared", func() {
+		start := time.Now()
+		cl.waitBound(cl.submit("other", podSpec{pods: 1, gpus: 8}))
+		t.Logf("team beta's pod bound %s after team alpha's %d pods", time.Since(start).Round(time.Millisecond), flood)
+		// Its reason is not written behind the flood's: it waited 11.7 s
+		// behind theirs when every reason was written in the order decided.
+		start = time.Now()
+		cl.submit("more", podSpec{pods: 1, gpus: 8})
+		cl.waitPending("more", "over quota on h100")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("team beta's pod told why it waits %s after it came, behind team alpha's %d", d.Round(time.Millisecond), flood)
+		}
+	})
+	cl.in("alpha", func() {
+		cl.waitPending("flood-0999", "over quota on h100")
+		var nodes []string
+		for i := range flood {
+			nodes = append(nodes, fmt.Sprintf("flood-%04d", i))
+		}
+		if b := bound(cl.nodesOf(nodes)); b != 1 {
+			t.Errorf("%d of team alpha's pods bound, its quota is one", b)
+		}
+	})
 }
