@@ -12,6 +12,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/scheduler"
 )
 
 // podInfo is what the runner keeps of one of its pods.
@@ -250,7 +251,7 @@ func (r *Runner) leaveGang(pi *podInfo) {
 // allot's to give. The core is told they are held; the node is not rebuilt.
 func (r *Runner) foreignPod(p *corev1.Pod) {
 	old, had := r.st.foreign[p.UID]
-	gpus := PodGPUs(p)
+	gpus := heldGPUs(PodGPUs(p))
 	holds := p.Spec.NodeName != "" && gpus > 0 && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	now := foreignPod{node: p.Spec.NodeName, gpus: gpus}
 	switch {
@@ -263,6 +264,12 @@ func (r *Runner) foreignPod(p *corev1.Pod) {
 		r.setForeign(p.UID, old, false)
 	}
 }
+
+// heldGPUs is what a pod allot does not account for holds on its node: what
+// it asks, but no more than any node has (scheduler.MaxGPUsPerPod), so that
+// the counts of such pods add up without overflow (two asking int64's
+// largest summed to -2: their node was given out whole).
+func heldGPUs(gpus int64) int64 { return min(gpus, scheduler.MaxGPUsPerPod) }
 
 // setForeign adds or removes a foreign pod and its GPUs on its node.
 func (r *Runner) setForeign(uid types.UID, f foreignPod, add bool) {

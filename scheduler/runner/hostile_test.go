@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -254,4 +255,32 @@ func TestFloodHoldsUpNoOtherTeam(t *testing.T) {
 			t.Errorf("%d of team alpha's pods bound, its quota is one", b)
 		}
 	})
+}
+
+// Another scheduler's pods are untrusted too: two put on a node by hand, each
+// asking int64's largest count of GPUs (their sum wraps around), hold the
+// whole node until they end; allot places nothing there.
+func TestForeignPodsOfAbsurdSize(t *testing.T) {
+	cl, _ := alphaOnTwoNodes(t)
+	for i := range 2 {
+		q := resource.MustParse("9223372036854775807")
+		cl.create(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: fmt.Sprintf("foreign-%d", i)},
+			Spec: corev1.PodSpec{SchedulerName: corev1.DefaultSchedulerName, NodeName: "a-0",
+				Containers: []corev1.Container{{Name: "c", Image: "other:1", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}},
+		})
+	}
+	var pods []string
+	for i := range 2 {
+		pods = append(pods, cl.submit(fmt.Sprintf("p-%d", i), podSpec{team: "alpha", tier: "production", pods: 1, gpus: 8})...)
+	}
+	var nodes []string
+	eventually(t, 20*time.Second, "one pod bound, one waiting for a node", func() error {
+		if nodes = cl.nodesOf(pods); bound(nodes) != 1 || !slices.Contains(nodes, "a-1") {
+			return fmt.Errorf("bound to %v", nodes)
+		}
+		return nil
+	})
+	cl.neverBound(pods[slices.Index(nodes, "")])
 }

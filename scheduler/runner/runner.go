@@ -472,7 +472,7 @@ func (r *Runner) heldOn(name string) int64 {
 		if g := r.st.gangs[id]; g != nil {
 			for _, p := range g.pods {
 				if p.node == name && occupies(p) {
-					held += p.gpus
+					held += heldGPUs(p.gpus)
 				}
 			}
 		}
