@@ -126,14 +126,20 @@ func TestAdmissionPolicyRefusesOtherTeams(t *testing.T) {
 		scheduler string
 		labels    map[string]string
 		refused   string
+		node      string // spec.nodeName at creation
 	}{
-		"another team":                {runner.SchedulerName, map[string]string{runner.LabelTeam: "beta"}, "names another team than the namespace's (alpha)"},
-		"a tier the team may not use": {runner.SchedulerName, map[string]string{runner.LabelTier: "research"}, "team alpha may not use tier research (its tiers: production)"},
-		"its own team and tier":       {runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}, ""},
-		"no labels":                   {runner.SchedulerName, nil, ""},
-		"another scheduler's pod":     {"default-scheduler", map[string]string{runner.LabelTeam: "beta"}, ""},
+		"another team":                {runner.SchedulerName, map[string]string{runner.LabelTeam: "beta"}, "names another team than the namespace's (alpha)", ""},
+		"a tier the team may not use": {runner.SchedulerName, map[string]string{runner.LabelTier: "research"}, "team alpha may not use tier research (its tiers: production)", ""},
+		"its own team and tier":       {runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}, "", ""},
+		"no labels":                   {runner.SchedulerName, nil, "", ""},
+		"another scheduler's pod":     {"default-scheduler", map[string]string{runner.LabelTeam: "beta"}, "", ""},
+		// Bound at creation, it would run outside the team's quota.
+		"bound at creation": {runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha"},
+			"spec.nodeName is set (n1): an allot pod is created unbound", "n1"},
 	} {
-		err := cl.c.Create(ctx, pod(strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), "'", ""), tc.scheduler, tc.labels))
+		p := pod(strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), "'", ""), tc.scheduler, tc.labels)
+		p.Spec.NodeName = tc.node
+		err := cl.c.Create(ctx, p)
 		switch {
 		case tc.refused == "" && err != nil:
 			t.Errorf("%s: refused: %v", name, err)
