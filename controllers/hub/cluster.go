@@ -2,10 +2,14 @@ package hub
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/allot-dev/allot/controllers/apilimits"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/allot-dev/allot/controllers/apilimits"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -20,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -47,6 +52,8 @@ const (
 	MaxKubeconfigBytes = 1 << 20
 	// maxNodePages bounds the node list a probe reads (500 a page).
 	maxNodePages = 200
+	// DefaultMaxConcurrentProbes: workers probed at once.
+	DefaultMaxConcurrentProbes = 16
 )
 
 // +kubebuilder:rbac:groups=allot.dev,resources=clusters,verbs=get;list;watch
@@ -77,6 +84,10 @@ type ClusterReconciler struct {
 	// Workers, if set, receives what each probe found: the Router routes
 	// with it.
 	Workers *Workers
+	// MaxConcurrentProbes bounds the workers probed at once; default
+	// DefaultMaxConcurrentProbes. Workers that hang each hold one for
+	// ProbeTimeout, and the others are probed beside them.
+	MaxConcurrentProbes int
 }
 
 // SetupWithManager registers the reconciler: a Cluster is reconciled when it
@@ -85,8 +96,13 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	probes := r.MaxConcurrentProbes
+	if probes <= 0 {
+		probes = DefaultMaxConcurrentProbes
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&allotv1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: probes}).
 		Named("hub-cluster").
 		Complete(r)
 }
@@ -247,14 +263,14 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 	defer cancel()
 	v, err := cs.Discovery().ServerVersion()
 	if err != nil {
-		return seen{}, fmt.Errorf("asking %s for its version: %w", cfg.Host, err)
+		return seen{}, unquoted(fmt.Errorf("asking %s for its version: %w", cfg.Host, err), cfg)
 	}
 	out := seen{version: v.GitVersion, cfg: cfg, kubeconfig: data}
 	opts := metav1.ListOptions{Limit: 500}
 	for range maxNodePages {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
-			return seen{}, fmt.Errorf("listing the nodes of %s: %w", cfg.Host, err)
+			return seen{}, unquoted(fmt.Errorf("listing the nodes of %s: %w", cfg.Host, err), cfg)
 		}
 		for _, n := range nodes.Items {
 			if q, ok := n.Status.Allocatable[nodestate.ResourceGPU]; ok && q.Value() > 0 {
@@ -268,6 +284,28 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 		}
 	}
 	return out, nil
+}
+
+// unquoted is err with every credential of cfg cut out of its text: what a
+// worker's API server (or whatever answers at its address) says goes into
+// the Cluster's conditions and events, and it may echo the request's
+// credentials back.
+func unquoted(err error, cfg *rest.Config) error {
+	msg := err.Error()
+	secrets := []string{cfg.BearerToken, cfg.Password, string(cfg.KeyData)}
+	if cfg.Username != "" || cfg.Password != "" {
+		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(cfg.Username+":"+cfg.Password)))
+	}
+	cut := false
+	for _, s := range secrets {
+		if len(s) >= 4 && strings.Contains(msg, s) {
+			msg, cut = strings.ReplaceAll(msg, s, "[redacted]"), true
+		}
+	}
+	if !cut {
+		return err
+	}
+	return &probeError{ReasonUnreachable, errors.New(msg)}
 }
 
 // WorkerConfig turns a worker's kubeconfig into a client configuration. The
@@ -308,6 +346,11 @@ func WorkerConfig(data []byte) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig cluster %q reads its CA from a file: only certificate-authority-data is accepted", kctx.Cluster)
 	case cl.InsecureSkipTLSVerify:
 		return nil, fmt.Errorf("kubeconfig cluster %q skips TLS verification: refused", kctx.Cluster)
+	}
+	// Credentials in the server's address would be sent (basic auth) and
+	// quoted wherever the address is, in conditions and events.
+	if u, err := url.Parse(cl.Server); err != nil || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("kubeconfig cluster %q: its server is not a plain https://host:port address (no user, password or query): credentials go in the user", kctx.Cluster)
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*kc, ctxName, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {

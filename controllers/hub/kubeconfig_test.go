@@ -21,6 +21,8 @@ func TestWorkerConfigRefuses(t *testing.T) {
 		"CA file":       {kc("certificate-authority: /etc/kubernetes/pki/ca.crt", ""), "reads its CA from a file"},
 		"insecure":      {kc("insecure-skip-tls-verify: true", ""), "skips TLS verification"},
 		"no context":    {strings.Replace(kc("", ""), "current-context: w", "current-context: x", 1), `current context "x" not found`},
+		"server user":   {strings.Replace(kc("", ""), "https://w.example", "https://admin:t0ps3cret@w.example", 1), "not a plain https://host:port"},
+		"server query":  {strings.Replace(kc("", ""), ":6443", ":6443/?access_token=t0ps3cret", 1), "not a plain https://host:port"},
 		"garbage":       {"{{{", "does not parse"},
 		"too large":     {strings.Repeat("#", MaxKubeconfigBytes+1), "more than"},
 	} {

@@ -141,6 +141,9 @@ type hubJob struct {
 	attempt int
 	// lostFrom is the lost worker a failover takes the job from.
 	lostFrom string
+	// unclaimed: the Job read as routed where the hub has no copy of it and
+	// never routed it (sweep); its routing annotations are removed.
+	unclaimed bool
 }
 
 func (r *Router) now() time.Time {
@@ -168,10 +171,6 @@ func (r *Router) Pass(ctx context.Context) error {
 		return err
 	}
 	workers = withUnprobed(workers, clusters.Items)
-	byName := map[string]*snapshot{}
-	for i := range workers {
-		byName[workers[i].name] = &workers[i]
-	}
 	var teams allotv1.TeamList
 	var cohorts allotv1.CohortList
 	var tiers allotv1.TierList
@@ -202,19 +201,30 @@ func (r *Router) Pass(ctx context.Context) error {
 			continue
 		}
 		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster]}
-		h.attempt, _ = strconv.Atoi(j.Annotations[AnnotationAttempt])
+		h.attempt = parseAttempt(j.Annotations[AnnotationAttempt])
 		r.recall(h)
 		h.spec, h.specErr = jobWorkload(j, ten)
 		jobs = append(jobs, h)
 	}
 
-	// Stale copies go first, before anything is created in their worker.
-	var errs []error
-	for i := range workers {
-		if w := &workers[i]; w.state == Ready && w.client != nil {
-			errs = append(errs, r.deleteStale(ctx, w, jobs))
-		}
+	// Each worker's copies first: a routing read from a Job is the hub's only
+	// where its copy is (or the router wrote it), and stale copies go before
+	// anything is created in their worker. A worker that does not answer is
+	// left out of this pass, and holds up no other.
+	claims := map[types.UID]claim{}
+	for _, h := range jobs {
+		claims[h.job.UID] = claim{h.cluster, h.attempt}
 	}
+	errs := r.eachWorker(workers, func(w *snapshot) error {
+		if w.state != Ready || w.client == nil {
+			return nil
+		}
+		err := r.sweep(ctx, w, jobs, claims)
+		if err != nil {
+			w.state = Unreachable // for this pass: it keeps its jobs, takes none
+		}
+		return err
+	})
 	opts := scheduler.DefaultOptions()
 	if r.Core != nil {
 		opts = *r.Core
@@ -230,17 +240,37 @@ func (r *Router) Pass(ctx context.Context) error {
 		}
 		errs = append(errs, r.unroute(ctx, h))
 	}
+	for _, h := range jobs {
+		if h.unclaimed {
+			errs = append(errs, r.unroute(ctx, h))
+		}
+	}
 	for _, h := range d.unaccounted {
 		r.Log.Info("routed job not accounted on its nodes (they changed): it keeps running", "job", client.ObjectKeyFromObject(h.job))
 	}
-	for _, h := range d.mirror {
-		if w := byName[h.cluster]; w != nil && w.state == Ready && w.client != nil {
-			errs = append(errs, r.mirror(ctx, w, h))
+	errs = append(errs, r.eachWorker(workers, func(w *snapshot) error {
+		if w.state != Ready || w.client == nil {
+			return nil
 		}
-	}
-	for _, rt := range d.routes {
-		errs = append(errs, r.route(ctx, byName[rt.a.Cluster], rt.h, rt.a, rt.why))
-	}
+		var errs []error
+		for _, h := range d.mirror {
+			if h.cluster == w.name {
+				err := r.mirror(ctx, w, h)
+				if errs = append(errs, err); unanswered(err) {
+					return errors.Join(errs...) // one timeout a pass, not one a job
+				}
+			}
+		}
+		for _, rt := range d.routes {
+			if rt.a.Cluster == w.name {
+				err := r.route(ctx, w, rt.h, rt.a, rt.why)
+				if errs = append(errs, err); unanswered(err) {
+					return errors.Join(errs...)
+				}
+			}
+		}
+		return errors.Join(errs...)
+	})...)
 	if r.Metrics != nil {
 		r.Metrics.pending.Set(float64(len(d.pending)))
 	}
@@ -394,7 +424,9 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 	}
 	// The routing is recorded first: a copy exists only for a recorded
 	// routing (one whose record failed is made by the next pass's mirror).
-	patch := client.MergeFrom(h.job.DeepCopy())
+	// It is written over the Job as read, or not at all: a second hub, or
+	// this one reading an older Job, routes no job that was routed since.
+	patch := client.MergeFromWithOptions(h.job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if h.job.Annotations == nil {
 		h.job.Annotations = map[string]string{}
 	}
@@ -539,23 +571,41 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	return r.Client.Status().Patch(ctx, h.job, patch)
 }
 
-// deleteStale deletes the copies in w whose hub Job is gone, routed
-// elsewhere, or routed again since (an older attempt): they must not run
-// beside the live copy.
-func (r *Router) deleteStale(ctx context.Context, w *snapshot, jobs []*hubJob) error {
-	live := map[types.UID]*hubJob{}
-	for _, h := range jobs {
-		live[h.job.UID] = h
-	}
+// claim is a Job's routing as the pass read it (the Job's annotations, or
+// what the router wrote since).
+type claim struct {
+	cluster string
+	attempt int
+}
+
+// sweep reads the hub's copies in w. A Job that reads as routed to w but has
+// no copy there, nor was routed there by this router, was not routed by the
+// hub (its annotations were written by hand): it is routed again, as a new
+// attempt, through the core and the quotas. Then the copies whose hub Job is
+// gone, routed elsewhere, or routed again since (an older attempt) are
+// deleted: they must not run beside the live copy. It changes only the jobs
+// that claim w; claims is what every job claimed before any sweep.
+func (r *Router) sweep(ctx context.Context, w *snapshot, jobs []*hubJob, claims map[types.UID]claim) error {
 	var list batchv1.JobList
 	if err := w.client.List(ctx, &list, client.HasLabels{LabelHubJob}); err != nil {
 		return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
 	}
+	has := map[types.UID]bool{}
+	for i := range list.Items {
+		has[types.UID(list.Items[i].Labels[LabelHubJob])] = true
+	}
+	for _, h := range jobs {
+		if claims[h.job.UID].cluster != w.name || has[h.job.UID] || r.wrote(h.job.UID, w.name) {
+			continue
+		}
+		r.Log.Info("a Job says it is routed to a cluster where the hub has no copy of it, nor routed it: it is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", w.name)
+		h.cluster, h.attempt, h.unclaimed = "", max(h.attempt, 1)+1, true
+	}
 	var errs []error
 	for i := range list.Items {
 		cp := &list.Items[i]
-		h := live[types.UID(cp.Labels[LabelHubJob])]
-		if h != nil && h.cluster == w.name && cp.Annotations[AnnotationAttempt] == strconv.Itoa(max(h.attempt, 1)) {
+		c, ok := claims[types.UID(cp.Labels[LabelHubJob])]
+		if ok && c.cluster == w.name && cp.Annotations[AnnotationAttempt] == strconv.Itoa(max(c.attempt, 1)) {
 			continue
 		}
 		r.Log.Info("deleting a stale copy", "cluster", w.name, "job", client.ObjectKeyFromObject(cp), "attempt", cp.Annotations[AnnotationAttempt])
@@ -565,6 +615,35 @@ func (r *Router) deleteStale(ctx context.Context, w *snapshot, jobs []*hubJob) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// eachWorker runs f for every worker at once (each its own calls, in order)
+// and returns their errors: a worker that hangs delays the pass by its own
+// timeout, once, and no other worker's calls.
+func (r *Router) eachWorker(workers []snapshot, f func(*snapshot) error) []error {
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() { errs[i] = f(&workers[i]) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// unanswered says whether err is a worker's silence (a timeout, a refused or
+// broken connection) rather than an answer of its API server: the rest of
+// the pass leaves the worker alone.
+func unanswered(err error) bool {
+	var st apierrors.APIStatus
+	return err != nil && !errors.As(err, &st)
+}
+
+// wrote says whether this router routed the Job of uid to cluster.
+func (r *Router) wrote(uid types.UID, cluster string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.routed[uid]
+	return ok && m.cluster == cluster
 }
 
 // workerCopy is the hub Job as the worker runs it: same namespace, name,
@@ -677,6 +756,18 @@ func jobWorkload(j *batchv1.Job, ten *tenancy) (scheduler.Workload, error) {
 		return w, errors.New("the pod template requests no nvidia.com/gpu: the hub routes GPU jobs")
 	}
 	return w, nil
+}
+
+// maxAttempt bounds the attempt read from a Job (its annotation is anyone's
+// who may write the Job): no count of routings reaches it.
+const maxAttempt = 1 << 20
+
+func parseAttempt(s string) int {
+	a, err := strconv.Atoi(s)
+	if err != nil || a < 0 || a > maxAttempt {
+		return 0
+	}
+	return a
 }
 
 // finished says whether the Job completed or failed.
