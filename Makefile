@@ -132,7 +132,7 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 
 .PHONY: test
 test: build controlplane kueue terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
-	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 $(PKGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 -timeout 30m $(PKGS)
 	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
 	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi
 

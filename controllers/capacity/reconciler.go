@@ -632,6 +632,7 @@ func (r *Reconciler) preflight(ctx context.Context, steps []Step) error {
 			if err != nil {
 				return err
 			}
+			//lint:ignore SA1019 a server-side apply of an unstructured object, as fluxcd/pkg/ssa applies them (Client.Apply takes typed apply configurations)
 			err = r.Client.Patch(ctx, u, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(r.fieldManager()))
 			var status apierrors.APIStatus
 			if apierrors.IsNotFound(err) && errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "namespaces" {

@@ -343,8 +343,14 @@ func (cl *cluster) waitPending(name, want string) string {
 // waitPendingMatch waits for pod name to be pending with a message want matches.
 func (cl *cluster) waitPendingMatch(name string, want *regexp.Regexp) string {
 	cl.t.Helper()
+	return cl.waitPendingWithin(name, want, 20*time.Second)
+}
+
+// waitPendingWithin is waitPendingMatch with a deadline of d.
+func (cl *cluster) waitPendingWithin(name string, want *regexp.Regexp, d time.Duration) string {
+	cl.t.Helper()
 	var msg string
-	eventually(cl.t, 20*time.Second, "pod "+name+" pending with "+want.String(), func() error {
+	eventually(cl.t, d, "pod "+name+" pending with "+want.String(), func() error {
 		p, ok := cl.pods()[name]
 		if !ok {
 			return fmt.Errorf("no pod %s", name)
