@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/allot-dev/allot/controllers/apilimits"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"slices"
 	"strings"
 	"time"

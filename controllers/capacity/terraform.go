@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/allot-dev/allot/controllers/apilimits"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"io"
 	"maps"
 	"os"

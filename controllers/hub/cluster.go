@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/allot-dev/allot/controllers/apilimits"
+	"github.com/allot-dev/allot/internal/apilimits"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"

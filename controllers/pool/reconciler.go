@@ -3,7 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
-	"github.com/allot-dev/allot/controllers/apilimits"
+	"github.com/allot-dev/allot/internal/apilimits"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"

@@ -1,5 +1,6 @@
-// Package apilimits cuts what the controllers write to a status or an event to
-// what the API server takes: it refuses a condition message over 32 KiB
+// Package apilimits cuts what allot writes to a status, a condition or an
+// event (the controllers, and the scheduler runner's pending reasons) to what
+// the API server takes: it refuses a condition message over 32 KiB
 // (metav1.Condition) and drops an event whose note is over 1 KiB
 // (events.k8s.io/v1). An unbounded message (an error quoting a 40 KiB value,
 // Terraform's output, the names of many faulty nodes) would make a status
