@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -324,7 +325,7 @@ func (r *Runner) evictPods(ctx context.Context, t evictTask) {
 		err := retryTransient(ctx, func() error { return r.client.SubResource("eviction").Create(ctx, p.object(), ev) })
 		if err != nil && !apierrors.IsNotFound(err) {
 			r.log.Error(err, "evicting", "pod", p.name, "namespace", p.ns)
-			r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "eviction failed (%v): %s", err, t.note)
+			r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "eviction failed (%s): %s", quoted(err), t.note)
 			r.stillThere(p.uid)
 			continue
 		}
@@ -424,7 +425,7 @@ func (r *Runner) unbindFailed(uid types.UID) {
 // count the pod against its backoffLimit. A pod already gone needs nothing.
 func (r *Runner) markDisrupted(ctx context.Context, ref podRef, why string) {
 	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-		Reason: corev1.PodReasonPreemptionByScheduler, Message: why, LastTransitionTime: metav1.Now()}
+		Reason: corev1.PodReasonPreemptionByScheduler, Message: apilimits.Condition(why), LastTransitionTime: metav1.Now()}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
 	if err == nil {
 		err = r.client.Status().Patch(ctx, ref.object(), client.RawPatch(types.StrategicMergePatchType, patch))
@@ -462,7 +463,7 @@ func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []
 		}
 		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-			Message: w.msg, LastTransitionTime: now, LastProbeTime: now,
+			Message: apilimits.Condition(w.msg), LastTransitionTime: now, LastProbeTime: now,
 		}}}})
 		err := r.client.Status().Patch(ctx, w.pod.object(), client.RawPatch(types.StrategicMergePatchType, patch))
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -52,13 +52,19 @@ func (cl *cluster) denyCreate(name, resource, expr, message string) {
 // waits until the API server enforces it, and returns a function that lifts it.
 func (cl *cluster) refuseBinds(pod string, realOnly bool) (lift func()) {
 	cl.t.Helper()
+	return cl.refuseBindsSaying(pod, realOnly, "binding refused by the test")
+}
+
+// refuseBindsSaying is refuseBinds with the policy's message.
+func (cl *cluster) refuseBindsSaying(pod string, realOnly bool, message string) (lift func()) {
+	cl.t.Helper()
 	// "probe" is refused too: a binding of that (absent) pod tells when the
 	// policy is in force, before the scheduler starts.
 	expr := fmt.Sprintf("object.metadata.name != %q && object.metadata.name != 'probe'", pod)
 	if realOnly {
 		expr = fmt.Sprintf("(request.dryRun == true && object.metadata.name != 'probe') || (%s)", expr)
 	}
-	cl.denyCreate("refuse-binds", "pods/binding", expr, "binding refused by the test")
+	cl.denyCreate("refuse-binds", "pods/binding", expr, message)
 	probe := func() error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}}
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe"}, Target: corev1.ObjectReference{Kind: "Node", Name: "none"}}
@@ -268,7 +274,13 @@ func TestUnboundPodOutlivesTheLeader(t *testing.T) {
 // returned func lifts it (a dry-run pod "probe-create" tells when either is in force).
 func (cl *cluster) refusePodCreation(pod string) (lift func()) {
 	cl.t.Helper()
-	cl.denyCreate("refuse-pods", "pods", fmt.Sprintf("!(object.metadata.name in [%q, 'probe-create'])", pod), "pod creation refused by the test")
+	return cl.refusePodCreationSaying(pod, "pod creation refused by the test")
+}
+
+// refusePodCreationSaying is refusePodCreation with the policy's message.
+func (cl *cluster) refusePodCreationSaying(pod, message string) (lift func()) {
+	cl.t.Helper()
+	cl.denyCreate("refuse-pods", "pods", fmt.Sprintf("!(object.metadata.name in [%q, 'probe-create'])", pod), message)
 	probe := func() error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: "probe-create"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}}}

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -286,4 +288,68 @@ func TestForeignPodsOfAbsurdSize(t *testing.T) {
 		return nil
 	})
 	cl.neverBound(pods[slices.Index(nodes, "")])
+}
+
+// An API error is no one's to bound: an admission policy that refuses a bind
+// with a message of 40 KiB (as a webhook quoting a pod's annotations may)
+// rolls the gang back, and what the scheduler writes of it reaches the API
+// cut to its bounds, not lost: the BindFailed and Unbound events (the API
+// server drops a note over 1 KiB), the DisruptionTarget condition of the pod
+// taken back (cut at a condition's 32 KiB); and the RemakeFailed event of the
+// pod the API then refuses to make again keeps its own words after the
+// error it quotes.
+func TestLongAPIErrorsAreCut(t *testing.T) {
+	cl, names := gangOfThree(t)
+	long := "refused: " + strings.Repeat("x", 40<<10)
+	liftBinds := cl.refuseBindsSaying(names[1], true, long)
+	release := cl.holdDeletion(names[0])
+	cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	cl.waitCutEvent(names[1], "BindFailed", "gang jobs/gang/g could not be bound whole; requeued, retried in ")
+	cl.waitCutEvent(names[0], "Unbound", "gang jobs/gang/g rolled back: binding pod g-1 to node ")
+	cl.waitDeleting(names[0])
+	p := cl.pods()[names[0]]
+	i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget })
+	if i < 0 {
+		t.Fatalf("pod %s taken back without DisruptionTarget: %+v", names[0], p.Status.Conditions)
+	}
+	if msg := p.Status.Conditions[i].Message; len(msg) > apilimits.ConditionBytes || len(msg) < apilimits.ConditionBytes-4 ||
+		!strings.HasPrefix(msg, "gang jobs/gang/g rolled back: binding pod g-1") || !strings.HasSuffix(msg, "(truncated)") {
+		t.Errorf("DisruptionTarget of %d bytes (at most %d, cut): %.80q...%q", len(msg), apilimits.ConditionBytes, msg, msg[max(0, len(msg)-20):])
+	}
+	liftCreate := cl.refusePodCreationSaying(names[0], long)
+	release()
+	note := cl.waitCutEvent(names[0], "RemakeFailed", "the pod, taken back from its node, could not be made again unbound (")
+	if !strings.HasSuffix(note, "(truncated)); retrying until it can") {
+		t.Errorf("RemakeFailed lost its own words after the error: ...%q", note[max(0, len(note)-60):])
+	}
+	liftBinds()
+	liftCreate()
+	cl.waitBound(names)
+}
+
+// waitCutEvent waits for an event of reason on pod whose note starts with
+// prefix and was cut (over 1 KiB, the API server would have dropped it):
+// at most apilimits.NoteBytes, saying where it was cut. It returns the note.
+func (cl *cluster) waitCutEvent(pod, reason, prefix string) string {
+	cl.t.Helper()
+	var note string
+	eventually(cl.t, 20*time.Second, "event "+reason+" on "+pod+", cut", func() error {
+		var evs eventsv1.EventList
+		if err := cl.c.List(context.Background(), &evs, client.InNamespace(cl.ns)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Name != pod || e.Reason != reason {
+				continue
+			}
+			if strings.HasPrefix(e.Note, prefix) && len(e.Note) <= apilimits.NoteBytes && strings.Contains(e.Note, "(truncated)") {
+				note = e.Note
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%d bytes: %.100q", len(e.Note), e.Note))
+		}
+		return fmt.Errorf("events %s: %q", reason, seen)
+	})
+	return note
 }

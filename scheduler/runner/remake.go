@@ -234,7 +234,7 @@ func (r *Runner) remake(ctx context.Context, ref podRef, again *corev1.Pod) bool
 		}
 		if tries++; tries == 1 {
 			r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "RemakeFailed", "Unbind",
-				"the pod, taken back from its node, could not be made again unbound (%v); retrying until it can", err)
+				"the pod, taken back from its node, could not be made again unbound (%s); retrying until it can", quoted(err))
 		}
 		r.log.Error(err, "making an unbound pod again; retrying", "pod", ref.name, "namespace", ref.ns, "tries", tries)
 		return false, nil

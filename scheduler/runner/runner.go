@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -165,7 +167,7 @@ func New(opts Options) *Runner {
 // adds the runner, which runs only on the leader.
 func (r *Runner) SetupWithManager(mgr ctrl.Manager) error {
 	r.client, r.reader, r.cache = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache()
-	r.events = mgr.GetEventRecorder("allot-scheduler")
+	r.events = boundedEvents{mgr.GetEventRecorder("allot-scheduler")}
 	ctx := context.Background()
 	for _, w := range []struct {
 		obj            client.Object
@@ -189,6 +191,20 @@ func (r *Runner) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return mgr.Add(r)
 }
+
+// boundedEvents records the runner's events with their notes cut to what the
+// API server takes (apilimits.NoteBytes): a note may quote an API error, a
+// pod's or a node's name, a gang's, and the API server drops a longer one
+// without a trace.
+type boundedEvents struct{ events.EventRecorder }
+
+func (b boundedEvents) Eventf(regarding, related runtime.Object, kind, reason, action, note string, args ...any) {
+	b.EventRecorder.Eventf(regarding, related, kind, reason, action, "%s", apilimits.Note(fmt.Sprintf(note, args...)))
+}
+
+// quoted is an error quoted inside a note, cut to half of what a note holds,
+// so that the words around it are kept.
+func quoted(err error) string { return apilimits.Truncate(err.Error(), apilimits.NoteBytes/2) }
 
 // NeedLeaderElection makes only the leader schedule.
 func (r *Runner) NeedLeaderElection() bool { return true }

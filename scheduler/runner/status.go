@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 )
 
@@ -138,7 +140,8 @@ func quotaStatus(t *allotv1.Team, gen int64, coreErr error) allotv1.CommonStatus
 		conditions.MarkTrue(obj, allotv1.QuotaAppliedCondition, ReasonQuotaInForce, "the scheduler enforces generation %d of this quota", gen)
 		obj.Status.ObservedGeneration = gen
 	case coreErr != nil:
-		conditions.MarkFalse(obj, allotv1.QuotaAppliedCondition, ReasonQuotaRefused, "the quota objects were refused, generation %d stays in force: %v", gen, coreErr)
+		conditions.MarkFalse(obj, allotv1.QuotaAppliedCondition, ReasonQuotaRefused, "%s",
+			apilimits.Condition(fmt.Sprintf("the quota objects were refused, generation %d stays in force: %v", gen, coreErr)))
 	default:
 		conditions.MarkFalse(obj, allotv1.QuotaAppliedCondition, ReasonQuotaPending, "generation %d is not yet in force (%d is)", t.Generation, gen)
 	}
