@@ -33,7 +33,8 @@ or never ended, are left out; failed and cancelled jobs are replayed for as
 long as they ran; a fractional GPU counts as one.
 
 Users are dealt round-robin onto teams (--teams, or the teams of the capacity
-repository --repo), one user staying in one team; priorities map onto tiers by
+repository --repo), one user staying in one team; the jobs of a trace that
+names no users (openb's pod lists) are dealt one by one; priorities map onto tiers by
 rank (openb's Guaranteed/LS, Burstable, BE).
 The file is read twice and the jobs are written as they are read, so a trace
 of any length converts in bounded memory; an error writes nothing to stdout.

@@ -41,11 +41,11 @@ func TestImportTraceVariants(t *testing.T) {
 		"spreadsheet": {[]string{"spreadsheet-crlf-bom.csv"}, header +
 			"j1,0,600,nlp,production,2,8,,rack,\n" +
 			"\"j,2\",30,300,\"speech, research\",research,1,4,a100|h100,,host\n"},
-		"openb, QoS to tiers": {[]string{"openb-pods.csv", "--teams", "vision", "--tiers", "production,research,opportunist"}, header +
+		"openb, QoS to tiers, pods dealt one by one (no users)": {[]string{"openb-pods.csv", "--teams", "vision,nlp", "--tiers", "production,research,opportunist"}, header +
 			"openb-pod-0017,9437497,1332357,vision,research,1,8,,,\n" +
-			"openb-pod-0022,9679175,294651,vision,opportunist,1,1,,,\n" +
+			"openb-pod-0022,9679175,294651,nlp,opportunist,1,1,,,\n" +
 			"openb-pod-0035,9967058,1512,vision,production,1,1,V100M16|V100M32,,\n" +
-			"openb-pod-0061,10001278,125,vision,opportunist,1,1,,,\n"},
+			"openb-pod-0061,10001278,125,nlp,opportunist,1,1,,,\n"},
 		"header only": {[]string{"header-only.csv"}, header},
 	} {
 		t.Run(name, func(t *testing.T) {

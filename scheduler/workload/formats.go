@@ -243,7 +243,7 @@ func parseHeliosLog(r *row, _ *float64) (Spec, bool) {
 // parseOpenB reads an openb pod: it runs from its scheduling (its creation
 // when it never was: a Pending pod, deleted while waiting) to its deletion.
 func parseOpenB(r *row, _ *float64) (Spec, bool) {
-	j := Spec{ID: r.str("name"), Submit: r.submit("creation_time"), Tier: r.str("qos"), Team: "openb"}
+	j := Spec{ID: r.str("name"), Submit: r.submit("creation_time"), Tier: r.str("qos")} // no user: no Team
 	gpus, milli := r.count("num_gpu", 0), r.count("gpu_milli", 1000)
 	start := j.Submit
 	if r.str("scheduled_time") != "" {

@@ -89,10 +89,10 @@ func TestReadTraceVariants(t *testing.T) {
 		// pandas' "nan" for no GPU model, a model listed twice, a fraction of
 		// a GPU, a Pending pod deleted while it waited, a CPU pod.
 		"openb-pods.csv": {FormatOpenB, []Spec{
-			{ID: "openb-pod-0017", Submit: 9437497, Duration: 1332357, Team: "openb", Tier: "Burstable", Pods: 1, GPUsPerPod: 8},
-			{ID: "openb-pod-0022", Submit: 9679175, Duration: 294651, Team: "openb", Tier: "BE", Pods: 1, GPUsPerPod: 1},
-			{ID: "openb-pod-0035", Submit: 9967058, Duration: 1512, Team: "openb", Tier: "LS", Pods: 1, GPUsPerPod: 1, Flavors: []string{"V100M16", "V100M32"}},
-			{ID: "openb-pod-0061", Submit: 10001278, Duration: 125, Team: "openb", Tier: "BE", Pods: 1, GPUsPerPod: 1},
+			{ID: "openb-pod-0017", Submit: 9437497, Duration: 1332357, Tier: "Burstable", Pods: 1, GPUsPerPod: 8},
+			{ID: "openb-pod-0022", Submit: 9679175, Duration: 294651, Tier: "BE", Pods: 1, GPUsPerPod: 1},
+			{ID: "openb-pod-0035", Submit: 9967058, Duration: 1512, Tier: "LS", Pods: 1, GPUsPerPod: 1, Flavors: []string{"V100M16", "V100M32"}},
+			{ID: "openb-pod-0061", Submit: 10001278, Duration: 125, Tier: "BE", Pods: 1, GPUsPerPod: 1},
 		}},
 		// As it ships (no header), with its header, as a .tar.gz: a
 		// parameter server without GPUs, a task that never launched and one

@@ -4,7 +4,9 @@ import "slices"
 
 // Assign maps every job onto the given teams and tiers. A job whose team is one of
 // teams keeps it; the others' teams (a trace's users) are dealt round-robin onto
-// teams in order of first appearance, so one user stays in one team. A job whose
+// teams in order of first appearance, so one user stays in one team; a job of a
+// trace that names neither user nor team (openb's pod lists) is dealt on its
+// own, so that such a trace spreads over the teams. A job whose
 // tier is one of tiers (highest priority first) keeps it; openb's QoS classes map
 // by rank (Guaranteed and LS to the highest, Burstable to the middle, BE to the
 // lowest); anything else gets def.
@@ -35,7 +37,8 @@ func NewDealer(teams []string) *Dealer {
 }
 
 // Deal gives every job whose team is not one of the dealer's teams the
-// team its user (its Team) was dealt.
+// team its user (its Team) was dealt; a job with no team (its trace names no
+// user) the next team in turn.
 func (d *Dealer) Deal(jobs []Spec) {
 	if len(d.teams) == 0 {
 		return
@@ -43,6 +46,11 @@ func (d *Dealer) Deal(jobs []Spec) {
 	for i := range jobs {
 		j := &jobs[i]
 		if slices.Contains(d.teams, j.Team) {
+			continue
+		}
+		if j.Team == "" {
+			j.Team = d.teams[d.next%len(d.teams)]
+			d.next++
 			continue
 		}
 		t, ok := d.users[j.Team]

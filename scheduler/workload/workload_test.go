@@ -58,8 +58,8 @@ func TestReadFormats(t *testing.T) {
 				"p2,6000,12288,2,1000,V100M16|V100M32,BE,Running,7,70,8\n",
 			wantFormat: FormatOpenB,
 			want: []Spec{
-				{ID: "p0", Duration: 90, Team: "openb", Tier: "LS", Pods: 1, GPUsPerPod: 1},
-				{ID: "p2", Submit: 7, Duration: 62, Team: "openb", Tier: "BE", Pods: 1, GPUsPerPod: 2, Flavors: []string{"V100M16", "V100M32"}},
+				{ID: "p0", Duration: 90, Tier: "LS", Pods: 1, GPUsPerPod: 1},
+				{ID: "p2", Submit: 7, Duration: 62, Tier: "BE", Pods: 1, GPUsPerPod: 2, Flavors: []string{"V100M16", "V100M32"}},
 			},
 		},
 	} {
@@ -151,6 +151,43 @@ func TestAssignKeepsUsersTogether(t *testing.T) {
 	want := []string{"nlp/research", "speech/research", "nlp/research", "nlp/research", "nlp/opportunist", "speech/production"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestAssignSpreadsJobsWithNoUser: a trace that names neither user nor team
+// (openb's pod lists) is dealt job by job, not all onto the first team; the
+// jobs of a user in the same batch still stay together.
+func TestAssignSpreadsJobsWithNoUser(t *testing.T) {
+	jobs := []Spec{{ID: "a"}, {ID: "b"}, {ID: "c", Team: "u1"}, {ID: "d"}, {ID: "e", Team: "u1"}, {ID: "f"}}
+	Assign(jobs, []string{"nlp", "speech"}, nil, "research")
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.ID+"/"+j.Team)
+	}
+	want := []string{"a/nlp", "b/speech", "c/nlp", "d/speech", "e/nlp", "f/nlp"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// A real pod list: its pods spread evenly over three teams.
+	path, _ := testfiles.Path("traces/openb/openb_pod_list_default.csv")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pods, _, err := Read(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Assign(pods, []string{"x", "y", "z"}, nil, "research")
+	per := map[string]int{}
+	for _, p := range pods {
+		per[p.Team]++
+	}
+	for _, team := range []string{"x", "y", "z"} {
+		if n := per[team]; n < len(pods)/3 || n > len(pods)/3+1 {
+			t.Errorf("team %s has %d of %d pods, want a third (%v)", team, n, len(pods), per)
+		}
 	}
 }
 
