@@ -38,7 +38,10 @@ type bindTask struct {
 }
 
 type pendingWrite struct {
-	pod       podRef
+	pod podRef
+	// team is the team of the pod's namespace ("" for a namespace of no
+	// team): reasons are written a team at a time in turn.
+	team      string
 	code, msg string
 }
 
@@ -137,14 +140,19 @@ func (r *Runner) run(ctx context.Context, a actions) {
 }
 
 // pendingQueue holds the pending reasons and events to write: the latest
-// reason per pod, queued per namespace, and the events in order.
+// reason per pod, and the events in order. Reasons are taken a team at a
+// time in turn, within a team a namespace at a time in turn, within a
+// namespace in the order they came: neither one namespace's flood of pods
+// nor a team's many namespaces of a pod each hold up another team's reason
+// for more than a turn.
 type pendingQueue struct {
 	mu     sync.Mutex
 	writes map[types.UID]pendingWrite
-	// queued are the pods whose reason waits, per namespace in the order
-	// they came; turns are the namespaces with one queued, in turn.
-	queued map[string][]types.UID
-	turns  []string
+	// teams are the teams with a reason queued, in turn (the namespaces of
+	// no team take one turn, as team ""); queued are their pods, by
+	// namespace in turn.
+	teams  []string
+	queued map[string]*rota[string, types.UID]
 	events []podEvent
 	kick   chan struct{}
 }
@@ -159,15 +167,17 @@ func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
 	}
 	q.mu.Lock()
 	if q.writes == nil {
-		q.writes, q.queued = map[types.UID]pendingWrite{}, map[string][]types.UID{}
+		q.writes, q.queued = map[types.UID]pendingWrite{}, map[string]*rota[string, types.UID]{}
 	}
 	for _, w := range writes {
 		if _, ok := q.writes[w.pod.uid]; !ok {
-			ns := w.pod.ns
-			if len(q.queued[ns]) == 0 {
-				q.turns = append(q.turns, ns)
+			namespaces := q.queued[w.team]
+			if namespaces == nil {
+				namespaces = &rota[string, types.UID]{}
+				q.queued[w.team] = namespaces
+				q.teams = append(q.teams, w.team)
 			}
-			q.queued[ns] = append(q.queued[ns], w.pod.uid)
+			namespaces.push(w.pod.ns, w.pod.uid)
 		}
 		q.writes[w.pod.uid] = w
 	}
@@ -179,27 +189,62 @@ func (q *pendingQueue) add(writes []pendingWrite, evs []podEvent) {
 	}
 }
 
-// take returns up to n reasons, one namespace's at a time in turn (each in
-// the order it came), and the events; more says reasons are left.
+// take returns up to n reasons, a team at a time in turn (and a namespace
+// of it at a time in turn), and the events; more says reasons are left.
 func (q *pendingQueue) take(n int) (writes []pendingWrite, evs []podEvent, more bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(writes) < n && len(q.turns) > 0 {
-		ns := q.turns[0]
-		q.turns = q.turns[1:]
-		uids := q.queued[ns]
-		writes = append(writes, q.writes[uids[0]])
-		delete(q.writes, uids[0])
-		if len(uids) > 1 {
-			q.queued[ns] = uids[1:]
-			q.turns = append(q.turns, ns)
+	for len(writes) < n && len(q.teams) > 0 {
+		team := q.teams[0]
+		q.teams = q.teams[1:]
+		namespaces := q.queued[team]
+		uid := namespaces.next()
+		writes = append(writes, q.writes[uid])
+		delete(q.writes, uid)
+		if namespaces.empty() {
+			delete(q.queued, team)
 		} else {
-			delete(q.queued, ns)
+			q.teams = append(q.teams, team)
 		}
 	}
 	evs, q.events = q.events, nil
-	return writes, evs, len(q.turns) > 0
+	return writes, evs, len(q.teams) > 0
 }
+
+// rota takes its keys in turn: each key holds its items in the order they
+// came, and goes to the back of the line after each turn while it holds
+// any; a key with none left is forgotten.
+type rota[K comparable, V any] struct {
+	line  []K
+	items map[K][]V
+}
+
+func (r *rota[K, V]) push(k K, v V) {
+	if r.items == nil {
+		r.items = map[K][]V{}
+	}
+	if len(r.items[k]) == 0 {
+		r.line = append(r.line, k)
+	}
+	r.items[k] = append(r.items[k], v)
+}
+
+// next takes the first item of the key whose turn it is; the rota must not
+// be empty.
+func (r *rota[K, V]) next() V {
+	k := r.line[0]
+	r.line = r.line[1:]
+	vs := r.items[k]
+	if len(vs) > 1 {
+		r.items[k] = vs[1:]
+		r.line = append(r.line, k)
+	} else {
+		delete(r.items, k)
+	}
+	return vs[0]
+}
+
+func (r *rota[K, V]) empty() bool { return len(r.line) == 0 }
 
 // pendingLoop is the one writer of pending reasons and events (a pod's
 // reasons land in the order decided).

@@ -433,13 +433,16 @@ func placementOf(bound []*podInfo) []scheduler.PodPlacement {
 // setPending records why a gang's unbound pods wait, for the apply step to write
 // where it changed.
 func (r *Runner) setPending(g *clusterWorkload, pods []*podInfo, code, msg string, acts *actions) {
+	// The namespace's team, not the team a pod's label names: a pod cannot
+	// take another team's turn in the writing of reasons.
+	team, _ := r.namespaceTeam(g.ns)
 	for _, p := range pods {
 		if p.node != "" || p.binding {
 			continue
 		}
 		if p.pending != msg {
 			p.pending = msg
-			acts.pending = append(acts.pending, pendingWrite{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, code: code, msg: msg})
+			acts.pending = append(acts.pending, pendingWrite{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, team: team, code: code, msg: msg})
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,5 +39,39 @@ func TestPendingQueueTakesNamespacesInTurn(t *testing.T) {
 		if diff := cmp.Diff(want.names, names); diff != "" || events != want.events || more != want.more {
 			t.Errorf("take %d: names (-want +got) %s, %d events (want %d), more %v (want %v)", i, diff, events, want.events, more, want.more)
 		}
+	}
+}
+
+// A team takes its turn whatever its number of namespaces: team alpha's
+// thousand namespaces of one pod each (a namespace per experiment) and a
+// namespace of a thousand hold up team beta's reason, queued after them all,
+// for one of theirs; it waited behind 1,001 when each namespace took a turn. Within alpha, its namespaces take turns. Once all is taken, nothing
+// of the namespaces and pods it held is kept.
+func TestPendingQueueTakesTeamsInTurn(t *testing.T) {
+	w := func(team, ns, name string) pendingWrite {
+		return pendingWrite{pod: podRef{ns: ns, name: name, uid: types.UID(ns + "/" + name)}, team: team, msg: "m"}
+	}
+	q := pendingQueue{kick: make(chan struct{}, 1)}
+	var flood []pendingWrite
+	for i := range 1000 {
+		flood = append(flood, w("alpha", "big", fmt.Sprintf("p%d", i)), w("alpha", fmt.Sprintf("exp-%d", i), "p"))
+	}
+	q.add(flood, nil)
+	q.add([]pendingWrite{w("beta", "beta", "x"), w("", "teamless", "y")}, nil)
+	writes, _, more := q.take(4)
+	var got []string
+	for _, w := range writes {
+		got = append(got, w.pod.ns+"/"+w.pod.name)
+	}
+	if diff := cmp.Diff([]string{"big/p0", "beta/x", "teamless/y", "exp-0/p"}, got); diff != "" || !more {
+		t.Errorf("first 4 taken (-want +got):\n%s, more %v", diff, more)
+	}
+	n := len(writes)
+	for more {
+		writes, _, more = q.take(pendingBatch)
+		n += len(writes)
+	}
+	if n != 2002 || len(q.writes) != 0 || len(q.queued) != 0 || len(q.teams) != 0 {
+		t.Errorf("%d of 2002 taken; left: %d reasons, %d teams queued, %d in turn", n, len(q.writes), len(q.queued), len(q.teams))
 	}
 }
