@@ -619,12 +619,20 @@ func (r *Router) sweep(ctx context.Context, w *snapshot, jobs []*hubJob, claims 
 
 // eachWorker runs f for every worker at once (each its own calls, in order)
 // and returns their errors: a worker that hangs delays the pass by its own
-// timeout, once, and no other worker's calls.
+// timeout, once, and no other worker's calls. What a worker answered may
+// echo the credentials the hub sent it: they are cut out of its errors,
+// which the manager logs.
 func (r *Router) eachWorker(workers []snapshot, f func(*snapshot) error) []error {
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for i := range workers {
-		wg.Go(func() { errs[i] = f(&workers[i]) })
+		wg.Go(func() {
+			if err := f(&workers[i]); err != nil && workers[i].cfg != nil {
+				errs[i] = unquoted(err, workers[i].cfg)
+			} else {
+				errs[i] = err
+			}
+		})
 	}
 	wg.Wait()
 	return errs
