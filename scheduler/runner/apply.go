@@ -404,7 +404,7 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 			}
 			if err != nil {
 				r.log.Error(err, "a bare pod cannot be taken back safely; it stays bound", "pod", p.name, "namespace", p.ns)
-				r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "UnbindFailed", "Unbind", "%s; the pod stays bound: %v", t.note, err)
+				r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "UnbindFailed", "Unbind", "%s; the pod stays bound: %s", apilimits.Truncate(t.note, apilimits.NoteBytes/2), quoted(err))
 				r.unbindFailed(p.uid)
 				continue
 			}

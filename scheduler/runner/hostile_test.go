@@ -387,6 +387,19 @@ func TestLongAPIErrorsAreCut(t *testing.T) {
 	cl.waitBound(names)
 }
 
+// A pod that cannot be taken back is said to stay bound, however long the
+// API error that rolled its gang back: the note quotes that error in part.
+func TestLongAPIErrorKeepsUnbindFailed(t *testing.T) {
+	cl, names := gangOfThree(t)
+	cl.refuseBindsSaying(names[1], true, "refused: "+strings.Repeat("x", 40<<10))
+	cl.refusePodCreation(names[0])
+	cl.start(schedOptions{core: fastBackoff(time.Hour)})
+	note := cl.waitCutEvent(names[0], "UnbindFailed", "gang jobs/gang/g rolled back: binding pod g-1 to node ")
+	if !strings.Contains(note, "(truncated); the pod stays bound: the API would not make it again unbound") {
+		t.Errorf("UnbindFailed does not say the pod stays bound, and why: ...%q", note[max(0, len(note)-200):])
+	}
+}
+
 // waitCutEvent waits for an event of reason on pod whose note starts with
 // prefix and was cut (over 1 KiB, the API server would have dropped it):
 // at most apilimits.NoteBytes, saying where it was cut. It returns the note.
