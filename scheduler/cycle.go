@@ -17,7 +17,7 @@ import (
 // wake: see wakeBy), the queue in that order until Options.WalkDepth
 // workloads in a row did not fit (all of it when a whole walk is due).
 func (s *Scheduler) Cycle(now time.Time) Results {
-	s.now = now
+	s.setNow(now)
 	var res Results
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
@@ -163,14 +163,17 @@ walk:
 // step considers w in the walk and reports what changed: a new reason, the
 // end of its backoff. It says whether w is no longer pending.
 func (s *Scheduler) step(w *workload, res *Results) bool {
-	old := w.reason
+	var old PendingReason
+	if !s.opts.NoStatuses {
+		old = w.reason
+	}
 	w.seen = s.cycles
 	res.Considered++
 	s.consider(w, res)
 	if w.state != statePending {
 		return true
 	}
-	if w.reason != old && !s.opts.NoStatuses {
+	if !s.opts.NoStatuses && w.reason != old {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
 	if w.notBefore.After(s.now) {
@@ -186,7 +189,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 		s.setReason(w, PendingReason{Code: ReasonBackoff, Requested: w.GPUs()})
 		return
 	}
-	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(w.since) >= s.opts.ReserveAfter
+	eligible := s.mayReserve(w.since)
 	holder := w.reserved != nil
 	if !holder && s.failsLike(w, eligible) {
 		return
@@ -470,17 +473,27 @@ func (s *Scheduler) expire(res *Results) {
 // capacity as a starving one (Options.StarvationAfter). Nothing is released
 // then, so only a wake makes the walk look again.
 func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
-	at := func(d time.Duration) {
-		if w := since.Add(d); w.After(s.now) {
-			res.wakeNoLater(w)
-		}
+	// since.Add(d).After(now), compared against the cut: a long queue's
+	// workloads mostly passed both times long ago.
+	if s.opts.ReserveAfter >= 0 && since.After(s.reserveCut) && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
+		res.wakeNoLater(since.Add(s.opts.ReserveAfter))
 	}
-	if s.opts.ReserveAfter >= 0 && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
-		at(s.opts.ReserveAfter)
+	if s.opts.StarvationAfter > 0 && since.After(s.starveCut) && !p.spec.BorrowOnly && t.q.parent != nil {
+		res.wakeNoLater(since.Add(s.opts.StarvationAfter))
 	}
-	if s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && t.q.parent != nil {
-		at(s.opts.StarvationAfter)
-	}
+}
+
+// setNow sets the scheduler's now and the cuts that go with it.
+func (s *Scheduler) setNow(now time.Time) {
+	s.now = now
+	s.reserveCut = now.Add(-max(s.opts.ReserveAfter, 0))
+	s.starveCut = now.Add(-max(s.opts.StarvationAfter, 0))
+}
+
+// mayReserve says whether a workload waiting since then may reserve nodes
+// (Options.ReserveAfter).
+func (s *Scheduler) mayReserve(since time.Time) bool {
+	return s.opts.ReserveAfter >= 0 && !since.After(s.reserveCut)
 }
 
 // olderWaiting says whether work submitted before this cycle's arrivals

@@ -132,6 +132,6 @@ func (s *Scheduler) Admitted(id WorkloadID) ([]PodPlacement, bool) {
 // with the time it happened.
 func (s *Scheduler) Advance(now time.Time) {
 	if now.After(s.now) {
-		s.now = now
+		s.setNow(now)
 	}
 }

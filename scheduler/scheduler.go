@@ -25,6 +25,11 @@ type Scheduler struct {
 	workloads  map[WorkloadID]*workload
 	seq        int64
 	now        time.Time
+	// reserveCut and starveCut are now less Options.ReserveAfter and
+	// Options.StarvationAfter (setNow): a workload waiting since no later
+	// than one may reserve, or starves. A walk asks it of every workload it
+	// considers; a comparison costs a fraction of now.Sub(since).
+	reserveCut, starveCut time.Time
 	// dirty is set when capacity or quota was released since the last cycle:
 	// only then may a waiting workload have become admissible.
 	dirty bool
@@ -146,6 +151,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		admittedNow: map[*workload]int{},
 		borrowFirst: map[*qnode]*workload{},
 	}
+	s.setNow(time.Time{})
 	for _, t := range cfg.Tiers {
 		if _, dup := s.tiers[t.Name]; dup {
 			return nil, fmt.Errorf("tier %s declared twice", t.Name)

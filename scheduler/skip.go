@@ -193,7 +193,7 @@ func lowerLevel(bs []levelBound, level string, gpp GPUs, pods int64) []levelBoun
 // nodes any workload's own view does: a workload of placement rules, a
 // cluster or a required level is placed on a part of the flavor's nodes.
 func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
-	eligible := s.opts.ReserveAfter >= 0 && s.now.Sub(b.since) >= s.opts.ReserveAfter
+	eligible := s.mayReserve(b.since)
 	for _, f := range t.flavors {
 		if eligible && f.res == nil {
 			return false // one of them may reserve (reserve)

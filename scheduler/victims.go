@@ -542,7 +542,7 @@ func (s *Scheduler) takesBack(t *team, p *tier, f *flavorState, since time.Time)
 // starving says whether a workload of tier p waiting since then may take
 // back borrowed capacity as a starving one (Options.StarvationAfter).
 func (s *Scheduler) starving(p *tier, since time.Time) bool {
-	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && s.now.Sub(since) >= s.opts.StarvationAfter
+	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && !since.After(s.starveCut)
 }
 
 // othersBorrow says whether a team of t's cohort other than t uses of f what
