@@ -20,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -54,6 +56,9 @@ const (
 	// AnnotationConflict on a hub Job says that its worker has a Job of the
 	// same name the hub did not make, so that its copy cannot be made there.
 	AnnotationConflict = "hub.allot.dev/conflict"
+	// ReasonRoutingEdited is the reason of the event on a hub Job whose
+	// routing annotations were edited, and written back.
+	ReasonRoutingEdited = "RoutingEdited"
 	// LabelHubJob on a worker's copy is the UID of the hub Job it copies.
 	LabelHubJob = "hub.allot.dev/job"
 	// maxPlacementBytes bounds the placement annotation.
@@ -89,6 +94,9 @@ type Router struct {
 	Log       logr.Logger
 	// Metrics, if set, counts routings, failovers and waiting jobs.
 	Metrics *Metrics
+	// Recorder, if set, says on a Job when its routing annotations were
+	// edited and written back; default the manager's.
+	Recorder events.EventRecorder
 
 	mu     sync.Mutex
 	routed map[types.UID]routing
@@ -129,6 +137,9 @@ func (r *Router) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Log.GetSink() == nil {
 		r.Log = ctrl.Log.WithName("hub-router")
 	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("allot-hub")
+	}
 	return mgr.Add(r)
 }
 
@@ -137,8 +148,13 @@ type hubJob struct {
 	job     *batchv1.Job
 	spec    scheduler.Workload
 	specErr error
-	cluster string
-	attempt int
+	// cluster, attempt and placement are the job's routing as the hub holds
+	// it (own): the Job's annotations are anyone's who may edit the Job.
+	cluster   string
+	attempt   int
+	placement string
+	// remembered: this router wrote the routing (Router.routed).
+	remembered bool
 	// lostFrom is the lost worker a failover takes the job from.
 	lostFrom string
 	// unclaimed: the Job read as routed where the hub has no copy of it and
@@ -200,7 +216,7 @@ func (r *Router) Pass(ctx context.Context) error {
 		if j.Spec.ManagedBy == nil || *j.Spec.ManagedBy != ManagedBy || j.DeletionTimestamp != nil {
 			continue
 		}
-		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster]}
+		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster], placement: j.Annotations[AnnotationPlacement]}
 		h.attempt = parseAttempt(j.Annotations[AnnotationAttempt])
 		r.recall(h)
 		h.spec, h.specErr = jobWorkload(j, ten)
@@ -211,20 +227,28 @@ func (r *Router) Pass(ctx context.Context) error {
 	// where its copy is (or the router wrote it), and stale copies go before
 	// anything is created in their worker. A worker that does not answer is
 	// left out of this pass, and holds up no other.
-	claims := map[types.UID]claim{}
-	for _, h := range jobs {
-		claims[h.job.UID] = claim{h.cluster, h.attempt}
-	}
 	errs := r.eachWorker(workers, func(w *snapshot) error {
 		if w.state != Ready || w.client == nil {
 			return nil
 		}
-		err := r.sweep(ctx, w, jobs, claims)
+		err := w.client.List(ctx, &w.copies, client.HasLabels{LabelHubJob})
 		if err != nil {
 			w.state = Unreachable // for this pass: it keeps its jobs, takes none
+			return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
 		}
-		return err
+		return nil
 	})
+	r.own(jobs, workers)
+	claims := map[types.UID]claim{}
+	for _, h := range jobs {
+		claims[h.job.UID] = claim{h.cluster, h.attempt}
+	}
+	errs = append(errs, r.eachWorker(workers, func(w *snapshot) error {
+		if w.state != Ready || w.client == nil {
+			return nil
+		}
+		return r.sweep(ctx, w, claims)
+	})...)
 	opts := scheduler.DefaultOptions()
 	if r.Core != nil {
 		opts = *r.Core
@@ -241,8 +265,11 @@ func (r *Router) Pass(ctx context.Context) error {
 		errs = append(errs, r.unroute(ctx, h))
 	}
 	for _, h := range jobs {
-		if h.unclaimed {
+		switch {
+		case h.unclaimed:
 			errs = append(errs, r.unroute(ctx, h))
+		case h.lostFrom == "" && !finished(h.job) && (h.cluster != "" || h.remembered):
+			errs = append(errs, r.restore(ctx, h))
 		}
 	}
 	for _, h := range d.unaccounted {
@@ -367,7 +394,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			pending = append(pending, h)
 			continue
 		}
-		if err := core.Restore(h.spec, parsePlacement(h.job.Annotations[AnnotationPlacement])); err != nil {
+		if err := core.Restore(h.spec, parsePlacement(h.placement)); err != nil {
 			d.unaccounted = append(d.unaccounted, h)
 		}
 		d.mirror = append(d.mirror, h)
@@ -434,6 +461,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
 	h.job.Annotations[AnnotationPlacement] = formatPlacement(a.Pods)
 	h.job.Annotations[AnnotationWhy] = bounded(why)
+	h.placement = h.job.Annotations[AnnotationPlacement]
 	delete(h.job.Annotations, AnnotationPending)
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.Namespace, h.job.Name, err)
@@ -443,7 +471,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
 	}
 	r.Log.Info("job routed", "job", client.ObjectKeyFromObject(h.job), "cluster", a.Cluster, "attempt", attempt)
-	cp := workerCopy(h.job, a.Cluster, attempt, w.fence)
+	cp := workerCopy(h.job, a.Cluster, attempt, h.placement, w.fence)
 	if err := w.client.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating job %s/%s in %s: %w", cp.Namespace, cp.Name, a.Cluster, err)
 	}
@@ -478,20 +506,113 @@ func (r *Router) forgetGone(live map[types.UID]bool) {
 	}
 }
 
-// recall is the newest of what the Job says and what the router wrote.
+// recall takes what the router wrote of the Job's routing over what the
+// Job says: the Job may be an older read (the cache lags), or edited since.
 func (r *Router) recall(h *hubJob) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m, ok := r.routed[h.job.UID]; ok && m.attempt >= h.attempt {
-		h.cluster, h.attempt = m.cluster, m.attempt
-		if m.cluster != "" {
-			if h.job.Annotations == nil {
-				h.job.Annotations = map[string]string{}
+	if m, ok := r.routed[h.job.UID]; ok {
+		h.cluster, h.attempt, h.placement, h.remembered = m.cluster, m.attempt, m.placement, true
+	}
+}
+
+// own settles the routing of each job this router does not remember
+// writing (the hub has just become the leader) on what the hub can trust:
+// its copies of the Job in the workers that answered this pass, else what
+// the Job says where it names a worker that could not be asked. A Job that
+// names a worker that answered without its copy, or no registered worker,
+// has the routing of its copy; with no copy, it was not routed by the hub
+// (its annotations were written by hand): it is routed again, as a new
+// attempt, through the core and the quotas. A copy of an older attempt than
+// the Job says, where the Job is unrouted or names a worker that could not
+// be asked, is stale (the job moved while that worker was lost): it is not
+// taken back, where it could run beside a newer copy.
+func (r *Router) own(jobs []*hubJob, workers []snapshot) {
+	state := map[string]State{}
+	newest := map[types.UID]routing{}
+	for _, w := range workers {
+		state[w.name] = w.state
+		if w.state != Ready {
+			continue
+		}
+		for i := range w.copies.Items {
+			cp := &w.copies.Items[i]
+			uid, a := types.UID(cp.Labels[LabelHubJob]), parseAttempt(cp.Annotations[AnnotationAttempt])
+			if n, ok := newest[uid]; !ok || a > n.attempt {
+				newest[uid] = routing{cluster: w.name, attempt: a, placement: cp.Annotations[AnnotationPlacement]}
 			}
-			h.job.Annotations[AnnotationCluster] = m.cluster
-			h.job.Annotations[AnnotationPlacement] = m.placement
 		}
 	}
+	for _, h := range jobs {
+		if h.remembered {
+			continue
+		}
+		cp, copied := newest[h.job.UID]
+		st, known := state[h.cluster]
+		doubt := known && st != Ready // the worker it names could not be asked
+		switch {
+		case copied && (cp.attempt >= max(h.attempt, 1) || h.cluster != "" && !doubt):
+			if cp.placement == "" && cp.cluster == h.cluster && cp.attempt == h.attempt {
+				cp.placement = h.placement // a copy made before copies carried it
+			}
+			h.cluster, h.attempt, h.placement = cp.cluster, cp.attempt, cp.placement
+			continue
+		case h.cluster == "" || doubt:
+			continue // unrouted; or its worker cannot say (Lost: failover)
+		case known:
+			r.Log.Info("a Job says it is routed to a cluster where the hub has no copy of it, nor routed it: it is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster)
+		default:
+			r.Log.Info("a Job says it is routed to a cluster that is not registered, where the hub did not route it: it is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", apilimits.Truncate(h.cluster, 253))
+		}
+		h.cluster, h.attempt, h.placement, h.unclaimed = "", max(h.attempt, 1)+1, "", true
+	}
+}
+
+// restore writes the hub's routing back on a Job whose routing annotations
+// say otherwise (edited by whoever may write the Job: the routing stays the
+// hub's), and says so in an event.
+func (r *Router) restore(ctx context.Context, h *hubJob) error {
+	want := map[string]string{AnnotationCluster: h.cluster, AnnotationPlacement: h.placement, AnnotationAttempt: ""}
+	if h.attempt > 0 {
+		want[AnnotationAttempt] = strconv.Itoa(h.attempt)
+	}
+	read := h.job.Annotations
+	if read[AnnotationCluster] == want[AnnotationCluster] && read[AnnotationAttempt] == want[AnnotationAttempt] && read[AnnotationPlacement] == want[AnnotationPlacement] {
+		return nil
+	}
+	// A read older than what this router wrote (the cache lags) differs too:
+	// the patch changes nothing then, and nothing is said.
+	a := parseAttempt(read[AnnotationAttempt])
+	edited := !h.remembered || a > h.attempt || a == h.attempt && read[AnnotationCluster] != ""
+	patch := client.MergeFrom(h.job.DeepCopy())
+	if h.job.Annotations == nil {
+		h.job.Annotations = map[string]string{}
+	}
+	for k, v := range want {
+		if v == "" {
+			delete(h.job.Annotations, k)
+		} else {
+			h.job.Annotations[k] = v
+		}
+	}
+	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
+		return fmt.Errorf("writing the routing of job %s/%s back: %w", h.job.Namespace, h.job.Name, err)
+	}
+	if !edited {
+		return nil
+	}
+	where := "not routed yet"
+	if h.cluster != "" {
+		where = fmt.Sprintf("routed to %s (attempt %d)", h.cluster, h.attempt)
+	}
+	r.Log.Info("the Job's routing annotations were edited: the hub's routing is written back", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster, "attempt", h.attempt,
+		"edited", apilimits.Truncate(read[AnnotationCluster], 253))
+	if r.Recorder != nil {
+		r.Recorder.Eventf(h.job, nil, corev1.EventTypeWarning, ReasonRoutingEdited, "Route", "%s",
+			apilimits.Note(fmt.Sprintf("%s, %s and %s are the hub's, and were edited (cluster %q, attempt %q): the job stays %s; the edit is undone",
+				AnnotationCluster, AnnotationAttempt, AnnotationPlacement, apilimits.Truncate(read[AnnotationCluster], 64), apilimits.Truncate(read[AnnotationAttempt], 16), where)))
+	}
+	return nil
 }
 
 // unroute forgets a routing to a lost worker: the next routing is a new
@@ -534,7 +655,7 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	err := w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
 	switch {
 	case apierrors.IsNotFound(err):
-		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), w.fence))
+		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), h.placement, w.fence))
 	case err != nil:
 		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
 	case cp.Labels[LabelHubJob] != string(h.job.UID):
@@ -578,32 +699,13 @@ type claim struct {
 	attempt int
 }
 
-// sweep reads the hub's copies in w. A Job that reads as routed to w but has
-// no copy there, nor was routed there by this router, was not routed by the
-// hub (its annotations were written by hand): it is routed again, as a new
-// attempt, through the core and the quotas. Then the copies whose hub Job is
-// gone, routed elsewhere, or routed again since (an older attempt) are
-// deleted: they must not run beside the live copy. It changes only the jobs
-// that claim w; claims is what every job claimed before any sweep.
-func (r *Router) sweep(ctx context.Context, w *snapshot, jobs []*hubJob, claims map[types.UID]claim) error {
-	var list batchv1.JobList
-	if err := w.client.List(ctx, &list, client.HasLabels{LabelHubJob}); err != nil {
-		return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
-	}
-	has := map[types.UID]bool{}
-	for i := range list.Items {
-		has[types.UID(list.Items[i].Labels[LabelHubJob])] = true
-	}
-	for _, h := range jobs {
-		if claims[h.job.UID].cluster != w.name || has[h.job.UID] || r.wrote(h.job.UID, w.name) {
-			continue
-		}
-		r.Log.Info("a Job says it is routed to a cluster where the hub has no copy of it, nor routed it: it is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", w.name)
-		h.cluster, h.attempt, h.unclaimed = "", max(h.attempt, 1)+1, true
-	}
+// sweep deletes the copies in w whose hub Job is gone, routed elsewhere,
+// or routed again since (an older attempt): they must not run beside the
+// live copy. claims is every job's routing (own).
+func (r *Router) sweep(ctx context.Context, w *snapshot, claims map[types.UID]claim) error {
 	var errs []error
-	for i := range list.Items {
-		cp := &list.Items[i]
+	for i := range w.copies.Items {
+		cp := &w.copies.Items[i]
 		c, ok := claims[types.UID(cp.Labels[LabelHubJob])]
 		if ok && c.cluster == w.name && cp.Annotations[AnnotationAttempt] == strconv.Itoa(max(c.attempt, 1)) {
 			continue
@@ -612,6 +714,9 @@ func (r *Router) sweep(ctx context.Context, w *snapshot, jobs []*hubJob, claims 
 		err := w.client.Delete(ctx, cp, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
+			if unanswered(err) {
+				break // one timeout a pass, not one a copy
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -646,19 +751,13 @@ func unanswered(err error) bool {
 	return err != nil && !errors.As(err, &st)
 }
 
-// wrote says whether this router routed the Job of uid to cluster.
-func (r *Router) wrote(uid types.UID, cluster string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, ok := r.routed[uid]
-	return ok && m.cluster == cluster
-}
-
 // workerCopy is the hub Job as the worker runs it: same namespace, name,
 // labels and pod template, not managed by the hub, its pods pinned to the
-// worker, labelled with the hub Job's UID and annotated with the attempt and
-// the fence (until when the hub vouches for it: runner.AnnotationHubFence).
-func workerCopy(j *batchv1.Job, cluster string, attempt int, fence time.Time) *batchv1.Job {
+// worker, labelled with the hub Job's UID and annotated with the attempt,
+// the placement the hub counted it on (read back by a hub that has just
+// become the leader) and the fence (until when the hub vouches for it:
+// runner.AnnotationHubFence).
+func workerCopy(j *batchv1.Job, cluster string, attempt int, placement string, fence time.Time) *batchv1.Job {
 	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 	for k, v := range j.Labels {
 		if !generatedLabel(k) {
@@ -668,6 +767,9 @@ func workerCopy(j *batchv1.Job, cluster string, attempt int, fence time.Time) *b
 	cp.Labels[LabelHubJob] = string(j.UID)
 	cp.Labels[runner.LabelCluster] = cluster
 	cp.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
+	if placement != "" {
+		cp.Annotations[AnnotationPlacement] = placement
+	}
 	cp.Annotations[runner.AnnotationHubFence] = fence.UTC().Format(fenceLayout)
 	cp.Spec = *j.Spec.DeepCopy()
 	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector, cp.Spec.Suspend = nil, nil, nil, nil

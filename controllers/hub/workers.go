@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,6 +112,8 @@ type snapshot struct {
 	// however late a write to the worker (with a client made before the
 	// probes began to fail) renews it.
 	fence time.Time
+	// copies are the hub's copies in the worker, listed by the pass.
+	copies batchv1.JobList
 }
 
 // snapshot returns the workers by name; newClient makes a worker's client
