@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +17,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -63,6 +66,8 @@ const (
 	LabelHubJob = "hub.allot.dev/job"
 	// maxPlacementBytes bounds the placement annotation.
 	maxPlacementBytes = 32 << 10
+	// DefaultPassTimeout is a pass's bound on its calls to the workers.
+	DefaultPassTimeout = 10 * time.Second
 )
 
 // The rights to write the hub's Jobs are in config/hub (a hub's only), not in
@@ -87,6 +92,12 @@ type Router struct {
 	Core *scheduler.Options
 	// Interval between two routing passes; default 2s.
 	Interval time.Duration
+	// PassTimeout bounds the calls of a pass to the workers: each worker's
+	// copies are listed within half of it (a worker that has not answered
+	// by then takes no job this pass, and holds up no other), and what the
+	// pass does in the workers is done within it; default
+	// DefaultPassTimeout.
+	PassTimeout time.Duration
 	// NewClient makes a worker's client; default client.New with Scheme.
 	NewClient func(*rest.Config) (client.Client, error)
 	Scheme    *runtime.Scheme
@@ -171,12 +182,18 @@ func (r *Router) now() time.Time {
 
 // Pass routes what waits, mirrors what runs and cleans up what is stale, once.
 func (r *Router) Pass(ctx context.Context) error {
-	now := r.now()
+	now, start := r.now(), time.Now()
 	newClient := r.NewClient
 	if newClient == nil {
 		newClient = func(cfg *rest.Config) (client.Client, error) {
-			return client.New(cfg, client.Options{Scheme: r.Scheme})
+			cfg = rest.CopyConfig(cfg)
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return noRetryAfter{rt} })
+			return client.New(cfg, client.Options{Scheme: r.Scheme, Mapper: workerMapper()})
 		}
+	}
+	timeout := r.PassTimeout
+	if timeout <= 0 {
+		timeout = DefaultPassTimeout
 	}
 	workers, err := r.Workers.snapshot(newClient)
 	if err != nil {
@@ -225,13 +242,16 @@ func (r *Router) Pass(ctx context.Context) error {
 
 	// Each worker's copies first: a routing read from a Job is the hub's only
 	// where its copy is (or the router wrote it), and stale copies go before
-	// anything is created in their worker. A worker that does not answer is
-	// left out of this pass, and holds up no other.
+	// anything is created in their worker. A worker that does not answer
+	// within half the pass's bound is left out of this pass, and holds up no
+	// other.
+	listing, cancel := context.WithDeadline(ctx, start.Add(timeout/2))
+	defer cancel()
 	errs := r.eachWorker(workers, func(w *snapshot) error {
 		if w.state != Ready || w.client == nil {
 			return nil
 		}
-		err := w.client.List(ctx, &w.copies, client.HasLabels{LabelHubJob})
+		err := w.client.List(listing, &w.copies, client.HasLabels{LabelHubJob})
 		if err != nil {
 			w.state = Unreachable // for this pass: it keeps its jobs, takes none
 			return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
@@ -243,12 +263,6 @@ func (r *Router) Pass(ctx context.Context) error {
 	for _, h := range jobs {
 		claims[h.job.UID] = claim{h.cluster, h.attempt}
 	}
-	errs = append(errs, r.eachWorker(workers, func(w *snapshot) error {
-		if w.state != Ready || w.client == nil {
-			return nil
-		}
-		return r.sweep(ctx, w, claims)
-	})...)
 	opts := scheduler.DefaultOptions()
 	if r.Core != nil {
 		opts = *r.Core
@@ -275,14 +289,19 @@ func (r *Router) Pass(ctx context.Context) error {
 	for _, h := range d.unaccounted {
 		r.Log.Info("routed job not accounted on its nodes (they changed): it keeps running", "job", client.ObjectKeyFromObject(h.job))
 	}
+	wctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
+	defer cancel()
 	errs = append(errs, r.eachWorker(workers, func(w *snapshot) error {
 		if w.state != Ready || w.client == nil {
 			return nil
 		}
-		var errs []error
+		errs := []error{r.sweep(wctx, w, claims)}
+		if unanswered(errs[0]) {
+			return errs[0]
+		}
 		for _, h := range d.mirror {
 			if h.cluster == w.name {
-				err := r.mirror(ctx, w, h)
+				err := r.mirror(wctx, w, h)
 				if errs = append(errs, err); unanswered(err) {
 					return errors.Join(errs...) // one timeout a pass, not one a job
 				}
@@ -290,7 +309,7 @@ func (r *Router) Pass(ctx context.Context) error {
 		}
 		for _, rt := range d.routes {
 			if rt.a.Cluster == w.name {
-				err := r.route(ctx, w, rt.h, rt.a, rt.why)
+				err := r.route(wctx, w, rt.h, rt.a, rt.why)
 				if errs = append(errs, err); unanswered(err) {
 					return errors.Join(errs...)
 				}
@@ -744,11 +763,40 @@ func (r *Router) eachWorker(workers []snapshot, f func(*snapshot) error) []error
 }
 
 // unanswered says whether err is a worker's silence (a timeout, a refused or
-// broken connection) rather than an answer of its API server: the rest of
-// the pass leaves the worker alone.
+// broken connection) rather than an answer of its API server, or an answer
+// that asks to be left alone (429 Too Many Requests, 503): the rest of the
+// pass leaves the worker alone.
 func unanswered(err error) bool {
 	var st apierrors.APIStatus
-	return err != nil && !errors.As(err, &st)
+	return err != nil && (!errors.As(err, &st) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err))
+}
+
+// noRetryAfter drops Retry-After from a worker's 429 and 5xx answers:
+// client-go would sleep on it (an hour, if the worker says so) and ask
+// again, up to its client's timeout at every call, holding up the pass and,
+// while its copies are listed, every other worker's routing. The call fails
+// at once instead, and the next pass asks again.
+type noRetryAfter struct{ rt http.RoundTripper }
+
+// WrappedRoundTripper lets client-go cancel a request through it.
+func (t noRetryAfter) WrappedRoundTripper() http.RoundTripper { return t.rt }
+
+// workerMapper maps the one kind the router reads and writes in a worker:
+// no discovery, whose calls take no context (a worker that froze held each
+// pass for its client's timeout, past the pass's bound), and two calls fewer
+// to a worker that answers.
+func workerMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion})
+	m.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
+	return m
+}
+
+func (t noRetryAfter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError) {
+		resp.Header.Del("Retry-After")
+	}
+	return resp, err
 }
 
 // workerCopy is the hub Job as the worker runs it: same namespace, name,
