@@ -256,6 +256,10 @@ func (r *Router) Pass(ctx context.Context) error {
 			w.state = Unreachable // for this pass: it keeps its jobs, takes none
 			return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
 		}
+		w.byUID = map[types.UID]*batchv1.Job{}
+		for i := range w.copies.Items {
+			w.byUID[types.UID(w.copies.Items[i].Labels[LabelHubJob])] = &w.copies.Items[i]
+		}
 		return nil
 	})
 	r.own(jobs, workers)
@@ -670,8 +674,17 @@ func (r *Router) annotate(ctx context.Context, h *hubJob, key, value string) err
 // mirror copies the status of the job's copy in w to the hub's Job; a copy
 // that is gone (deleted in the worker) is made again.
 func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
+	// The copy as listed this pass, if it is there: a call a job a pass was
+	// too many (a worker's client makes 5 a second: 60 jobs in a worker
+	// held every pass 10 s, and its jobs past the pass's bound went without
+	// their fence renewed).
 	var cp batchv1.Job
-	err := w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
+	var err error
+	if listed := w.byUID[h.job.UID]; listed != nil && listed.Annotations[AnnotationAttempt] == strconv.Itoa(max(h.attempt, 1)) {
+		cp = *listed
+	} else {
+		err = w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), h.placement, w.fence))

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
+	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
 
@@ -109,5 +111,50 @@ func TestThrottlingWorkerStallsNoOtherCluster(t *testing.T) {
 	}
 	if cl, p := j.Annotations[hub.AnnotationCluster], j.Annotations[hub.AnnotationPending]; cl != "" || !strings.Contains(p, "busy unreachable") {
 		t.Errorf("ml/stuck: cluster %q, pending %q: want it waiting, busy unreachable for the pass", cl, p)
+	}
+}
+
+// TestManyJobsInAWorkerStallNoPass: the jobs a worker runs cost a pass no
+// call each (a worker's client makes 5 calls a second): with 60 of them
+// routed there, a pass still routes the next job at once, within its bound.
+func TestManyJobsInAWorkerStallNoPass(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"big": {price: "10", nodes: 8}}, 64, time.Minute)
+	c := hubEnv.Client
+	const n = 60
+	for i := range n {
+		if err := c.Create(ctx, gpuJob(fmt.Sprintf("j-%d", i), 1, 1, nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := directRouter(t, ctx, hubEnv, c, "big")
+	r.PassTimeout = 4 * time.Second
+	testenv.Eventually(t, 90*time.Second, "the 60 jobs' copies in big", func() error {
+		_ = r.Pass(ctx)
+		var list batchv1.JobList
+		if err := workers["big"].env.Client.List(ctx, &list, client.InNamespace("ml")); err != nil {
+			return err
+		}
+		if len(list.Items) < n {
+			return fmt.Errorf("%d copies", len(list.Items))
+		}
+		return nil
+	})
+	if err := c.Create(ctx, gpuJob("next", 1, 1, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := r.Pass(ctx)
+	took := time.Since(start)
+	t.Logf("the pass: %s: %v", took.Round(time.Millisecond), err)
+	if err != nil {
+		t.Error(err)
+	}
+	if copyIn(t, ctx, workers["big"], "next") == nil {
+		t.Error("ml/next not routed to big in the pass after it came")
+	}
+	if took > time.Second {
+		t.Errorf("the pass took %s with %d jobs in big", took.Round(time.Millisecond), n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,8 +113,10 @@ type snapshot struct {
 	// however late a write to the worker (with a client made before the
 	// probes began to fail) renews it.
 	fence time.Time
-	// copies are the hub's copies in the worker, listed by the pass.
+	// copies are the hub's copies in the worker, listed by the pass; byUID
+	// indexes them by their hub Job's UID.
 	copies batchv1.JobList
+	byUID  map[types.UID]*batchv1.Job
 }
 
 // snapshot returns the workers by name; newClient makes a worker's client
