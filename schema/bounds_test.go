@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestLoadRejectsHostileValues: every string that names a cloud thing is
@@ -74,11 +75,88 @@ func TestLoadBoundsTheFleet(t *testing.T) {
 }
 
 // TestLoadBoundsTheSources: the .cue files are read and parsed in the loading
-// process (the manager's), so their size is bounded before any parsing.
+// process (the manager's), so what it reads is bounded before any parsing:
+// bytes, .cue files, files and folders looked at, folder depth. Each is a
+// finding of rule limit naming where the bound was passed.
 func TestLoadBoundsTheSources(t *testing.T) {
 	big := "package capacity\n// " + strings.Repeat("x", MaxSourceBytes/2) + "\n"
-	cfg, findings := Load(mapFS(map[string]string{"a.cue": big, "b.cue": big, "c.cue": big}))
-	if cfg != nil || len(findings) != 1 || findings[0].Pos.File != "b.cue" || !strings.Contains(findings[0].Message, "hold more than 16 MiB") {
-		t.Errorf("findings = %.300v", findings)
+	many, entries := fstest.MapFS{}, fstest.MapFS{"a.cue": {Data: []byte("package capacity\n")}}
+	for i := range MaxSourceFiles + 1 {
+		many[fmt.Sprintf("t%02d/f%03d.cue", i/1000, i%1000)] = &fstest.MapFile{Data: []byte("package capacity\n")}
+	}
+	for i := range MaxEntries {
+		entries[fmt.Sprintf("docs/%06d.md", i)] = &fstest.MapFile{}
+	}
+	deep := strings.Repeat("d/", MaxFolderDepth+1)
+	for name, tc := range map[string]struct {
+		fsys      fstest.MapFS
+		file, msg string
+	}{
+		"bytes":   {mapFS(map[string]string{"a.cue": big, "b.cue": big, "c.cue": big}), "b.cue", "the repository's .cue files hold more than 16 MiB"},
+		"files":   {many, "t10/f000.cue", "the repository holds more than 10000 .cue files"},
+		"entries": {entries, "docs", "the repository holds more than 100000 files and folders"},
+		"depth":   {mapFS(map[string]string{"a.cue": "package capacity\n", deep + "b.cue": "package capacity\n"}), strings.TrimSuffix(deep, "/"), "folders nest more than 32 levels deep"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, findings := Load(tc.fsys)
+			if cfg != nil || len(findings) != 1 {
+				t.Fatalf("findings = %.300v, want one", findings)
+			}
+			if f := findings[0]; f.Rule != RuleLimit || f.Pos.File != tc.file || f.Message != tc.msg {
+				t.Errorf("finding = %.300v, want %s: error: limit: %s", f, tc.file, tc.msg)
+			}
+		})
+	}
+	// Within the bounds: 32 nested folders.
+	cfg, findings := Load(mapFS(map[string]string{"a.cue": minimal, strings.Repeat("d/", MaxFolderDepth) + "b.cue": "package capacity\n"}))
+	if cfg == nil || len(findings) > 0 {
+		t.Errorf("32 nested folders: %v", findings)
+	}
+}
+
+// TestLoadRefusesHostileSyntax: what costs the loading process or the
+// evaluator out of proportion to its size, or what CUE misreads, is an error
+// at its file:line:col before any evaluation. Deep nesting (9,990 fields: 36
+// KB) cost the loading process 1 GiB and 3.3 s to index, then the evaluator
+// its 1 GiB; a number of 15 million digits, the evaluator its minute;
+// 1e100001 was read as 1 and 1.1e-9999999 as 11; tool/exec was accepted.
+func TestLoadRefusesHostileSyntax(t *testing.T) {
+	const head = "package capacity\n"
+	const pool = `pools: a: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: max: 4, price: onDemandPerNodeHour: `
+	for name, tc := range map[string]struct {
+		src, pos, rule, msg string
+	}{
+		"nested fields":    {head + "x: " + strings.Repeat("a: ", 9990) + "1\n", "c.cue:2:148", RuleLimit, "nests more than 100 levels deep (fields, structs, lists and expressions)"},
+		"nested structs":   {head + "x: " + strings.Repeat("{a: ", 9990) + "1" + strings.Repeat("}", 9990) + "\n", "c.cue:2:197", RuleLimit, "nests more than 100 levels deep"},
+		"nested operators": {head + "x: 1" + strings.Repeat(" + 1", 200) + "\n", "c.cue:2:4", RuleLimit, "nests more than 100 levels deep"},
+		"a long number":    {head + "tiers: t: priority: " + strings.Repeat("9", 1_000_000) + "\n", "c.cue:2:21", RuleLimit, "a number of 1000000 characters; at most 64"},
+		"a large exponent": {head + pool + "1e100001}\n", "c.cue:2:100", RuleLimit, "1e100001: an exponent beyond ±1000"},
+		"a small exponent": {head + pool + "1.1e-9999999}\n", "c.cue:2:100", RuleLimit, "1.1e-9999999: an exponent beyond ±1000"},
+		"tool/exec":        {head + "import \"tool/exec\"\n_r: exec.Run & {cmd: [\"true\"]}\n", "c.cue:2:8", RulePackage, `import tool/exec: CUE's tool packages run commands and read files under cue cmd only`},
+		"tool/file":        {head + "import \"tool/file\"\n_r: file.Read & {filename: \"/etc/passwd\"}\n", "c.cue:2:8", RulePackage, `import tool/file:`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, findings := Load(mapFS(map[string]string{"c.cue": tc.src}))
+			if cfg != nil || len(findings) != 1 {
+				t.Fatalf("findings = %.500v, want one", findings)
+			}
+			if f := findings[0]; f.Pos.String() != tc.pos || f.Rule != tc.rule || !strings.HasPrefix(f.Message, tc.msg) {
+				t.Errorf("finding = %.300v, want %s: error: %s: %s", f, tc.pos, tc.rule, tc.msg)
+			}
+		})
+	}
+}
+
+// TestCheckNumber: the bounds of a number literal, and the forms of CUE's
+// numbers that are within them.
+func TestCheckNumber(t *testing.T) {
+	for lit, bad := range map[string]bool{
+		"1e1000": false, "1.5E-1000": false, "1e+01000": false, "0x1e1001": false, "0b1": false, "0o7": false,
+		"1_000_000": false, "1.5Gi": false, "98.32": false, strings.Repeat("9", MaxNumberLength): false,
+		"1e1001": true, "1.5E-1001": true, "1e+0001001": true, "1e99999999999999999999": true, strings.Repeat("9", MaxNumberLength+1): true,
+	} {
+		if got := checkNumber(lit) != ""; got != bad {
+			t.Errorf("checkNumber(%.70s) = %q, want an error: %v", lit, checkNumber(lit), bad)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
@@ -129,49 +128,23 @@ func Evaluate(files map[string][]byte) (config []byte, findings Findings) {
 	return b, nil
 }
 
-// MaxSourceBytes bounds the .cue files of a repository, read and parsed in the
-// loading process (a real one holds kilobytes).
-const MaxSourceBytes = 16 << 20
-
 // parseFiles reads every .cue file of fsys, skipping cue.mod, hidden files and
-// folders, and CUE tool files; all syntax errors are reported, not only the first.
+// folders, and CUE tool files, within the bounds of limits.go; all syntax
+// errors are reported, not only the first.
 func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 	var files []*ast.File
 	sources := map[string][]byte{}
 	var findings Findings
-	total := 0
 	pkg, pkgFile := "", ""
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
-				Message: fmt.Sprintf("cannot read: %v", err)})
-			return nil
-		}
-		base := path.Base(p)
-		if d.IsDir() {
-			if p != "." && (base == "cue.mod" || strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_")) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if path.Ext(p) != ".cue" || strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") || strings.HasSuffix(base, "_tool.cue") {
-			return nil
-		}
-		src, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
-				Message: fmt.Sprintf("cannot read: %v", err)})
-			return nil
-		}
-		if total += len(src); total > MaxSourceBytes {
-			findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},
-				Message: fmt.Sprintf("the repository's .cue files hold more than %d MiB", MaxSourceBytes>>20)})
-			return fs.SkipAll
-		}
+	walked := walkSources(fsys, func(p string, src []byte) {
 		f, err := parser.ParseFile(p, src, parser.ParseComments, parser.AllErrors)
 		if err != nil {
 			findings = append(findings, fromCUE(err, nil)...)
-			return nil
+			return
+		}
+		if bad := checkSyntax(f); len(bad) > 0 {
+			findings = append(findings, bad...)
+			return
 		}
 		switch name := f.PackageName(); {
 		case name == "":
@@ -188,16 +161,18 @@ func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 			files = append(files, f)
 			sources[p] = src
 		}
-		return nil
 	})
-	if err != nil {
-		findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Message: err.Error()})
-	}
+	findings = append(findings, walked...)
 	for _, f := range files {
 		for imp := range f.ImportSpecs() {
-			if p, _ := strings.CutPrefix(imp.Path.Value, `"`); strings.Contains(strings.Split(p, "/")[0], ".") {
+			p, _ := strings.CutPrefix(imp.Path.Value, `"`)
+			switch {
+			case strings.Contains(strings.Split(p, "/")[0], "."):
 				findings = append(findings, Finding{Severity: SeverityError, Rule: RulePackage, Pos: posOf(imp.Pos()),
 					Message: fmt.Sprintf("import %s: only CUE's standard library can be imported", imp.Path.Value)})
+			case strings.HasPrefix(p, "tool/"):
+				findings = append(findings, Finding{Severity: SeverityError, Rule: RulePackage, Pos: posOf(imp.Pos()),
+					Message: fmt.Sprintf("import %s: CUE's tool packages run commands and read files under cue cmd only; a capacity repository cannot import them", strings.TrimSuffix(p, `"`))})
 			}
 		}
 	}

@@ -113,7 +113,10 @@ func TestLoadExamples(t *testing.T) {
 }
 
 // FuzzLoad checks that no input, however broken, panics the loader or returns a
-// configuration together with errors.
+// configuration together with errors. Its corpus (testdata/fuzz/FuzzLoad)
+// holds the hostile inputs the loading process stops before evaluating: deep
+// nesting, long numbers and exponents, tool/ and foreign imports, attributes,
+// binary bytes (source.FuzzLoadBounded has those the evaluator's bounds stop).
 func FuzzLoad(f *testing.F) {
 	f.Add(minimal, "")
 	f.Add("package capacity\nteams: x: quota: f: nominal: 1.5\n", "package capacity\nteams: x: quota: f: nominal: 2\n")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/allot-dev/allot/schema"
 )
 
 // asAllotEnv makes the test binary run allot's main: TestHostileInputs runs
@@ -68,6 +71,47 @@ func TestHostileInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Repositories beyond what the loading process reads: 33 nested folders,
+	// 10,001 .cue files, a sparse .cue file of 1 GiB (it was read whole
+	// before the 16 MiB bound was checked).
+	deepDirs := filepath.Join(tmp, "deep-dirs")
+	if err := os.MkdirAll(filepath.Join(deepDirs, strings.Repeat("d/", schema.MaxFolderDepth+1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manyFiles := filepath.Join(tmp, "many-files")
+	for i := range schema.MaxSourceFiles + 1 {
+		name := filepath.Join(manyFiles, fmt.Sprintf("t%02d", i/1000), fmt.Sprintf("f%03d.cue", i%1000))
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte("package capacity\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hugeFile := filepath.Join(tmp, "huge-file")
+	if err := os.MkdirAll(hugeFile, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hugeFile, "big.cue"), []byte("package capacity\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(hugeFile, "big.cue"), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	// A base whose tree holds big.cue, 64 MiB of zeros (64 KiB in Git): Git's
+	// objects were read whole (a blob of 1 GiB took 56 s and 5.3 GB).
+	gitRepo := filepath.Join(tmp, "git-base")
+	git(t, tmp, "init", "-q", "-b", "main", gitRepo)
+	if err := os.WriteFile(filepath.Join(gitRepo, "a.cue"), []byte("package capacity\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gitRepo, "big.cue"), make([]byte, 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, gitRepo, "add", "-A")
+	git(t, gitRepo, "commit", "-qm", "big")
+	git(t, gitRepo, "rm", "-q", "big.cue")
+	git(t, gitRepo, "commit", "-qm", "small")
 	workFIFO := filepath.Join(tmp, "jobs.csv")
 	if err := syscall.Mkfifo(workFIFO, 0o644); err != nil {
 		t.Fatal(err)
@@ -94,6 +138,13 @@ func TestHostileInputs(t *testing.T) {
 		filepath.Join(h, "repos", "overflow"):     {"capacity.cue:6:70", "schema", "teams.x.quota.h100.nominal: invalid value 4611686018427387904 (out of bound"},
 		filepath.Join(h, "repos", "huge-range"):   {"-", "limit", "evaluating the repository needed more than 1024 MiB of memory"},
 		filepath.Join(h, "repos", "doubling"):     {"-", "limit", "evaluating the repository needed more than 1024 MiB of memory"},
+		filepath.Join(h, "repos", "deep-fields"):  {"capacity.cue:5:148", "limit", "nests more than 100 levels deep"},
+		filepath.Join(h, "repos", "long-number"):  {"capacity.cue:5:21", "limit", "a number of 100000 characters; at most 64"},
+		filepath.Join(h, "repos", "exponent"):     {"capacity.cue:5:110", "limit", "1e100001: an exponent beyond ±1000"},
+		filepath.Join(h, "repos", "tool-import"):  {"capacity.cue:3:8", "package", "import tool/exec: CUE's tool packages run commands"},
+		deepDirs:                                  {strings.Repeat("d/", schema.MaxFolderDepth) + "d", "limit", "folders nest more than 32 levels deep"},
+		manyFiles:                                 {"t10/f000.cue", "limit", "the repository holds more than 10000 .cue files"},
+		hugeFile:                                  {"big.cue", "limit", "the repository's .cue files hold more than 16 MiB"},
 		fifo:                                      {"x.cue", "syntax", "cannot read: open x.cue: a named pipe (FIFO), not a regular file"},
 		outside:                                   {"leak.cue", "syntax", "cannot read: open leak.cue: a symbolic link to a file outside the repository"},
 	}
@@ -122,6 +173,8 @@ func TestHostileInputs(t *testing.T) {
 	}
 	f := func(name string) string { return filepath.Join(h, "files", name) }
 	runs = append(runs,
+		run{[]string{"plan", gitRepo, "--base", "HEAD~1"}, exitUsage, "--base HEAD~1: big.cue at "},
+		run{[]string{"validate", gitRepo, "--base", "HEAD~1"}, exitUsage, "the repository's .cue files hold more than 16 MiB"},
 		run{[]string{"sim", examples, "--workload", f("workload-overflow.csv")}, exitUsage, "workload-overflow.csv:3: job j2: 1099511627776 pods of 1099511627776 GPUs: the GPU count does not fit in 63 bits"},
 		run{[]string{"sim", examples, "--workload", f("workload-huge-times.csv")}, exitUsage, `workload-huge-times.csv:2: column duration: "1e300" is not a non-negative number`},
 		run{[]string{"sim", examples, "--workload", f("workload-bad-quote.csv")}, exitUsage, `workload-bad-quote.csv:2: extraneous or missing " in quoted-field`},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -60,6 +61,9 @@ func loadBase(stderr io.Writer, dir, base string) (checked, error) {
 		}
 	} else {
 		fsys, err := source.GitRef(dir, base)
+		if le := (*source.LimitError)(nil); errors.As(err, &le) {
+			return checked{}, usageError{fmt.Errorf("--base %s: %w", base, err)}
+		}
 		if err != nil {
 			return checked{}, usageError{fmt.Errorf("--base %s is neither a directory nor a Git ref: %w", base, err)}
 		}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,4 +87,43 @@ func TestEvaluatorBoundsHostileRepositories(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzLoadBounded loads random repositories with the evaluation in a bounded
+// child process, as the CLI and the manager do: whatever the input, a
+// configuration or findings, never both, and never the child's fatal error or
+// stack. Its seeds are the inputs only the child's bounds stop (a doubling
+// chain, a huge list.Range, a deep chain of references).
+func FuzzLoadBounded(f *testing.F) {
+	var doubling strings.Builder
+	doubling.WriteString("package capacity\n_a0: \"xxxxxxxxxxxxxxxx\"\n")
+	for i := range 40 {
+		fmt.Fprintf(&doubling, "_a%d: _a%d + _a%d\n", i+1, i, i)
+	}
+	f.Add(doubling.String())
+	f.Add("package capacity\nimport \"list\"\n_big: list.Range(0, 100000000, 1)\nclusters: lab: {provider: \"kwok\", region: \"r\\(len(_big))\"}\n")
+	f.Add("package capacity\nimport \"strings\"\nclusters: lab: {provider: \"kwok\", region: strings.Repeat(\"x\", 1000000000)}\n")
+	f.Add("package capacity\n_n0: 2\n" + func() string {
+		var b strings.Builder
+		for i := range 40 {
+			fmt.Fprintf(&b, "_n%d: _n%d * _n%d\n", i+1, i, i)
+		}
+		return b.String()
+	}() + "tiers: t: priority: _n40\n")
+	f.Add(valid)
+	eval := Evaluator(context.Background(), Limits{Memory: 256 << 20, Time: 20 * time.Second})
+	f.Fuzz(func(t *testing.T, src string) {
+		cfg, findings := schema.LoadWith(fstest.MapFS{"c.cue": {Data: []byte(src)}}, eval)
+		if cfg != nil && findings.HasErrors() {
+			t.Fatalf("a configuration together with errors: %v", findings)
+		}
+		if cfg == nil && len(findings) == 0 {
+			t.Fatal("no configuration and no finding")
+		}
+		for _, fd := range findings {
+			if strings.Contains(fd.Message, "goroutine ") || strings.Contains(fd.Message, "fatal error") {
+				t.Fatalf("the child's stack reaches the user: %.300s", fd.Message)
+			}
+		}
+	})
 }

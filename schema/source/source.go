@@ -18,13 +18,16 @@ import (
 	"strings"
 	"syscall"
 	"testing/fstest"
+
+	"github.com/allot-dev/allot/schema"
 )
 
 // Dir returns the files under dir, or an error when dir is not a readable
 // directory. Only regular files inside dir can be opened: a symbolic link is
 // followed only while it stays inside dir, and a named pipe, a device or a
-// socket is an error naming the file (never a read that hangs), as is a file
-// over MaxArchiveBytes.
+// socket is an error naming the file (never a read that hangs). How much is
+// read is schema.Load's to bound (schema.MaxSourceBytes): it reads a file no
+// larger than what remains of it.
 func Dir(dir string) (fs.FS, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -85,8 +88,6 @@ func (root dirFS) Open(name string) (fs.File, error) {
 		err = errors.New("a device, not a regular file")
 	case !st.Mode().IsRegular():
 		err = fmt.Errorf("not a regular file (%s)", st.Mode().Type())
-	case st.Size() > MaxArchiveBytes:
-		err = fmt.Errorf("more than %d bytes", MaxArchiveBytes)
 	default:
 		return f, nil
 	}
@@ -119,37 +120,53 @@ func GitRef(dir, ref string) (fs.FS, error) {
 
 // GitTree returns the .cue files under the directory sub (relative to the
 // repository root, "" for the root) of commit rev in the Git repository at
-// repo, which may be bare. Only Git's objects are read.
+// repo, which may be bare. Only Git's objects are read, and only once the
+// tree's listing shows them within schema's bounds (a *LimitError otherwise):
+// a blob of a gigabyte of zeros, a few kilobytes in Git, is never read.
 func GitTree(repo, rev, sub string) (fs.FS, error) {
 	sub = strings.Trim(path.Clean("/"+sub), "/")
 	prefixPath := ""
 	if sub != "" {
 		prefixPath = sub + "/"
 	}
-	args := []string{"ls-tree", "-r", "-z", "--full-tree", rev}
+	args := []string{"ls-tree", "-r", "-z", "-l", "--full-tree", rev}
 	if prefixPath != "" {
 		args = append(args, "--", prefixPath)
 	}
-	list, err := git(repo, nil, args...)
-	if err != nil {
-		return nil, err
-	}
 	type entry struct{ name, sha string }
 	var entries []entry
-	for _, rec := range bytes.Split(list, []byte{0}) {
-		meta, name, ok := strings.Cut(string(rec), "\t")
+	var total int64
+	n := 0
+	err := gitRecords(repo, args, func(rec string) error {
+		meta, name, ok := strings.Cut(rec, "\t")
 		if !ok {
-			continue
+			return nil
 		}
-		f := strings.Fields(meta) // mode type sha
-		if len(f) != 3 || f[1] != "blob" || path.Ext(name) != ".cue" {
-			continue
+		if n++; n > schema.MaxEntries {
+			return &LimitError{fmt.Sprintf("%s at %s: the repository holds more than %d files", strings.TrimPrefix(name, prefixPath), rev, schema.MaxEntries)}
 		}
-		if f[0] != "100644" && f[0] != "100755" {
-			return nil, fmt.Errorf("%s at %s: a symbolic link (mode %s), not a regular file", strings.TrimPrefix(name, prefixPath), rev, f[0])
+		f := strings.Fields(meta) // mode type sha size
+		if len(f) != 4 || f[1] != "blob" || path.Ext(name) != ".cue" {
+			return nil
 		}
 		rel := strings.TrimPrefix(name, prefixPath)
-		entries = append(entries, entry{rel, f[2]})
+		if f[0] != "100644" && f[0] != "100755" {
+			return fmt.Errorf("%s at %s: a symbolic link (mode %s), not a regular file", rel, rev, f[0])
+		}
+		size, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return fmt.Errorf("reading %s at %s: size %q: %w", rel, rev, f[3], err)
+		}
+		if total += size; total > schema.MaxSourceBytes {
+			return &LimitError{fmt.Sprintf("%s at %s: the repository's .cue files hold more than %d MiB", rel, rev, schema.MaxSourceBytes>>20)}
+		}
+		if entries = append(entries, entry{rel, f[2]}); len(entries) > schema.MaxSourceFiles {
+			return &LimitError{fmt.Sprintf("%s at %s: the repository holds more than %d .cue files", rel, rev, schema.MaxSourceFiles)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var in bytes.Buffer
 	for _, e := range entries {
@@ -186,6 +203,61 @@ func GitTree(repo, rev, sub string) (fs.FS, error) {
 	return files, nil
 }
 
+// A LimitError says a repository read from Git exceeds one of schema's bounds
+// of what is read (schema.MaxSourceBytes, MaxSourceFiles, MaxEntries); it is
+// found from the tree's listing, before any file is read.
+type LimitError struct{ msg string }
+
+func (e *LimitError) Error() string { return e.msg }
+
+// maxRecord bounds one record of git's output that gitRecords reads: a path
+// and its mode, type, object name and size.
+const maxRecord = 64 << 10
+
+// gitRecords runs git in dir and calls fn with each NUL-terminated record of
+// its output as it comes, never holding the output whole; an error of fn
+// stops git and is returned.
+func gitRecords(dir string, args []string, fn func(string) error) error {
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	stderr := &headBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("git is not installed: %w", err)
+		}
+		return err
+	}
+	r := bufio.NewReaderSize(out, maxRecord)
+	var fnErr error
+	for fnErr == nil {
+		rec, err := r.ReadSlice(0)
+		if err == bufio.ErrBufferFull {
+			fnErr = fmt.Errorf("git %s: a record over %d bytes", args[0], maxRecord)
+			break
+		}
+		if len(rec) > 0 && err == nil {
+			fnErr = fn(string(rec[:len(rec)-1]))
+		}
+		if err != nil {
+			break
+		}
+	}
+	if fnErr != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fnErr
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(string(stderr.b)))
+	}
+	return nil
+}
+
 func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
 	cmd.Stdin = stdin
@@ -207,7 +279,8 @@ const MaxArchiveBytes = 256 << 20
 
 // Tarball returns the .cue files under the directory sub of a gzip-compressed
 // tar archive (a Flux source artifact). Paths that leave the archive's root are
-// an error, as is an archive over MaxArchiveBytes.
+// an error, as is an archive over MaxArchiveBytes unpacked, and .cue files
+// beyond schema.MaxSourceBytes or MaxSourceFiles (a *LimitError).
 func Tarball(r io.Reader, sub string) (fs.FS, error) {
 	sub = strings.Trim(path.Clean("/"+sub), "/")
 	zr, err := gzip.NewReader(r)
@@ -243,9 +316,11 @@ func Tarball(r io.Reader, sub string) (fs.FS, error) {
 		if h.Typeflag != tar.TypeReg {
 			return nil, fmt.Errorf("reading the archive: %s is not a regular file (a link or a special file)", h.Name)
 		}
-		total += h.Size
-		if total > MaxArchiveBytes {
-			return nil, fmt.Errorf("reading the archive: more than %d bytes of .cue files", MaxArchiveBytes)
+		if total += h.Size; total > schema.MaxSourceBytes {
+			return nil, &LimitError{fmt.Sprintf("%s in the archive: the repository's .cue files hold more than %d MiB", h.Name, schema.MaxSourceBytes>>20)}
+		}
+		if len(files) >= schema.MaxSourceFiles {
+			return nil, &LimitError{fmt.Sprintf("%s in the archive: the repository holds more than %d .cue files", h.Name, schema.MaxSourceFiles)}
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
