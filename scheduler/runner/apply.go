@@ -502,23 +502,84 @@ func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []
 		r.mu.Lock()
 		p := r.st.pods[w.pod.uid]
 		stale := p == nil || p.node != "" || p.binding || p.pending != w.msg
+		var rv string
+		if !stale {
+			rv = p.rv
+		}
 		r.mu.Unlock()
 		if stale {
 			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-			Message: apilimits.Condition(w.msg), LastTransitionTime: now, LastProbeTime: now,
-		}}}})
-		err := r.client.Status().Patch(ctx, w.pod.object(), client.RawPatch(types.StrategicMergePatchType, patch))
-		if err != nil && !apierrors.IsNotFound(err) {
-			r.log.Error(err, "writing the pending reason", "pod", w.pod.name, "namespace", w.pod.ns)
+		if r.beforeReasonWrite != nil {
+			r.beforeReasonWrite(w.pod.ns, w.pod.name)
+		}
+		if !r.writeReason(ctx, w, rv, now) {
+			continue
 		}
 		r.events.Eventf(w.pod.object(), nil, corev1.EventTypeWarning, corev1.PodReasonUnschedulable, "Schedule", "%s: %s", w.code, w.msg)
 	}
 	for _, e := range evs {
 		r.events.Eventf(e.pod.object(), nil, e.kind, e.reason, "Schedule", "%s", e.note)
 	}
+}
+
+// reasonAttempts is the most writes of one reason that a pod changed meanwhile
+// (and still unbound) refuses.
+const reasonAttempts = 3
+
+// writeReason writes a pod's reason on version rv of the pod only, the version
+// the runner saw unbound: the pod may be bound (by the runner or another)
+// between the check and the write, and a write after the bind would turn its
+// PodScheduled from True back to False. On a conflict the pod is read again,
+// and the reason is written on the new version while the pod is unbound, or
+// dropped. It says whether the reason was written.
+func (r *Runner) writeReason(ctx context.Context, w pendingWrite, rv string, now metav1.Time) bool {
+	cond := corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: apilimits.Condition(w.msg), LastTransitionTime: now, LastProbeTime: now,
+	}
+	for range reasonAttempts {
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": rv},
+			"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+		})
+		obj := w.pod.object()
+		err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.StrategicMergePatchType, patch))
+		switch {
+		case err == nil:
+			r.mu.Lock()
+			if p := r.st.pods[w.pod.uid]; p != nil && p.rv == rv {
+				p.rv = obj.ResourceVersion // the next reason need not wait for the informer
+			}
+			r.mu.Unlock()
+			return true
+		case apierrors.IsNotFound(err):
+			return false
+		case !apierrors.IsConflict(err):
+			r.log.Error(err, "writing the pending reason", "pod", w.pod.name, "namespace", w.pod.ns)
+			return false
+		}
+		// Changed since: bound, or changed otherwise (a label, a reason
+		// written by another scheduler) and still waiting.
+		var cur corev1.Pod
+		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: w.pod.ns, Name: w.pod.name}, &cur); err != nil {
+			if !apierrors.IsNotFound(err) {
+				r.log.Error(err, "reading the pod for its pending reason", "pod", w.pod.name, "namespace", w.pod.ns)
+			}
+			return false
+		}
+		if cur.UID != w.pod.uid || cur.Spec.NodeName != "" || cur.DeletionTimestamp != nil {
+			return false
+		}
+		rv = cur.ResourceVersion
+	}
+	r.log.Info("pending reason not written: the pod changed at each write", "pod", w.pod.name, "namespace", w.pod.ns)
+	r.mu.Lock()
+	if p := r.st.pods[w.pod.uid]; p != nil && p.pending == w.msg {
+		p.pending = "" // written again at the next decision
+	}
+	r.mu.Unlock()
+	return false
 }
 
 // retryTransient retries what the API refused for now (too many requests, a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -557,4 +558,124 @@ func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
 	if n := rebuilds(); n != before {
 		t.Errorf("the core was rebuilt %v times for a node removed and one relabelled, want 0", n-before)
 	}
+}
+
+// A pod bound between the check that it waits and the write of its reason
+// keeps PodScheduled=True: the writer checked the pod unbound under the lock,
+// let go of it and wrote, and the write after the bind turned the bound pod's
+// PodScheduled back to False (Unschedulable). The pod is bound in that gap,
+// here by the test; every version of it the API server shows is watched, up to
+// the reason of a pod that came after it (one writer writes them in turn).
+func TestReasonNeverLandsOnBoundPod(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 1, 8, 1)
+	wc, err := client.NewWithWatch(cl.env.Config, client.Options{Scheme: cl.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(cl.ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cl.inReasonGap(func(pod *corev1.Pod) error {
+		b := &corev1.Binding{ObjectMeta: pod.ObjectMeta, Target: corev1.ObjectReference{Kind: "Node", Name: "a-0"}}
+		return cl.c.SubResource("binding").Create(context.Background(), pod, b)
+	})
+	cl.submit("marker", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 16})
+	var seenBound, overwritten bool
+	timeout := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			cond := podScheduled(p)
+			switch {
+			case p.Name == "late" && p.Spec.NodeName != "":
+				seenBound = true
+				if cond != nil && cond.Status == corev1.ConditionFalse {
+					overwritten = true
+					t.Errorf("bound pod late (node %s) carries PodScheduled=False: %s: %s", p.Spec.NodeName, cond.Reason, cond.Message)
+				}
+			case p.Name == "marker" && cond != nil && cond.Status == corev1.ConditionFalse:
+				done = true // late's reason was written (or dropped) before
+			}
+		case <-timeout:
+			t.Fatal("no reason written for pod marker")
+		}
+	}
+	if !seenBound {
+		t.Error("pod late was never seen bound")
+	}
+	if !overwritten {
+		var p corev1.Pod
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Namespace: cl.ns, Name: "late"}, &p); err == nil {
+			if c := podScheduled(&p); p.Spec.NodeName == "" || c == nil || c.Status != corev1.ConditionTrue {
+				t.Errorf("pod late: node %q, PodScheduled %+v; want bound, True", p.Spec.NodeName, c)
+			}
+		}
+	}
+}
+
+// A pod changed but still unbound between the check and the write (a label,
+// an annotation) is still told why it waits: the write on the version the
+// runner saw is refused, and made again on the pod as it is.
+func TestReasonWrittenOnPodChangedInGap(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.team("alpha", "", "h100", 64)
+	cl.pool("a", "h100", 1, 8, 1)
+	cl.inReasonGap(func(pod *corev1.Pod) error {
+		patch := []byte(`{"metadata":{"annotations":{"example.com/touched":"in the gap"}}}`)
+		return cl.c.Patch(context.Background(), pod, client.RawPatch(types.MergePatchType, patch))
+	})
+	cl.waitPending("late", "not enough healthy nodes of h100")
+	if p := cl.pods()["late"]; p.Annotations["example.com/touched"] != "in the gap" {
+		t.Errorf("pod late not changed in the gap: annotations %v", p.Annotations)
+	}
+}
+
+// inReasonGap starts the scheduler and submits pod late, of 16 GPUs (more than
+// a node has: it waits); do is called on it once, between the runner's check
+// that it is unbound and the write of its reason. It returns once do ran.
+func (cl *cluster) inReasonGap(do func(pod *corev1.Pod) error) {
+	cl.t.Helper()
+	ran := make(chan struct{})
+	var once sync.Once
+	cl.start(schedOptions{runner: func(r *runner.Runner) {
+		r.SetBeforeReasonWrite(func(ns, name string) {
+			if name != "late" {
+				return
+			}
+			once.Do(func() {
+				defer close(ran)
+				if err := do(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+					cl.t.Errorf("changing pod late before its reason is written: %v", err)
+				}
+			})
+		})
+	}})
+	cl.submit("late", podSpec{team: "alpha", tier: "production", pods: 1, gpus: 16})
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		cl.t.Fatal("no reason written for pod late")
+	}
+}
+
+func podScheduled(p *corev1.Pod) *corev1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }

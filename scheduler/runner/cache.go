@@ -40,6 +40,9 @@ type podInfo struct {
 	evicting bool
 	// pending is the PodScheduled=False message last written.
 	pending string
+	// rv is the resourceVersion of the pod as last seen: a reason is
+	// written on that version only, never on one bound since.
+	rv string
 	// scheduledAt is when the pod was bound (PodScheduled=True), if known.
 	scheduledAt time.Time
 	// deletedAt is when the pod was asked to go, if it was.
@@ -145,7 +148,7 @@ func (r *Runner) upsertPod(obj any) {
 	}
 	old := st.pods[p.UID]
 	pi := &podInfo{
-		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time,
+		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, rv: p.ResourceVersion, created: p.CreationTimestamp.Time,
 		gpus: PodGPUs(p), labels: allotLabels(p.Labels),
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		running:  p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,

@@ -151,6 +151,10 @@ type Runner struct {
 	// writer drains them, so an older reason never lands after a newer one.
 	pending pendingQueue
 	tasks   sync.WaitGroup
+
+	// beforeReasonWrite, when set (by tests), is called between the check
+	// that a pod is unbound and the write of its reason.
+	beforeReasonWrite func(ns, name string)
 }
 
 // New returns a runner; SetupWithManager wires it into a manager.

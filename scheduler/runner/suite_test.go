@@ -97,6 +97,8 @@ type schedOptions struct {
 	// cacheNamespaces, when set, are the only namespaces whose objects the
 	// manager's cache shows.
 	cacheNamespaces []string
+	// runner, when set, is given the runner before it starts.
+	runner func(*runner.Runner)
 }
 
 // start runs a manager with the scheduler until the test ends or stop is called.
@@ -138,6 +140,9 @@ func (cl *cluster) start(o schedOptions) *sched {
 		StatusInterval: 100 * time.Millisecond, SyncTimeout: 5 * time.Second, NotReadyGrace: o.notReadyGrace,
 		StateNamespace: cl.ns, UnbindRetry: 2 * time.Second,
 	})
+	if o.runner != nil {
+		o.runner(r)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		cl.t.Fatal(err)
 	}
