@@ -46,8 +46,47 @@ type pendingWrite struct {
 }
 
 type podEvent struct {
-	pod                podRef
+	pod podRef
+	// gang is the pod's workload: what one emits in a step is bounded.
+	gang               string
 	kind, reason, note string
+}
+
+// eventsPerWorkload is the most events of its own pods one workload emits in
+// a step, one a pod; the rest of its pods' events of a reason are told in one
+// event. The event broadcaster drops what comes while its queue (1,000)
+// is full, whoever's it is: a gang of thousands of pods, bound or rolled back
+// at once, filled it and other teams' events were lost.
+const eventsPerWorkload = 16
+
+// boundEvents keeps, of each workload's events, the first eventsPerWorkload;
+// its events past those are told, a reason at a time, by one event on the
+// first pod of them, which says how many pods it stands for.
+func boundEvents(evs []podEvent) []podEvent {
+	type key struct{ gang, reason string }
+	n := map[string]int{}
+	cut := map[key]int{} // index in out of the event that stands for the rest
+	var out []podEvent
+	more := map[int]int{}
+	for _, e := range evs {
+		n[e.gang]++
+		if n[e.gang] <= eventsPerWorkload {
+			out = append(out, e)
+			continue
+		}
+		k := key{e.gang, e.reason}
+		if i, ok := cut[k]; ok {
+			more[i]++
+			continue
+		}
+		cut[k] = len(out)
+		out = append(out, e)
+	}
+	for i, m := range more {
+		e := &out[i]
+		e.note = fmt.Sprintf("this pod and %d more of gang %s, told in this event only: %s", m, e.gang, e.note)
+	}
+	return out
 }
 
 // evictTask evicts the pods of a victim through the Eviction API.
@@ -75,7 +114,7 @@ type actions struct {
 }
 
 func (a *actions) event(p *podInfo, kind, reason, note string) {
-	a.events = append(a.events, podEvent{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, kind: kind, reason: reason, note: note})
+	a.events = append(a.events, podEvent{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, gang: p.gang, kind: kind, reason: reason, note: note})
 }
 
 // evict marks a gang's live pods as on their way out and queues their eviction.
@@ -136,7 +175,7 @@ func (r *Runner) run(ctx context.Context, a actions) {
 			r.unbindPods(ctx, t)
 		}()
 	}
-	r.pending.add(a.pending, a.events)
+	r.pending.add(a.pending, boundEvents(a.events))
 }
 
 // pendingQueue holds the pending reasons and events to write: the latest

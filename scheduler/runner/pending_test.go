@@ -75,3 +75,44 @@ func TestPendingQueueTakesTeamsInTurn(t *testing.T) {
 		t.Errorf("%d of 2002 taken; left: %d reasons, %d teams queued, %d in turn", n, len(q.writes), len(q.queued), len(q.teams))
 	}
 }
+
+// A gang of 2,000 pods bound at once emits 17 events, not 2,000 (the event
+// broadcaster drops what comes while its queue of 1,000 is full, another
+// team's events among them): one a pod for its first 16, then one for the
+// other 1,984 that says so. Another gang's few events of the same step are
+// all kept, a pod's own each.
+func TestEventsBoundedPerWorkload(t *testing.T) {
+	ev := func(gang, name, reason string) podEvent {
+		return podEvent{pod: podRef{ns: "jobs", name: name, uid: types.UID(name)}, gang: gang, reason: reason, note: "bound to n with gang " + gang}
+	}
+	var evs []podEvent
+	for i := range 2000 {
+		evs = append(evs, ev("jobs/big", fmt.Sprintf("big-%d", i), "Scheduled"))
+		if i%500 == 0 {
+			evs = append(evs, ev("beta/small", fmt.Sprintf("small-%d", i/500), "Scheduled"))
+		}
+	}
+	evs = append(evs, ev("jobs/big", "big-0", "BindFailed"), ev("jobs/big", "big-1", "BindFailed"))
+	var big, small []string
+	for _, e := range boundEvents(evs) {
+		if e.gang == "beta/small" {
+			small = append(small, e.pod.name)
+			continue
+		}
+		big = append(big, e.pod.name+" "+e.reason)
+		if e.pod.name == "big-16" && e.note != "this pod and 1983 more of gang jobs/big, told in this event only: bound to n with gang jobs/big" {
+			t.Errorf("the event for the rest of gang big: %q", e.note)
+		}
+	}
+	var want []string
+	for i := range 17 {
+		want = append(want, fmt.Sprintf("big-%d Scheduled", i))
+	}
+	want = append(want, "big-0 BindFailed")
+	if diff := cmp.Diff(want, big); diff != "" {
+		t.Errorf("gang big's events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"small-0", "small-1", "small-2", "small-3"}, small); diff != "" {
+		t.Errorf("gang small's events (-want +got):\n%s", diff)
+	}
+}
