@@ -25,13 +25,15 @@ const maxViews = 64
 const maxRules = 4096
 
 // addToFlavor puts a new node into its flavor's view and into every view of
-// rules that admit its class; a class not seen before drops the views.
+// rules that admit its class; a class not seen before drops the views, and
+// those of the pending workloads are built again at once.
 func (s *Scheduler) addToFlavor(n *node) {
 	f := n.flavor
 	f.nodes = append(f.nodes, n)
+	dropped := false
 	if _, ok := f.classes[n.spec.Class]; !ok {
 		f.classes[n.spec.Class] = len(f.classes)
-		s.dropViews(f)
+		dropped = s.dropViews(f)
 	}
 	s.attach(f.view, n)
 	n.base = int32(len(n.groups))
@@ -40,13 +42,36 @@ func (s *Scheduler) addToFlavor(n *node) {
 			s.attach(v, n)
 		}
 	}
+	if dropped {
+		s.viewsOfPending(f)
+	}
+}
+
+// viewsOfPending builds the views of f that the pending workloads' rules
+// ask for, in submission order. A view's order of nodes (by which ties are
+// broken) is the flavor's order when it is built, then moves with every
+// change: built when a workload's consideration first asked for it, it
+// would depend on which workloads a walk considered, and a walk that
+// passes over a run (skip.go) would decide otherwise than one that does
+// not. So views are built when a workload is submitted, and here.
+func (s *Scheduler) viewsOfPending(f *flavorState) {
+	var ws []*workload
+	for _, w := range s.workloads {
+		if w.state == statePending && w.spec.Rules != nil && slices.Contains(w.cands, f) {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *workload) int { return cmp.Compare(a.seq, b.seq) })
+	for _, w := range ws {
+		s.viewOf(w, f)
+	}
 }
 
 // dropViews forgets the flavor's views of rules; its nodes keep only their
-// groups of the flavor's own view.
-func (s *Scheduler) dropViews(f *flavorState) {
+// groups of the flavor's own view. It says whether there were any.
+func (s *Scheduler) dropViews(f *flavorState) bool {
 	if len(f.bySet) == 0 && len(f.byRules) == 0 {
-		return
+		return false
 	}
 	for _, n := range f.nodes {
 		if n.base > 0 {
@@ -54,6 +79,7 @@ func (s *Scheduler) dropViews(f *flavorState) {
 		}
 	}
 	f.byRules, f.bySet = nil, nil
+	return true
 }
 
 // attach adds n to the groups of v: the view's whole and one domain per level.

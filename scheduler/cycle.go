@@ -91,12 +91,24 @@ walk:
 				if c.head.mustConsider() {
 					c.recheck = true // what follows is looked at after it
 				} else {
-					skipped = s.skipRun(c, h, &res)
+					// A walk that stops after WalkDepth misses
+					// would have looked at only so many of them.
+					looked := -1
+					if !whole {
+						looked = max(0, s.opts.WalkDepth-misses)
+					}
+					skipped = s.skipRun(c, h, looked, &res)
 				}
 			}
 			switch {
 			case skipped > 0:
 				misses += skipped
+				if full && !whole && misses > s.opts.WalkDepth {
+					// The walk that considers each would have stopped
+					// inside the run, at WalkDepth misses.
+					cut = true
+					break walk
+				}
 			case !c.head.live():
 				// Cannot be (every entry that is not live is marked gone:
 				// checkQueues); were it, its workload is not considered.

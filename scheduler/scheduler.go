@@ -471,6 +471,11 @@ func (s *Scheduler) Submit(spec Workload) error {
 			w.cands = append(w.cands, f)
 		}
 	}
+	if spec.Rules != nil {
+		for _, f := range w.cands {
+			s.viewOf(w, f) // built now, not when first considered (viewsOfPending)
+		}
+	}
 	w.reason = PendingReason{Code: ReasonQueued, Requested: w.GPUs()}
 	s.workloads[spec.ID] = w
 	t.queue.push(w)

@@ -19,6 +19,10 @@ import "time"
 type runBound struct {
 	n    int
 	last int // index of its last workload in the cursor's list
+	// latest is the index of its workload submitted last: the one another
+	// team's work comes before first (comesBefore), which is not the last
+	// when some of the run went back to the front of the queue (ahead).
+	latest int
 	need GPUs
 	// pods: per pod size, the fewest pods asked by a workload that requires
 	// no topology level; levels: the same per level and pod size for those
@@ -46,7 +50,12 @@ type levelBound struct {
 // It returns how many workloads it passed over; c then stands after them.
 // When it stops short of the run's end, c.tier is cleared so that the rest
 // is looked at in its turn.
-func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
+//
+// The times the run's workloads may first reserve or starve are the cycle's
+// wake, as the walk that considers each would make them (wakeBy), for the
+// first looked of them (all, when looked < 0): a walk stopping at WalkDepth
+// looks at no more.
+func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int {
 	if s.noSkip || s.opts.BorrowFirstAfter > 0 {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
@@ -55,14 +64,21 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, res *Results) int {
 	if b.n == 0 || !s.runStuck(c.t, tier, b) {
 		return 0
 	}
+	for i := c.i - 1; i <= b.last && looked != 0; i++ {
+		if e := &c.list[i]; !e.gone {
+			if e.notBefore.After(s.now) {
+				res.wakeNoLater(e.notBefore) // its backoff ends
+			}
+			s.wakeBy(c.t, tier, e.since, res)
+			looked--
+		}
+	}
 	c.i = b.last + 1
 	c.next()
 	if !whole {
 		c.tier = nil
 	}
 	res.Skipped += b.n
-	res.wakeNoLater(b.wake)
-	s.wakeBy(c.t, tier, b.since, res)
 	return b.n
 }
 
@@ -86,7 +102,7 @@ type runCache struct {
 func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 	rc := c.t.runs[c.head.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
-		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.last])) {
+		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.latest])) {
 		if s.checkRuns != nil {
 			scanned, whole := s.scanRun(c, h)
 			s.checkRuns(rc.b, scanned, whole)
@@ -153,6 +169,9 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if b.n == 0 || e.since.Before(b.since) {
 			b.since = e.since
 		}
+		if b.n == 0 || e.submitted.After(c.list[b.latest].submitted) {
+			b.latest = i
+		}
 		b.n++
 		b.last = i
 		if e.require != "" {
@@ -195,11 +214,13 @@ func lowerLevel(bs []levelBound, level string, gpp GPUs, pods int64) []levelBoun
 func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 	eligible := s.mayReserve(b.since)
 	for _, f := range t.flavors {
-		if eligible && f.res == nil {
-			return false // one of them may reserve (reserve)
+		v, avail := f.view, t.q.available(f.id)
+		if eligible && f.res == nil && avail >= b.need {
+			// One of them may reserve (reserve: where its quotaCheck
+			// passes, which needs the team's available GPUs).
+			return false
 		}
 		// quotaCheck, then placeOn, for the least of each pod size.
-		v, avail := f.view, t.q.available(f.id)
 		for _, pb := range b.pods {
 			if avail >= pb.gpp*pb.pods && v.all.fits(pb.gpp, pb.pods) {
 				return false

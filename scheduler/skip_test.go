@@ -16,12 +16,12 @@ import (
 // cycle: admissions (nodes and pods), preemptions, evictions, and the same
 // usage at the end. Random fleets and quota trees with an even-priority
 // borrowOnly tier, with and without placement rules, reservations, a walk
-// depth and preemption; the runs passed over must add up, or the test
+// depth, starving workloads and preemption; the runs passed over must add up, or the test
 // proves nothing. Every run bound taken from the cache must be the one a
 // scan finds.
 func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 	skipped, cacheHits := 0, 0
-	for seed := range 80 {
+	for seed := range 160 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 41))
 		rules := seed%2 == 1
 		cfg, nodes := evenWorld(rng, rules)
@@ -32,6 +32,9 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			opts.GangTimeout, opts.Backoff = 2*time.Minute, time.Minute
 		}
+		// Starving workloads (on by default): a run's younger workloads
+		// starve later than its oldest.
+		opts.StarvationAfter = time.Duration(rng.IntN(3)) * 3 * time.Minute
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
 		b.s.noSkip = true
 		a.s.checkRuns = func(cached, scanned runBound, ok bool) {
@@ -117,7 +120,7 @@ func evenWorkload(rng *rand.Rand, cfg Config, id, sec int, rules bool) Workload 
 }
 
 func sameBound(a, b runBound) bool {
-	return a.n == b.n && a.last == b.last && a.need == b.need && a.since.Equal(b.since) && a.wake.Equal(b.wake) &&
+	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since.Equal(b.since) && a.wake.Equal(b.wake) &&
 		slices.Equal(a.pods, b.pods) && slices.Equal(a.levels, b.levels)
 }
 
