@@ -42,14 +42,17 @@ const (
 // errStop ends a walk.
 var errStop = errors.New("stop")
 
-// walkSources calls visit for every .cue file of fsys that belongs to the
+// WalkSources calls visit for every .cue file of fsys that belongs to the
 // package, in lexical order (cue.mod, hidden and _-prefixed files and
 // folders, and CUE tool files are skipped), with its contents. A folder is
 // read in batches, so one of millions of entries is never held whole. What
-// cannot be read, and a repository beyond MaxEntries, MaxFolderDepth,
-// MaxSourceFiles or MaxSourceBytes, is a finding; the walk ends at the first
-// bound exceeded.
-func walkSources(fsys fs.FS, visit func(p string, src []byte)) Findings {
+// cannot be read (rule syntax), and a repository beyond MaxEntries,
+// MaxFolderDepth, MaxSourceFiles or MaxSourceBytes (rule RuleLimit), is a
+// finding at the file or folder; the walk ends at the first bound exceeded,
+// having read nothing past it. Load walks with it, and so does whoever reads
+// a repository into memory before loading it (the manager's checkout), so
+// that the bounds hold before anything is read whole.
+func WalkSources(fsys fs.FS, visit func(p string, src []byte)) Findings {
 	var findings Findings
 	cannotRead := func(p string, err error) {
 		findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSyntax, Pos: Pos{File: p},

@@ -136,7 +136,7 @@ func parseFiles(fsys fs.FS) ([]*ast.File, map[string][]byte, Findings) {
 	sources := map[string][]byte{}
 	var findings Findings
 	pkg, pkgFile := "", ""
-	walked := walkSources(fsys, func(p string, src []byte) {
+	walked := WalkSources(fsys, func(p string, src []byte) {
 		f, err := parser.ParseFile(p, src, parser.ParseComments, parser.AllErrors)
 		if err != nil {
 			findings = append(findings, fromCUE(err, nil)...)

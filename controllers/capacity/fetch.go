@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
 )
 
@@ -98,7 +99,7 @@ type GitFetcher struct {
 }
 
 // DefaultMaxCloneBytes is GitFetcher's default bound: a capacity repository
-// is text, and its .cue files are read up to source.MaxArchiveBytes.
+// is text, and its .cue files are read up to schema.MaxSourceBytes.
 const DefaultMaxCloneBytes = 4 * source.MaxArchiveBytes
 
 // CloneCheckEvery is how often a clone's size is measured.
@@ -236,6 +237,9 @@ func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 		return Artifact{}, secrets, fmt.Errorf("git clone of %s: %w", RedactURL(src.Spec.URL), err)
 	}
 	files, err := readCUE(dir, src.Spec.Path)
+	if limit := (*LimitError)(nil); errors.As(err, &limit) {
+		limit.Revision = commit.String()
+	}
 	if err != nil {
 		return Artifact{}, secrets, err
 	}
@@ -243,11 +247,16 @@ func (g *GitFetcher) fetch(ctx context.Context, src *allotv1.CapacitySource) (Ar
 }
 
 // readCUE reads the .cue files under dir, the path spec.path names in the
-// checkout, into memory: only inside the checkout (a spec.path through a
-// symbolic link the repository points elsewhere is an error naming it; the
-// reads go through an os.Root, which follows no link out of it), regular files
-// only (a .cue symbolic link is an error naming it), at most
-// source.MaxArchiveBytes in all.
+// checkout, into memory, through schema.WalkSources, the walk that Load itself
+// makes: within schema's bounds of what is read (MaxSourceBytes,
+// MaxSourceFiles, MaxEntries, MaxFolderDepth; a *LimitError at the first one
+// exceeded, nothing read past it, never a file read whole beyond what remains),
+// only the files Load would read (cue.mod, hidden and _-prefixed files and
+// folders, .git among them, are not walked), and only inside the checkout: a
+// spec.path through a symbolic link the repository points elsewhere is an
+// error naming it, and source.Dir serves only regular files inside the
+// folder (a symbolic link out of it, a named pipe or a device is an error
+// naming the file, never a read that hangs).
 func readCUE(checkout, dir string) (fs.FS, error) {
 	root, err := os.OpenRoot(checkout)
 	if err != nil {
@@ -258,49 +267,48 @@ func readCUE(checkout, dir string) (fs.FS, error) {
 	if err := inside(root, start); err != nil {
 		return nil, err
 	}
-	fsys := root.FS()
-	files := fstest.MapFS{}
-	var total int64
-	err = fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if d.Name() == ".git" {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(d.Name(), ".cue") {
-			return nil
-		}
-		rel := strings.TrimPrefix(p, start+"/")
-		if start == "." {
-			rel = p
-		}
-		if !d.Type().IsRegular() {
-			// As schema/source does for Git trees and tarballs: an error
-			// naming the file, never a file silently left out.
-			return fmt.Errorf("reading %s: not a regular file (%s)", rel, d.Type())
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += info.Size(); total > source.MaxArchiveBytes {
-			return fmt.Errorf("the repository's .cue files exceed %d bytes", source.MaxArchiveBytes)
-		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", rel, err)
-		}
-		files[rel] = &fstest.MapFile{Data: data, Mode: 0o444}
-		return nil
-	})
+	fsys, err := source.Dir(filepath.Join(checkout, filepath.FromSlash(start)))
 	if err != nil {
 		return nil, err
 	}
+	files := fstest.MapFS{}
+	findings := schema.WalkSources(fsys, func(p string, src []byte) {
+		files[p] = &fstest.MapFile{Data: src, Mode: 0o444}
+	})
+	var cannot error
+	for _, f := range findings {
+		if f.Rule == schema.RuleLimit {
+			return nil, &LimitError{Path: path.Join(start, f.Pos.File), Bound: f.Message}
+		}
+		if cannot == nil && f.Severity == schema.SeverityError {
+			cannot = fmt.Errorf("reading %s: %s", path.Join(start, f.Pos.File), strings.TrimPrefix(f.Message, "cannot read: "))
+		}
+	}
+	if cannot != nil {
+		return nil, cannot
+	}
 	return files, nil
+}
+
+// A LimitError says a revision's .cue files exceed one of schema's bounds of
+// what is read (schema.RuleLimit): found while they were read, before any of
+// them was loaded, and nothing read past it. Retrying does not help until a
+// new revision.
+type LimitError struct {
+	// Revision is the revision read, once known.
+	Revision string
+	// Path is the file or folder where the walk stopped, in the repository.
+	Path string
+	// Bound says which bound, as schema.WalkSources does.
+	Bound string
+}
+
+func (e *LimitError) Error() string {
+	rev := ""
+	if e.Revision != "" {
+		rev = "revision " + e.Revision + ": "
+	}
+	return fmt.Sprintf("%s%s: %s (rule %s: nothing past it was read)", rev, e.Path, e.Bound, schema.RuleLimit)
 }
 
 // inside checks that each directory of the path p, relative to root, is in
@@ -391,6 +399,10 @@ func redactError(err error, raw string, extra ...string) error {
 	if size := (*CloneSizeError)(nil); errors.As(err, &size) {
 		return &redactedError{msg: msg, err: size} // which holds no secret
 	}
+	if limit := (*LimitError)(nil); errors.As(err, &limit) {
+		// Its paths are the repository's, its revision a commit: no secret.
+		return &redactedError{msg: msg, err: limit}
+	}
 	return errors.New(msg)
 }
 
@@ -452,6 +464,10 @@ func (f *FluxFetcher) Fetch(ctx context.Context, src *allotv1.CapacitySource) (A
 		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}
 	files, err := readCUE(dir, src.Spec.Path)
+	if limit := (*LimitError)(nil); errors.As(err, &limit) {
+		limit.Revision = a.Revision
+		return Artifact{}, fmt.Errorf("%s: %w", name, err)
+	}
 	if err != nil {
 		return Artifact{}, fmt.Errorf("artifact %s of %s: %w", a.Revision, name, err)
 	}

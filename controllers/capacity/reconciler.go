@@ -57,6 +57,7 @@ const (
 	ReasonSucceeded         = "ReconciliationSucceeded"
 	ReasonProgressing       = "Progressing"
 	ReasonFetchFailed       = "FetchFailed"
+	ReasonLimitExceeded     = "LimitExceeded"
 	ReasonInvalidSpec       = "InvalidSpec"
 	ReasonValidationFailed  = "ValidationFailed"
 	ReasonRenderFailed      = "RenderFailed"
@@ -181,6 +182,17 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		if errors.As(err, &spec) {
 			r.stall(src, ReasonInvalidSpec, err.Error())
 			return ctrl.Result{}, nil
+		}
+		// A revision beyond schema's bounds stays so: wait for the next
+		// one, as for a revision that does not validate.
+		if limit := (*LimitError)(nil); errors.As(err, &limit) {
+			if limit.Revision != "" {
+				src.Status.LastAttemptedRevision = limit.Revision
+			}
+			src.Status.Findings = statusFindings(schema.Findings{{Severity: schema.SeverityError, Rule: schema.RuleLimit,
+				Pos: schema.Pos{File: limit.Path}, Message: limit.Bound}})
+			r.stall(src, ReasonLimitExceeded, fmt.Sprintf("%v; %s", err, inForce(src)))
+			return interval, nil
 		}
 		r.fail(src, ReasonFetchFailed, fmt.Sprintf("%v; %s", err, inForce(src)))
 		return ctrl.Result{}, err
