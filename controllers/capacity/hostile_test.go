@@ -495,3 +495,72 @@ exit 1
 		clean("the manager's log", out)
 	}
 }
+
+// A revision beyond one of schema's bounds of what is read (folders 33
+// deep, a 17 MiB .cue file of zeros, 17 KB in Git; the count of files is
+// TestReadCUEBounded's: 10,001 files take go-git minutes to clone here) is
+// refused as the manager reads its checkout, by the walk schema.Load makes:
+// Ready=False and Stalled, reason LimitExceeded, the message naming the
+// bound, where the walk stopped, the revision and the one in force, and the
+// last good revision stays applied. Before, the manager read such a checkout
+// whole (up to 256 MiB, any number of files, any depth) before the loader's
+// bounds applied. Once the repository is back within the bounds, its next
+// revision is applied.
+func TestHostileCheckoutKeepsTheLastGoodRevision(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.write("capacity.cue", smallRepo("bounded", map[string]int{"bounded-a": 16}))
+	good := repo.commit("good")
+	key := newSource(t, "bounded", repo, "")
+	waitRevision(t, key, good, true)
+
+	for _, tc := range []struct {
+		name, path, bound string
+		make              func()
+	}{
+		{"33 folders", strings.Repeat("d/", 33), "folders nest more than 32 levels deep", func() {
+			repo.write(strings.Repeat("d/", 33)+"a.cue", "package capacity\n")
+		}},
+		{"17 MiB", "zeros.cue", "more than 16 MiB", func() {
+			f, err := os.Create(filepath.Join(repo.dir, "zeros.cue"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(17 << 20); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.make()
+			bad := repo.commit(tc.name)
+			s := waitRevision(t, key, bad, false)
+			if r := conditions.GetReason(s, allotv1.ReadyCondition); r != capacity.ReasonLimitExceeded || !conditions.IsStalled(s) {
+				t.Errorf("Ready reason %s, Stalled %v; want LimitExceeded, Stalled", r, conditions.IsStalled(s))
+			}
+			msg := conditions.GetMessage(s, allotv1.ReadyCondition)
+			for _, want := range []string{strings.TrimSuffix(tc.path, "/"), tc.bound, "rule limit", bad, good + " stays in force"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("Ready message %.400q lacks %q", msg, want)
+				}
+			}
+			if len(s.Status.Findings) != 1 || s.Status.Findings[0].Rule != "limit" || !strings.Contains(s.Status.Findings[0].Message, tc.bound) {
+				t.Errorf("findings %+v, want one of rule limit: %s", s.Status.Findings, tc.bound)
+			}
+			if !strings.HasSuffix(s.Status.LastAppliedRevision, good) {
+				t.Errorf("lastAppliedRevision = %q, want the last good %s", s.Status.LastAppliedRevision, good)
+			}
+			if got := getTeam(t, "bounded-a").Spec.Quota[0].Nominal; got != 16 {
+				t.Errorf("bounded-a nominal = %d, want 16 (the last good revision)", got)
+			}
+			waitEvent(t, env.Client, key, capacity.ReasonLimitExceeded, bad[:12])
+			repo.git("rm", "-r", "-q", strings.Split(tc.path, "/")[0])
+		})
+	}
+	repo.write("capacity.cue", smallRepo("bounded", map[string]int{"bounded-a": 24}))
+	next := repo.commit("within the bounds again")
+	waitRevision(t, key, next, true)
+	if got := getTeam(t, "bounded-a").Spec.Quota[0].Nominal; got != 24 {
+		t.Errorf("bounded-a nominal = %d, want 24 (the revision within the bounds)", got)
+	}
+}
