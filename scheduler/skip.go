@@ -23,7 +23,7 @@ type runBound struct {
 	// team's work comes before first (comesBefore), which is not the last
 	// when some of the run went back to the front of the queue (ahead).
 	latest int
-	need GPUs
+	need   GPUs
 	// pods: per pod size, the fewest pods asked by a workload that requires
 	// no topology level; levels: the same per level and pod size for those
 	// that require one.
