@@ -188,11 +188,18 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if !s.opts.NoStatuses && w.reason != old {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
-	if w.notBefore.After(s.now) {
-		res.wakeNoLater(w.notBefore)
-	}
-	s.wakeBy(w.team, w.tier, w.since, res)
+	s.wakeFor(w.team, w.tier, w.since, w.notBefore, res)
 	return false
+}
+
+// wakeFor sets res.Wake no later than the next time a waiting workload of
+// team t and tier p, waiting since then and backed off until notBefore, may
+// do more than it could now: its backoff ends, or wakeBy's times.
+func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore time.Time, res *Results) {
+	if notBefore.After(s.now) {
+		res.wakeNoLater(notBefore)
+	}
+	s.wakeBy(t, p, since, res)
 }
 
 // consider tries to admit one pending workload.

@@ -66,10 +66,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 	}
 	for i := c.i - 1; i <= b.last && looked != 0; i++ {
 		if e := &c.list[i]; !e.gone {
-			if e.notBefore.After(s.now) {
-				res.wakeNoLater(e.notBefore) // its backoff ends
-			}
-			s.wakeBy(c.t, tier, e.since, res)
+			s.wakeFor(c.t, tier, e.since, e.notBefore, res)
 			looked--
 		}
 	}
