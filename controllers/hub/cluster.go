@@ -158,7 +158,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		conditions.MarkFalse(c, allotv1.ReachableCondition, reason, "%s", why)
 		grace := failoverAfter(c)
 		since := c.Status.UnreachableSince.Time
-		if left := since.Add(grace).Sub(now); left > 0 {
+		if left := r.lostAt(c).Sub(now); left > 0 {
 			conditions.MarkFalse(c, allotv1.ReadyCondition, ReasonUnreachable, "unreachable since %s; its jobs stay there for %s more (failoverAfter %s): %s",
 				since.UTC().Format(time.RFC3339), left.Round(time.Second), grace, why)
 			if r.Workers != nil {
@@ -187,11 +187,31 @@ func (r *ClusterReconciler) requeueAfter(c *allotv1.Cluster, now time.Time) time
 		d = DefaultInterval
 	}
 	if s := c.Status.UnreachableSince; s != nil {
-		if left := s.Add(failoverAfter(c)).Sub(now); left > 0 && left < d {
+		if left := r.lostAt(c).Sub(now); left > 0 && left < d {
 			d = left
 		}
 	}
 	return d
+}
+
+// lostAt is when the unreachable worker c is Lost: failoverAfter after the
+// end of the second its first failed probe began in, and never before the
+// fence of the copies made there (Workers.fence: failoverAfter after the
+// last successful probe began), so that a job moves only once its copy's
+// fence has passed and cannot run twice. The API keeps UnreachableSince to
+// the second, and the last successful probe may have begun later in that
+// second; or it may not be there at all in the Cluster read (a cache that
+// lags, a status patch that failed), which still says unreachable since an
+// earlier outage.
+func (r *ClusterReconciler) lostAt(c *allotv1.Cluster) time.Time {
+	grace := failoverAfter(c)
+	at := c.Status.UnreachableSince.Truncate(time.Second).Add(time.Second + grace)
+	if r.Workers != nil {
+		if f := r.Workers.fence(c.Name); f.After(at) {
+			at = f
+		}
+	}
+	return at
 }
 
 func failoverAfter(c *allotv1.Cluster) time.Duration {

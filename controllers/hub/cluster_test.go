@@ -157,3 +157,89 @@ func startManager(t *testing.T, ctx context.Context, mgr ctrl.Manager) {
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+// TestLostNotBeforeTheFence: a worker is Lost (its jobs move) never before
+// the fence of the copies the hub made there (failoverAfter after the last
+// successful probe began) has passed, or a job would run in two clusters:
+// not when the API keeps the first failed probe's time to the second and the
+// last good probe began later in that second, nor when the Cluster read
+// still says unreachable since an outage before that probe (a lagging
+// cache, a status patch that failed).
+func TestLostNotBeforeTheFence(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	kc, err := env.Kubeconfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := []byte(strings.ReplaceAll(string(kc), env.Config.Host, "https://"+addr))
+	const grace = 2 * time.Second
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}, Data: map[string][]byte{"kubeconfig": kc}},
+		&allotv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "w"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "w"}, FailoverAfter: &metav1.Duration{Duration: grace}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var now time.Time
+	r := &hub.ClusterReconciler{Client: c, Reader: c, Namespace: ns, ProbeTimeout: 5 * time.Second, Workers: hub.NewWorkers(), Now: func() time.Time { return now }}
+	setKubeconfig := func(b []byte) {
+		t.Helper()
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "w"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["kubeconfig"] = b
+		if err := c.Update(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probeAt := func(at time.Time, want string) {
+		t.Helper()
+		now = at
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: "w"}}); err != nil {
+			t.Fatal(err)
+		}
+		var cl allotv1.Cluster
+		if err := c.Get(ctx, client.ObjectKey{Name: "w"}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		if got := conditions.GetReason(&cl, allotv1.ReadyCondition); got != want {
+			t.Errorf("probed at %s: Ready reason %q (%s), want %q", at.Format("15:04:05.000"), got, conditions.GetMessage(&cl, allotv1.ReadyCondition), want)
+		}
+	}
+
+	// The last good probe begins at .700, the first failed one at .900 of
+	// the same second: the API keeps .000 for it.
+	t0 := time.Now().Truncate(time.Second).Add(700 * time.Millisecond)
+	probeAt(t0, hub.ReasonReachable)
+	setKubeconfig(nowhere)
+	probeAt(t0.Add(200*time.Millisecond), hub.ReasonUnreachable)
+	probeAt(t0.Add(grace-100*time.Millisecond), hub.ReasonUnreachable) // the copies' fence has not passed
+	probeAt(t0.Add(grace+time.Second), hub.ReasonLost)
+
+	// Back, then gone again 200ms later, while the Cluster read still says
+	// unreachable since the first outage.
+	setKubeconfig(kc)
+	t1 := t0.Add(time.Minute)
+	probeAt(t1, hub.ReasonReachable)
+	var cl allotv1.Cluster
+	if err := c.Get(ctx, client.ObjectKey{Name: "w"}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.UnreachableSince = &metav1.Time{Time: t0}
+	if err := c.Status().Update(ctx, &cl); err != nil {
+		t.Fatal(err)
+	}
+	setKubeconfig(nowhere)
+	probeAt(t1.Add(200*time.Millisecond), hub.ReasonUnreachable)
+	probeAt(t1.Add(grace-100*time.Millisecond), hub.ReasonUnreachable)
+	probeAt(t1.Add(grace), hub.ReasonLost)
+}

@@ -90,6 +90,18 @@ func (ws *Workers) missed(name string, lost bool) {
 	}
 }
 
+// fence is until when the hub vouches for the copies it made in the
+// worker: failoverAfter after its last successful probe began (zero if
+// never reached).
+func (ws *Workers) fence(name string) time.Time {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w := ws.m[name]; w != nil && !w.seenAt.IsZero() {
+		return w.seenAt.Add(w.failoverAfter)
+	}
+	return time.Time{}
+}
+
 // forget drops a worker whose Cluster was deleted: its jobs go elsewhere.
 func (ws *Workers) forget(name string) {
 	ws.mu.Lock()
@@ -107,11 +119,11 @@ type snapshot struct {
 	// failoverAfter is how long the hub vouches for a copy it made here.
 	failoverAfter time.Duration
 	// fence is until when the hub vouches for the copies it made here:
-	// failoverAfter after the last successful probe began. The hub moves a
-	// job no sooner than failoverAfter after the first failed probe, which
-	// is later, so a copy's fence always passes before its job can move,
-	// however late a write to the worker (with a client made before the
-	// probes began to fail) renews it.
+	// failoverAfter after the last successful probe began. The worker is
+	// Lost, and its jobs move, no sooner than that (ClusterReconciler.lostAt),
+	// so a copy's fence always passes before its job can move, however late
+	// a write to the worker (with a client made before the probes began to
+	// fail) renews it.
 	fence time.Time
 	// copies are the hub's copies in the worker, listed by the pass; byUID
 	// indexes them by their hub Job's UID.
