@@ -179,7 +179,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if !s.opts.NoStatuses {
 		old = w.reason
 	}
-	w.seen = s.cycles
+	w.seen, w.said = s.cycles, s.now
 	res.Considered++
 	s.consider(w, res)
 	if w.state != statePending {
@@ -507,6 +507,7 @@ func (s *Scheduler) setNow(now time.Time) {
 	s.now = now
 	s.reserveCut = now.Add(-max(s.opts.ReserveAfter, 0))
 	s.starveCut = now.Add(-max(s.opts.StarvationAfter, 0))
+	s.resayCut = now.Add(-resayEvery)
 }
 
 // mayReserve says whether a workload waiting since then may reserve nodes

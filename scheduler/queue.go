@@ -58,8 +58,10 @@ type workload struct {
 	shape, class *shapeInfo
 	// cands are the flavors w may use, in the order they are tried.
 	cands []*flavorState
-	// seen is the last cycle that considered w.
+	// seen is the last cycle that considered w; said when its reason was
+	// last worked out (considered, or passed over: reexplain).
 	seen uint64
+	said time.Time
 }
 
 func (w *workload) GPUs() GPUs { return w.spec.GPUs() }

@@ -74,8 +74,8 @@ type Results struct {
 	Wake time.Time
 	// Walk says how far the cycle walked the queue, Considered how many
 	// workloads it considered, Skipped how many it passed over in runs
-	// that could not start (a team's work of one tier; they keep the
-	// reasons they were last given).
+	// that could not start (a team's work of one tier; their reasons are
+	// worked out again when 30 seconds old).
 	Walk       Walk
 	Considered int
 	Skipped    int

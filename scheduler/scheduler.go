@@ -29,7 +29,9 @@ type Scheduler struct {
 	// Options.StarvationAfter (setNow): a workload waiting since no later
 	// than one may reserve, or starves. A walk asks it of every workload it
 	// considers; a comparison costs a fraction of now.Sub(since).
-	reserveCut, starveCut time.Time
+	// resayCut is now less resayEvery: a reason said no later than it is
+	// said again when its workload is passed over (reexplain).
+	reserveCut, starveCut, resayCut time.Time
 	// dirty is set when capacity or quota was released since the last cycle:
 	// only then may a waiting workload have become admissible.
 	dirty bool
@@ -515,10 +517,19 @@ func (s *Scheduler) Finish(id WorkloadID) error {
 }
 
 // Reason returns why a pending workload waits; false when it is not pending.
+// For one the last cycle did not consider (passed over in a run that could
+// not start, or not walked), it is what a consideration would find first as
+// things are now, not the numbers of when it was last considered; nothing
+// is changed.
 func (s *Scheduler) Reason(id WorkloadID) (PendingReason, bool) {
 	w, ok := s.workloads[id]
 	if !ok || w.state != statePending {
 		return PendingReason{}, false
+	}
+	if w.seen != s.cycles {
+		if r, ok := s.explain(w); ok {
+			return r, true
+		}
 	}
 	return w.reason, true
 }

@@ -10,7 +10,9 @@ import "time"
 // starts. When a bound on what the run asks of each flavor (the fewest GPUs;
 // per pod size, and per required level and pod size, the fewest pods) shows
 // that none of them can be admitted, preempt or reserve, the walk passes over
-// the run, and its workloads keep the reasons they were last given. The
+// the run; their reasons are what a consideration finds first, worked out
+// again every resayEvery (reexplain; Scheduler.Reason works it out when
+// asked). The
 // decisions are those of the walk that tries each workload: the bounds are
 // ones the admission, preemption and reservation paths check before anything
 // else, taken over the run (TestSkippedRunsDecideAsTheWholeWalk).
@@ -67,6 +69,9 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 	for i := c.i - 1; i <= b.last && looked != 0; i++ {
 		if e := &c.list[i]; !e.gone {
 			s.wakeFor(c.t, tier, e.since, e.notBefore, res)
+			if !s.opts.NoStatuses {
+				s.reexplain(e.w, res)
+			}
 			looked--
 		}
 	}
@@ -77,6 +82,44 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 	}
 	res.Skipped += b.n
 	return b.n
+}
+
+// resayEvery is how often the reason of a workload passed over in run after
+// run is worked out again: its status's numbers lag what is available by
+// no more, and a walk of a long queue that cannot start stays a pass over
+// it (working every reason out again costs about as much as the walk).
+const resayEvery = 30 * time.Second
+
+// reexplain gives w, passed over in a run, the reason it waits now (explain)
+// when the one it has was worked out resayEvery ago or more, and reports it
+// when it changed, as step would: its status says what is available now,
+// not what was when it was last considered. It decides nothing (a reason's
+// code is read by a decision only with Options.BorrowFirstAfter, when no
+// run is passed over).
+func (s *Scheduler) reexplain(w *workload, res *Results) {
+	if w.said.After(s.resayCut) {
+		return
+	}
+	w.said = s.now
+	if r, ok := s.explain(w); ok && r != w.reason {
+		s.setReason(w, r)
+		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: r})
+	}
+}
+
+// explain is why pending w, not considered in this cycle, would wait if it
+// were: what its consideration finds first when nothing starts (tryAdmit:
+// its first flavor's quota or nodes; a backoff). ok is false when there is
+// nothing new to say: it was never considered (Queued), it holds a
+// reservation (its reason is the reservation's), or it fits now.
+func (s *Scheduler) explain(w *workload) (PendingReason, bool) {
+	switch {
+	case w.reason.Code == ReasonQueued || w.reserved != nil:
+		return PendingReason{}, false
+	case w.notBefore.After(s.now):
+		return PendingReason{Code: ReasonBackoff, Requested: w.GPUs()}, true
+	}
+	return s.firstReason(w)
 }
 
 // mustConsider says whether a walk must consider the entry's workload,

@@ -140,7 +140,8 @@ func decisions(r Results) string {
 }
 
 // TestSkipKeepsReasonsAndWakes: a run passed over keeps the reasons its
-// workloads were given, a workload in it whose backoff ends later still wakes
+// workloads were given within resayEvery (Reason says them as they are
+// now), a workload in it whose backoff ends later still wakes
 // the scheduler then, and a run with one workload that can start is walked.
 func TestSkipKeepsReasonsAndWakes(t *testing.T) {
 	cfg := Config{Teams: []Team{teamQ("a", "", 16, nil, nil), teamQ("b", "", 4, nil, nil)}}
@@ -171,8 +172,13 @@ func TestSkipKeepsReasonsAndWakes(t *testing.T) {
 	if res := release(10); res.Skipped != 2 || res.Considered != 0 || res.Walk != WalkWhole {
 		t.Fatalf("after the release: %s walk, %d considered, %d passed over; want team b's run of 2 passed over", res.Walk, res.Considered, res.Skipped)
 	}
+	// Said 11s ago: not worked out again in the walk before resayEvery,
+	// but Reason works it out when asked.
 	if b1.reason.Available != 123 {
-		t.Fatalf("b1's reason changed though it was passed over: %+v", b1.reason)
+		t.Fatalf("b1's reason was worked out again %s after the last time: %+v", at(11).Sub(b1.said), b1.reason)
+	}
+	if r, _ := f.s.Reason("b1"); r.Available != 4 {
+		t.Fatalf("b1's reason, asked for: %+v; want 4 available", r)
 	}
 	// A backoff inside a run passed over still sets the wake.
 	b1.notBefore = at(100)
@@ -192,5 +198,41 @@ func TestSkipKeepsReasonsAndWakes(t *testing.T) {
 	res := f.cycle(31)
 	if res.Skipped != 0 || len(res.Admitted) != 1 || res.Admitted[0].Workload != "b4" {
 		t.Fatalf("team b's run has b4, which fits its quota now: %d considered, %d passed over, admitted %v", res.Considered, res.Skipped, admittedIDs(res))
+	}
+}
+
+// TestPassedOverSaysWhatIsAvailableNow: a workload passed over in a run that
+// cannot start says why it waits as things are now, not as they were when it
+// was last considered: in the cycle's statuses, and from Reason when the
+// cycle reports none (a replay's report of the jobs that never started).
+func TestPassedOverSaysWhatIsAvailableNow(t *testing.T) {
+	for _, noStatuses := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoStatuses=%v", noStatuses), func(t *testing.T) {
+			opts := noReserve()
+			opts.NoStatuses = noStatuses
+			f := newFx(t, Config{Teams: []Team{teamQ("ml", "", 64, nil, nil)}}, rack("n", "a", 2, 8, 0, 0), opts)
+			// big asks 24 GPUs of a fleet of 16: it never starts.
+			f.submit(wl("small", "ml", "research", 2, 8, 0), wl("big", "ml", "research", 3, 8, 1))
+			f.cycle(10)
+			if r, _ := f.s.Reason("big"); r.Code != ReasonInsufficientNodes || r.Available != 0 {
+				t.Fatalf("big while small runs: %+v, want InsufficientNodes with 0 available", r)
+			}
+			f.finish("small")
+			res := f.cycle(10 + int(resayEvery/time.Second))
+			if res.Skipped == 0 {
+				t.Fatalf("big was considered (%d), not passed over: the test proves nothing", res.Considered)
+			}
+			want := PendingReason{Code: ReasonInsufficientNodes, Flavor: "a", Requested: 24, Available: 16, Limit: 16}
+			if r, _ := f.s.Reason("big"); r != want {
+				t.Errorf("big after small ended: %+v (%s), want %+v", r, r, want)
+			}
+			var reported []PendingStatus
+			if !noStatuses {
+				reported = []PendingStatus{{Workload: "big", Reason: want}}
+			}
+			if !reflect.DeepEqual(res.Pending, reported) {
+				t.Errorf("the cycle's statuses %+v, want %+v", res.Pending, reported)
+			}
+		})
 	}
 }
