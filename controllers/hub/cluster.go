@@ -202,16 +202,26 @@ func (r *ClusterReconciler) requeueAfter(c *allotv1.Cluster, now time.Time) time
 // the second, and the last successful probe may have begun later in that
 // second; or it may not be there at all in the Cluster read (a cache that
 // lags, a status patch that failed), which still says unreachable since an
-// earlier outage.
+// earlier outage; a new leader knows that probe from status.lastSeen alone.
 func (r *ClusterReconciler) lostAt(c *allotv1.Cluster) time.Time {
 	grace := failoverAfter(c)
 	at := c.Status.UnreachableSince.Truncate(time.Second).Add(time.Second + grace)
+	if s := c.Status.LastSeen; s != nil {
+		// A leader that never reached the worker knows the last good probe
+		// (its own or an earlier leader's) from the status alone.
+		at = maxTime(at, s.Truncate(time.Second).Add(time.Second+grace))
+	}
 	if r.Workers != nil {
-		if f := r.Workers.fence(c.Name); f.After(at) {
-			at = f
-		}
+		at = maxTime(at, r.Workers.fence(c.Name))
 	}
 	return at
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func failoverAfter(c *allotv1.Cluster) time.Duration {

@@ -164,7 +164,8 @@ func startManager(t *testing.T, ctx context.Context, mgr ctrl.Manager) {
 // not when the API keeps the first failed probe's time to the second and the
 // last good probe began later in that second, nor when the Cluster read
 // still says unreachable since an outage before that probe (a lagging
-// cache, a status patch that failed).
+// cache, a status patch that failed), nor for a new leader that knows the
+// last good probe from the Cluster's status alone.
 func TestLostNotBeforeTheFence(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -241,5 +242,20 @@ func TestLostNotBeforeTheFence(t *testing.T) {
 	setKubeconfig(nowhere)
 	probeAt(t1.Add(200*time.Millisecond), hub.ReasonUnreachable)
 	probeAt(t1.Add(grace-100*time.Millisecond), hub.ReasonUnreachable)
-	probeAt(t1.Add(grace), hub.ReasonLost)
+	probeAt(t1.Add(grace+300*time.Millisecond), hub.ReasonLost) // lastSeen's second ended 300ms after it
+
+	// A new leader, which never reached the worker, reads a Cluster last seen
+	// at .700 and still unreachable since the first outage.
+	r = &hub.ClusterReconciler{Client: c, Reader: c, Namespace: ns, ProbeTimeout: 5 * time.Second, Workers: hub.NewWorkers(), Now: r.Now}
+	t2 := t1.Add(time.Minute)
+	if err := c.Get(ctx, client.ObjectKey{Name: "w"}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.LastSeen, cl.Status.UnreachableSince = &metav1.Time{Time: t2}, &metav1.Time{Time: t0}
+	if err := c.Status().Update(ctx, &cl); err != nil {
+		t.Fatal(err)
+	}
+	probeAt(t2.Add(200*time.Millisecond), hub.ReasonUnreachable)
+	probeAt(t2.Add(grace+200*time.Millisecond), hub.ReasonUnreachable)
+	probeAt(t2.Add(grace+300*time.Millisecond), hub.ReasonLost)
 }
