@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -48,8 +49,11 @@ type pendingWrite struct {
 type podEvent struct {
 	pod podRef
 	// gang is the pod's workload: what one emits in a step is bounded.
-	gang               string
-	kind, reason, note string
+	gang string
+	// team is the team of the pod's namespace, set as the event is sent
+	// (emit): what a team's pods emit is bounded too.
+	team                       string
+	kind, reason, action, note string
 }
 
 // eventsPerWorkload is the most events of its own pods one workload emits in
@@ -114,7 +118,7 @@ type actions struct {
 }
 
 func (a *actions) event(p *podInfo, kind, reason, note string) {
-	a.events = append(a.events, podEvent{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, gang: p.gang, kind: kind, reason: reason, note: note})
+	a.events = append(a.events, podEvent{pod: podRef{ns: p.ns, name: p.name, uid: p.uid}, gang: p.gang, kind: kind, reason: reason, action: "Schedule", note: note})
 }
 
 // evict marks a gang's live pods as on their way out and queues their eviction.
@@ -409,11 +413,11 @@ func (r *Runner) evictPods(ctx context.Context, t evictTask) {
 		err := retryTransient(ctx, func() error { return r.client.SubResource("eviction").Create(ctx, p.object(), ev) })
 		if err != nil && !apierrors.IsNotFound(err) {
 			r.log.Error(err, "evicting", "pod", p.name, "namespace", p.ns)
-			r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "eviction failed (%s): %s", quoted(err), t.note)
+			r.emit(podEvent{pod: p, kind: corev1.EventTypeWarning, reason: t.reason, action: "Evict", note: fmt.Sprintf("eviction failed (%s): %s", quoted(err), t.note)})
 			r.stillThere(p.uid)
 			continue
 		}
-		r.events.Eventf(p.object(), nil, corev1.EventTypeWarning, t.reason, "Evict", "%s", t.note)
+		r.emit(podEvent{pod: p, kind: corev1.EventTypeWarning, reason: t.reason, action: "Evict", note: t.note})
 	}
 }
 
@@ -443,12 +447,13 @@ func (r *Runner) unbindPods(ctx context.Context, t unbindTask) {
 			}
 			if err != nil {
 				r.log.Error(err, "a bare pod cannot be taken back safely; it stays bound", "pod", p.name, "namespace", p.ns)
-				r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "UnbindFailed", "Unbind", "%s; the pod stays bound: %s", apilimits.Truncate(t.note, apilimits.NoteBytes/2), quoted(err))
+				r.emit(podEvent{pod: ref, kind: corev1.EventTypeWarning, reason: "UnbindFailed", action: "Unbind",
+					note: fmt.Sprintf("%s; the pod stays bound: %s", apilimits.Truncate(t.note, apilimits.NoteBytes/2), quoted(err))})
 				r.unbindFailed(p.uid)
 				continue
 			}
 		}
-		r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "Unbound", "Unbind", "%s", t.note)
+		r.emit(podEvent{pod: ref, kind: corev1.EventTypeWarning, reason: "Unbound", action: "Unbind", note: t.note})
 		r.markDisrupted(ctx, ref, t.note)
 		err := retryTransient(ctx, func() error {
 			return r.client.Delete(ctx, ref.object(), client.GracePeriodSeconds(0), client.Preconditions{UID: &p.uid})
@@ -533,9 +538,11 @@ func (r *Runner) stillThere(uid types.UID) {
 }
 
 // writePending writes PodScheduled=False with the core's reason on pending pods,
-// and the events.
+// and the events: an Unschedulable event of each reason written, then evs,
+// as far as the runner's budget of events goes (emit).
 func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []podEvent) {
 	now := metav1.Now()
+	var told []podEvent
 	for _, w := range writes {
 		// Decided before the pod was bound, or overtaken by a newer reason.
 		r.mu.Lock()
@@ -555,10 +562,42 @@ func (r *Runner) writePending(ctx context.Context, writes []pendingWrite, evs []
 		if !r.writeReason(ctx, w, rv, now) {
 			continue
 		}
-		r.events.Eventf(w.pod.object(), nil, corev1.EventTypeWarning, corev1.PodReasonUnschedulable, "Schedule", "%s: %s", w.code, w.msg)
+		told = append(told, podEvent{pod: w.pod, kind: corev1.EventTypeWarning, reason: corev1.PodReasonUnschedulable, action: "Schedule", note: w.code + ": " + w.msg})
 	}
-	for _, e := range evs {
-		r.events.Eventf(e.pod.object(), nil, e.kind, e.reason, "Schedule", "%s", e.note)
+	r.emit(append(told, evs...)...)
+}
+
+// emit sends the runner's events of pods, those its budget lets through
+// (eventGate): the rest are counted, and summed up on their team.
+func (r *Runner) emit(evs ...podEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for i := range evs {
+		evs[i].team, _ = r.namespaceTeam(evs[i].pod.ns)
+	}
+	r.mu.Unlock()
+	for _, e := range r.gate.admit(r.opts.Now(), evs) {
+		r.events.Eventf(e.pod.object(), nil, e.kind, e.reason, e.action, "%s", e.note)
+	}
+}
+
+// summarizeHeldEvents tells, on each Team, how many of its pods' events were
+// held back, at most once an eventWindow; the namespaces of no team are
+// told in the log only.
+func (r *Runner) summarizeHeldEvents() {
+	for _, h := range r.gate.summaries(r.opts.Now()) {
+		r.log.Info("events of a team's pods held back", "team", h.team, "events", h.total())
+		r.mu.Lock()
+		var team *allotv1.Team
+		if t := r.st.teams[h.team]; t != nil {
+			team = &allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: t.Name, UID: t.UID, ResourceVersion: t.ResourceVersion}}
+		}
+		r.mu.Unlock()
+		if team != nil {
+			r.events.Eventf(team, nil, corev1.EventTypeWarning, ReasonEventsSuppressed, "Schedule", "%s", h.note())
+		}
 	}
 }
 

@@ -48,6 +48,9 @@ const (
 	// ReasonHubFenceExpired is the pending reason of a hub's copy whose
 	// fence has passed.
 	ReasonHubFenceExpired = "HubFenceExpired"
+	// ReasonEventsSuppressed is the reason of the event on a Team that says
+	// how many events of its pods the scheduler held back (eventGate).
+	ReasonEventsSuppressed = "EventsSuppressed"
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -425,4 +426,128 @@ func (cl *cluster) waitCutEvent(pod, reason, prefix string) string {
 		return fmt.Errorf("events %s: %q", reason, seen)
 	})
 	return note
+}
+
+// Two teams' thousand single-pod workloads, there before the scheduler
+// starts, are decided in one step: two bound, 998 pending. Every pod's
+// PodScheduled says so, but the scheduler's events of their pods are bounded
+// (eventsPerTeam, 32, of a team's an eventWindow of 10 s; eventBudget, 128,
+// of all teams'): each team gets its share, and the rest are counted in
+// allot_scheduler_events_suppressed_total and told on each Team in an
+// EventsSuppressed event. It sent an event a pod before (500 a team, in one
+// burst, into the event broadcaster's queue of 1,000).
+func TestEventsBoundedAcrossWorkloads(t *testing.T) {
+	cl := newCluster(t)
+	cl.tiers()
+	cl.tenancy()
+	cl.pool("a", "h100", 2, 8, 2)
+	nsOf := func(i int) string { return []string{"alpha", "shared"}[i%2] }
+	teamOf := map[string]string{"alpha": "alpha", "shared": "beta"}
+	cl.concurrently(func(c cluster, i int) error {
+		c.ns = nsOf(i)
+		return c.createRaw(fmt.Sprintf("flood-%04d", i), rawPod{gpus: []string{"8"}})
+	})
+	start := time.Now()
+	s := cl.start(schedOptions{})
+	ctx := context.Background()
+	// Every pod's status is written, whatever became of its event.
+	eventually(t, 3*time.Minute, "every pod bound or told why it waits", func() error {
+		var pods corev1.PodList
+		if err := cl.c.List(ctx, &pods); err != nil {
+			return err
+		}
+		bound, told := map[string]int{}, 0
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Name, "flood-") {
+				continue
+			}
+			if p.Spec.NodeName != "" {
+				bound[teamOf[p.Namespace]]++
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "over quota on h100") {
+					told++
+				}
+			}
+		}
+		if bound["alpha"] != 1 || bound["beta"] != 1 || told != flood-2 {
+			return fmt.Errorf("bound %v (want one a team), %d of %d told why they wait", bound, told, flood-2)
+		}
+		return nil
+	})
+	// The events sent, once the broadcaster has sent what it was given.
+	sent := map[string]int{}
+	var last time.Time
+	eventually(t, 30*time.Second, "the events sent settle", func() error {
+		n := map[string]int{}
+		for _, ns := range []string{"alpha", "shared"} {
+			var evs eventsv1.EventList
+			if err := cl.c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, e := range evs.Items {
+				if e.ReportingController == "allot-scheduler" && strings.HasPrefix(e.Regarding.Name, "flood-") {
+					n[teamOf[ns]]++
+				}
+			}
+		}
+		if !maps.Equal(n, sent) || last.IsZero() {
+			sent, last = n, time.Now()
+			return fmt.Errorf("events sent %v, still changing", n)
+		}
+		if time.Since(last) < time.Second {
+			return fmt.Errorf("events sent %v", n)
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	// A team's share is 32 events and comes back at 32 a 10 s; all teams'
+	// is 128, at 128 a 10 s.
+	perTeam := 32 + int(32*elapsed/(10*time.Second)) + 1
+	all := 128 + int(128*elapsed/(10*time.Second)) + 1
+	t.Logf("events sent in %s: %v (at most %d a team, %d in all)", elapsed.Round(time.Millisecond), sent, perTeam, all)
+	if sent["alpha"]+sent["beta"] > all {
+		t.Errorf("%d events sent of %d pods in %s, more than %d", sent["alpha"]+sent["beta"], flood, elapsed.Round(time.Millisecond), all)
+	}
+	for _, team := range []string{"alpha", "beta"} {
+		if n := sent[team]; n < 32 || n > perTeam {
+			t.Errorf("team %s: %d events of its %d pods sent in %s, want its share, 32 to %d", team, n, flood/2, elapsed.Round(time.Millisecond), perTeam)
+		}
+	}
+	// What was held back is counted, and told on the Team.
+	got, err := s.scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range []string{"alpha", "beta"} {
+		var held float64
+		for k, v := range got {
+			if strings.HasPrefix(k, "allot_scheduler_events_suppressed_total{") && strings.Contains(k, fmt.Sprintf("team=%q", team)) {
+				held += v - s.base[k]
+			}
+		}
+		// Each pod had at least an event: Scheduled, or Unschedulable.
+		if int(held)+sent[team] < flood/2 {
+			t.Errorf("team %s: %v events counted as held back and %d sent, fewer than its %d pods", team, held, sent[team], flood/2)
+		}
+		eventually(t, 20*time.Second, "an EventsSuppressed event on Team "+team, func() error {
+			var evs eventsv1.EventList
+			if err := cl.c.List(ctx, &evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+				return err
+			}
+			var seen []string
+			for _, e := range evs.Items {
+				if e.Regarding.Kind != "Team" || e.Regarding.Name != team || e.Reason != "EventsSuppressed" {
+					continue
+				}
+				var n float64
+				if _, err := fmt.Sscanf(e.Note, "%g events of the team's pods held back", &n); err == nil && n > 0 && n <= held {
+					return nil
+				}
+				seen = append(seen, e.Note)
+			}
+			return fmt.Errorf("%d held back; events %q", int(held), seen)
+		})
+	}
 }

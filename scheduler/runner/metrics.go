@@ -43,6 +43,10 @@ var (
 		Name: "allot_scheduler_unbind_failures_total",
 		Help: "Pods of a gang bound in part that could not be taken back (the API would not make a bare pod again, or refused to read or delete it): they stay bound, and their gang is tried again after a backoff that doubles up to 5m.",
 	})
+	metricEventsSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_scheduler_events_suppressed_total",
+		Help: "Events of pods the scheduler held back to bound its events (budgets of 32 a team and 128 in all, refilled every 10s), by the team of the pod's namespace (\"\" for none) and event reason; each team's are summed up in an EventsSuppressed event on its Team.",
+	}, []string{"team", "reason"})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "allot_scheduler_core_rebuilds_total",
 		Help: "Times the scheduling core was built again from the quota objects, nodes and pods (a quota change, a relabelled node running gangs); nodes added, removed or relabelled empty change it in place.",
@@ -91,7 +95,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricWalks, metricConsidered, metricSkipped, metricEvictions, metricUnbindFailures, metricRebuilds, metricPreemptions, metricWait,
+	ctrlmetrics.Registry.MustRegister(metricBinds, metricSynced, metricCycle, metricWalks, metricConsidered, metricSkipped, metricEvictions, metricUnbindFailures, metricEventsSuppressed, metricRebuilds, metricPreemptions, metricWait,
 		metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted,
 		metricPoolNodes, metricPoolHealthyGPUs, meterExport)
 }

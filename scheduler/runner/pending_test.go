@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,5 +115,113 @@ func TestEventsBoundedPerWorkload(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"small-0", "small-1", "small-2", "small-3"}, small); diff != "" {
 		t.Errorf("gang small's events (-want +got):\n%s", diff)
+	}
+}
+
+// The runner's events of pods are bounded across workloads: a step's events
+// are dealt a team at a time in turn (a namespace of it at a time in turn),
+// at most eventsPerTeam of a team's and eventBudget of all an eventWindow;
+// the rest are counted as held back, by team and reason.
+func TestEventGateDealsTeamsInTurn(t *testing.T) {
+	evs := func(team, ns string, n int) []podEvent {
+		var out []podEvent
+		for i := range n {
+			out = append(out, podEvent{pod: podRef{ns: ns, name: fmt.Sprintf("%s-%d", ns, i)}, team: team, reason: "Unschedulable"})
+		}
+		return out
+	}
+	var teams5 []podEvent
+	for i := range 5 {
+		teams5 = append(teams5, evs(fmt.Sprintf("t%d", i), fmt.Sprintf("t%d", i), 100)...)
+	}
+	for name, tc := range map[string]struct {
+		evs      []podEvent
+		wantSent map[string]int // by namespace
+		wantHeld map[string]int64
+	}{
+		"one team's flood": {
+			evs:      evs("alpha", "alpha", 1000),
+			wantSent: map[string]int{"alpha": eventsPerTeam},
+			wantHeld: map[string]int64{"alpha": 1000 - eventsPerTeam},
+		},
+		"a flood and a few of another team, after it": {
+			evs:      append(evs("alpha", "alpha", 1000), evs("beta", "shared", 3)...),
+			wantSent: map[string]int{"alpha": eventsPerTeam, "shared": 3},
+			wantHeld: map[string]int64{"alpha": 1000 - eventsPerTeam},
+		},
+		"five teams' floods share the runner's budget": {
+			evs:      teams5,
+			wantSent: map[string]int{"t0": 26, "t1": 26, "t2": 26, "t3": 25, "t4": 25},
+			wantHeld: map[string]int64{"t0": 74, "t1": 74, "t2": 74, "t3": 75, "t4": 75},
+		},
+		"a team's namespaces in turn": {
+			evs:      append(evs("alpha", "big", 1000), append(evs("alpha", "exp-1", 1), evs("alpha", "exp-2", 1)...)...),
+			wantSent: map[string]int{"big": eventsPerTeam - 2, "exp-1": 1, "exp-2": 1},
+			wantHeld: map[string]int64{"alpha": 1000 - eventsPerTeam + 2},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var g eventGate
+			now := time.Unix(1e9, 0)
+			sent := map[string]int{}
+			for _, e := range g.admit(now, tc.evs) {
+				sent[e.pod.ns]++
+			}
+			if diff := cmp.Diff(tc.wantSent, sent); diff != "" {
+				t.Errorf("sent by namespace (-want +got):\n%s", diff)
+			}
+			held := map[string]int64{}
+			for _, h := range g.summaries(now) {
+				held[h.team] = h.byReason["Unschedulable"]
+			}
+			if diff := cmp.Diff(tc.wantHeld, held); diff != "" {
+				t.Errorf("held back by team (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A team's share comes back with time, an eventWindow for the whole of it (a
+// clock that goes back gives none); its summary is told at most once an
+// eventWindow, and counts what was held back since the last one.
+func TestEventGateRefillsAndSummarizes(t *testing.T) {
+	var g eventGate
+	now := time.Unix(1e9, 0)
+	flood := func(at time.Time, n int) int {
+		var evs []podEvent
+		for i := range n {
+			evs = append(evs, podEvent{pod: podRef{ns: "alpha", name: fmt.Sprint(i)}, team: "alpha", reason: "Scheduled"})
+		}
+		return len(g.admit(at, evs))
+	}
+	held := func(at time.Time) []int64 {
+		var out []int64
+		for _, h := range g.summaries(at) {
+			out = append(out, h.total())
+		}
+		return out
+	}
+	steps := []struct {
+		at         time.Duration
+		events     int
+		wantSent   int
+		wantTotals []int64
+	}{
+		{0, 100, eventsPerTeam, []int64{100 - eventsPerTeam}},
+		{eventWindow / 4, 100, eventsPerTeam / 4, nil}, // told a quarter window ago
+		{eventWindow / 8, 100, 0, nil},                 // the clock went back
+		{eventWindow, 10, 10, []int64{100 - eventsPerTeam/4 + 100}},
+		{2 * eventWindow, 10, 10, nil},
+	}
+	for i, s := range steps {
+		if got := flood(now.Add(s.at), s.events); got != s.wantSent {
+			t.Errorf("step %d: %d sent, want %d", i, got, s.wantSent)
+		}
+		if diff := cmp.Diff(s.wantTotals, held(now.Add(s.at))); diff != "" {
+			t.Errorf("step %d: summaries (-want +got):\n%s", i, diff)
+		}
+	}
+	if held(now.Add(3 * eventWindow)); len(g.teams) != 0 || len(g.held) != 0 || len(g.told) != 0 {
+		t.Errorf("kept a window after the flood: %d buckets, %d counts, %d summaries", len(g.teams), len(g.held), len(g.told))
 	}
 }

@@ -233,8 +233,8 @@ func (r *Runner) remake(ctx context.Context, ref podRef, again *corev1.Pod) bool
 			return true, nil
 		}
 		if tries++; tries == 1 {
-			r.events.Eventf(ref.object(), nil, corev1.EventTypeWarning, "RemakeFailed", "Unbind",
-				"the pod, taken back from its node, could not be made again unbound (%s); retrying until it can", quoted(err))
+			r.emit(podEvent{pod: ref, kind: corev1.EventTypeWarning, reason: "RemakeFailed", action: "Unbind",
+				note: fmt.Sprintf("the pod, taken back from its node, could not be made again unbound (%s); retrying until it can", quoted(err))})
 		}
 		r.log.Error(err, "making an unbound pod again; retrying", "pod", ref.name, "namespace", ref.ns, "tries", tries)
 		return false, nil

@@ -150,7 +150,9 @@ type Runner struct {
 	// pending are the reasons and events to write, in the order decided; one
 	// writer drains them, so an older reason never lands after a newer one.
 	pending pendingQueue
-	tasks   sync.WaitGroup
+	// gate bounds the events of pods sent, all teams' and each team's.
+	gate  eventGate
+	tasks sync.WaitGroup
 
 	// beforeReasonWrite, when set (by tests), is called between the check
 	// that a pod is unbound and the write of its reason.

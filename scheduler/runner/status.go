@@ -19,12 +19,14 @@ import (
 )
 
 // statusLoop refreshes the metrics and the Teams' status every StatusInterval
-// until ctx ends.
+// until ctx ends, and says on each Team how many of its pods' events were held
+// back.
 func (r *Runner) statusLoop(ctx context.Context) {
 	t := time.NewTicker(r.opts.StatusInterval)
 	defer t.Stop()
 	for {
 		r.publishStatus(ctx)
+		r.summarizeHeldEvents()
 		select {
 		case <-ctx.Done():
 			return
