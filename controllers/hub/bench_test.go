@@ -88,8 +88,8 @@ func BenchmarkHubDecide(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(d.unaccounted) > 0 {
-					b.Fatalf("%d routed jobs not accounted", len(d.unaccounted))
+				if len(d.recounted) > 0 {
+					b.Fatalf("%d routed jobs not counted on their nodes", len(d.recounted))
 				}
 				routedN = len(d.routes)
 			}

@@ -413,6 +413,9 @@ type Metrics struct {
 	routed    *prometheus.CounterVec
 	failovers *prometheus.CounterVec
 	pending   prometheus.Gauge
+	// placementGone counts, by worker and how they are counted now, the
+	// routed jobs whose recorded nodes no longer hold them.
+	placementGone *prometheus.GaugeVec
 }
 
 // NewMetrics registers the hub's cluster metrics with reg.
@@ -425,7 +428,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.routed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_hub_jobs_routed_total", Help: "Jobs the hub routed to a worker cluster (each failover routes again)."}, []string{"cluster"})
 	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_hub_failovers_total", Help: "Jobs taken from a lost worker cluster to be routed again."}, []string{"cluster"})
 	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "allot_hub_jobs_pending", Help: "The hub's jobs waiting to be routed at its last pass."})
-	reg.MustRegister(m.reachable, m.lost, m.gpus, m.routed, m.failovers, m.pending)
+	m.placementGone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_jobs_placement_gone", Help: "Routed jobs whose recorded nodes no longer hold them in their worker at the last pass, by how the hub counts them instead: on other nodes (nodes), in their team's quota alone (quota), or not at all (none)."}, []string{"cluster", "counted"})
+	reg.MustRegister(m.reachable, m.lost, m.gpus, m.routed, m.failovers, m.pending, m.placementGone)
 	return m
 }
 

@@ -59,6 +59,14 @@ const (
 	// AnnotationConflict on a hub Job says that its worker has a Job of the
 	// same name the hub did not make, so that its copy cannot be made there.
 	AnnotationConflict = "hub.allot.dev/conflict"
+	// AnnotationAccounted on a hub Job routed to a worker where the nodes
+	// recorded in its placement no longer hold it (deleted, renamed,
+	// relabelled out of its flavor, unhealthy) says how the hub counts it
+	// instead: it counts in its team's quota for as long as it is routed.
+	AnnotationAccounted = "hub.allot.dev/accounted"
+	// ReasonPlacementGone is the reason of the warning event on a hub Job
+	// when AnnotationAccounted changes.
+	ReasonPlacementGone = "PlacementGone"
 	// ReasonRoutingEdited is the reason of the event on a hub Job whose
 	// routing annotations were edited, and written back.
 	ReasonRoutingEdited = "RoutingEdited"
@@ -290,9 +298,7 @@ func (r *Router) Pass(ctx context.Context) error {
 			errs = append(errs, r.restore(ctx, h))
 		}
 	}
-	for _, h := range d.unaccounted {
-		r.Log.Info("routed job not accounted on its nodes (they changed): it keeps running", "job", client.ObjectKeyFromObject(h.job))
-	}
+	errs = append(errs, r.sayRecounted(ctx, d, workers)...)
 	wctx, cancel := context.WithDeadline(ctx, start.Add(timeout))
 	defer cancel()
 	errs = append(errs, r.eachWorker(workers, func(w *snapshot) error {
@@ -357,10 +363,10 @@ type decision struct {
 	failovers []*hubJob
 	// mirror are routed to a worker that is not lost.
 	mirror []*hubJob
-	// unaccounted are routed jobs the core could not count on the nodes
-	// recorded for them.
-	unaccounted []*hubJob
-	routes      []routed
+	// recounted are routed jobs the core could not count on the nodes
+	// recorded for them, and how they are counted instead (recount).
+	recounted []recounted
+	routes    []routed
 	// pending says why each job that waits waits.
 	pending map[*hubJob]string
 }
@@ -386,6 +392,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 	d := &decision{pending: map[*hubJob]string{}}
 	state := map[string]State{}
 	nodes := map[string][]scheduler.Node{}
+	dearest := map[scheduler.Flavor]int64{}
 	for _, w := range workers {
 		state[w.name] = w.state
 		if w.state == Lost {
@@ -396,8 +403,11 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			if err := core.AddNode(n); err != nil {
 				return nil, fmt.Errorf("worker %s: %w", w.name, err)
 			}
+			dearest[n.Flavor] = max(dearest[n.Flavor], n.Cost)
 		}
 	}
+	var stale []*hubJob
+	whyStale := map[*hubJob]error{}
 	var pending []*hubJob
 	for _, h := range jobs {
 		switch {
@@ -417,10 +427,19 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			pending = append(pending, h)
 			continue
 		}
-		if err := core.Restore(h.spec, parsePlacement(h.placement)); err != nil {
-			d.unaccounted = append(d.unaccounted, h)
+		pl := parsePlacement(h.placement)
+		if err := core.Restore(h.spec, pl); err != nil {
+			stale, whyStale[h] = append(stale, h), err
 		}
 		d.mirror = append(d.mirror, h)
+	}
+	// A routed job runs (or waits) in its worker whatever became of the
+	// nodes it was counted on: it is counted again, after every job whose
+	// nodes still hold it, on what the worker has left (recount), so that it
+	// always counts in its team's quota while it is routed.
+	held := map[scheduler.NodeName]scheduler.GPUs{}
+	for _, h := range stale {
+		d.recounted = append(d.recounted, recount(core, cfg, h, whyStale[h], nodes[h.cluster], dearest, held))
 	}
 	// A worker that is unreachable within its grace keeps its jobs and takes
 	// no new ones: its free GPUs are held.
@@ -434,7 +453,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			}
 		}
 	}
-	rooms := fleetRooms(core, workers, nodes)
+	rooms := fleetRooms(core, workers, nodes, held)
 	byID := map[scheduler.WorkloadID]*hubJob{}
 	for _, h := range pending {
 		if err := core.Submit(h.spec); err != nil {
@@ -650,6 +669,50 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 	}
 	r.remember(h.job, "", h.attempt)
 	return nil
+}
+
+// sayRecounted tells of the routed jobs whose recorded nodes no longer hold
+// them (decide counts them again: recount): a gauge by worker and how they
+// are counted, and, on each Job of a worker the hub reads now, the
+// annotation hub.allot.dev/accounted and a PlacementGone warning event when
+// it changes; the annotation is removed once the job is counted on its nodes
+// again. A worker that cannot be read now (a new leader has not probed it,
+// say) changes no annotation: the nodes it had are not known to be gone.
+func (r *Router) sayRecounted(ctx context.Context, d *decision, workers []snapshot) []error {
+	ready := map[string]bool{}
+	for _, w := range workers {
+		ready[w.name] = w.state == Ready
+	}
+	if r.Metrics != nil {
+		r.Metrics.placementGone.Reset()
+	}
+	var errs []error
+	said := map[*hubJob]bool{}
+	for _, rc := range d.recounted {
+		h := rc.h
+		said[h] = true
+		if r.Metrics != nil {
+			r.Metrics.placementGone.WithLabelValues(h.cluster, rc.counted).Inc()
+		}
+		if !ready[h.cluster] {
+			continue
+		}
+		msg := bounded(rc.message())
+		if h.job.Annotations[AnnotationAccounted] == msg {
+			continue
+		}
+		r.Log.Info("a routed job's nodes no longer hold it: it is counted again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster, "counted", rc.counted, "on", apilimits.Truncate(rc.on, 253))
+		if r.Recorder != nil {
+			r.Recorder.Eventf(h.job, nil, corev1.EventTypeWarning, ReasonPlacementGone, "Route", "%s", apilimits.Note(msg))
+		}
+		errs = append(errs, r.annotate(ctx, h, AnnotationAccounted, msg))
+	}
+	for _, h := range d.mirror {
+		if !said[h] && ready[h.cluster] {
+			errs = append(errs, r.annotate(ctx, h, AnnotationAccounted, ""))
+		}
+	}
+	return errs
 }
 
 // annotate sets the hub Job's annotation key to value (bounded; "" removes
@@ -1019,7 +1082,7 @@ type rooms struct {
 	by       map[string]map[scheduler.Flavor]*room
 }
 
-func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string][]scheduler.Node) *rooms {
+func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string][]scheduler.Node, held map[scheduler.NodeName]scheduler.GPUs) *rooms {
 	rs := &rooms{state: map[string]State{}, by: map[string]map[scheduler.Flavor]*room{}}
 	for _, w := range workers {
 		rs.clusters = append(rs.clusters, w.name)
@@ -1040,7 +1103,7 @@ func fleetRooms(core *scheduler.Scheduler, workers []snapshot, nodes map[string]
 			}
 			rm.total += n.GPUs
 			if used, err := core.NodeUsed(n.Name); err == nil && w.state == Ready {
-				rm.free += max(0, n.GPUs-used)
+				rm.free += max(0, n.GPUs-used-held[n.Name])
 			}
 		}
 	}
