@@ -32,7 +32,8 @@ const standInPrefix = "hub.allot.dev/stand-in/"
 
 // recounted is a routed job of a worker that is not lost whose recorded
 // placement the core could not restore: the nodes are gone from the worker,
-// renamed, relabelled out of the job's flavor, unhealthy, or full.
+// renamed, relabelled out of the job's flavor, unhealthy, full, or not the
+// worker's at all.
 type recounted struct {
 	h *hubJob
 	// why the recorded placement does not hold.
@@ -166,6 +167,19 @@ func fit(core *scheduler.Scheduler, w scheduler.Workload, nodes []scheduler.Node
 		return nil
 	}
 	return pl
+}
+
+// inCluster checks that a recorded placement names nodes of the job's
+// cluster only: a placement read from a Job (or a copy) that whoever may
+// write it edited could name another cluster's nodes, and hold GPUs there
+// that no job uses.
+func inCluster(pl []scheduler.PodPlacement, cluster string, clusterOf map[scheduler.NodeName]string) error {
+	for _, p := range pl {
+		if c, ok := clusterOf[p.Node]; ok && c != cluster {
+			return fmt.Errorf("node %s is a node of %s, not %s", p.Node, c, cluster)
+		}
+	}
+	return nil
 }
 
 // message says on the Job how the hub counts it now, and why.

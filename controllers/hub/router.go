@@ -392,6 +392,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 	d := &decision{pending: map[*hubJob]string{}}
 	state := map[string]State{}
 	nodes := map[string][]scheduler.Node{}
+	clusterOf := map[scheduler.NodeName]string{}
 	dearest := map[scheduler.Flavor]int64{}
 	for _, w := range workers {
 		state[w.name] = w.state
@@ -403,6 +404,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			if err := core.AddNode(n); err != nil {
 				return nil, fmt.Errorf("worker %s: %w", w.name, err)
 			}
+			clusterOf[n.Name] = w.name
 			dearest[n.Flavor] = max(dearest[n.Flavor], n.Cost)
 		}
 	}
@@ -428,7 +430,11 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 			continue
 		}
 		pl := parsePlacement(h.placement)
-		if err := core.Restore(h.spec, pl); err != nil {
+		err := inCluster(pl, h.cluster, clusterOf)
+		if err == nil {
+			err = core.Restore(h.spec, pl)
+		}
+		if err != nil {
 			stale, whyStale[h] = append(stale, h), err
 		}
 		d.mirror = append(d.mirror, h)
@@ -569,6 +575,20 @@ func (r *Router) recall(h *hubJob) {
 // the Job says, where the Job is unrouted or names a worker that could not
 // be asked, is stale (the job moved while that worker was lost): it is not
 // taken back, where it could run beside a newer copy.
+//
+// The Job's word, taken where its worker cannot be asked, may be a forgery
+// by whoever may write the Job. It is bounded to the job's own team and
+// worker: decide counts the job in its team's quota, on nodes of the worker
+// it names only (a placement on another cluster's nodes, of garbage, or on
+// nodes gone is counted again there: recount), and that worker, unreachable,
+// takes no new job whatever is counted on it; so the forgery takes no GPU
+// another team could use, and lets its team run no more than its quota (it
+// holds some of it for a job that does not run). It lasts until the worker
+// answers without its copy (the Job is then routed again as a new attempt,
+// through the core) or is Lost (a failover, counted in
+// allot_hub_failovers_total of that registered worker). A forged later
+// attempt naming such a worker, where the copy is in one that answered,
+// makes that copy stale: the job's own copy restarts, nobody else's.
 func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 	state := map[string]State{}
 	newest := map[types.UID]routing{}
