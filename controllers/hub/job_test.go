@@ -89,7 +89,7 @@ func TestWorkersRenewTheirClient(t *testing.T) {
 		made       int
 	}{{"token: a", 1}, {"token: a", 1}, {"token: b", 2}} {
 		ws.seen("w", time.Now(), []byte(step.kubeconfig), cfg, nil, time.Minute)
-		if _, err := ws.snapshot(newClient); err != nil {
+		if _, err := ws.snapshot(time.Now(), newClient); err != nil {
 			t.Fatal(err)
 		}
 		if made != step.made {
@@ -108,7 +108,7 @@ func TestFenceFollowsTheProbes(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ws.seen("w", at, []byte("token: a"), &rest.Config{Host: "https://w:6443"}, nil, time.Minute)
 	ws.missed("w", false)
-	snap, err := ws.snapshot(newClient)
+	snap, err := ws.snapshot(time.Now(), newClient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func (r *Router) Pass(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = DefaultPassTimeout
 	}
-	workers, err := r.Workers.snapshot(newClient)
+	workers, err := r.Workers.snapshot(r.now(), newClient)
 	if err != nil {
 		return err
 	}
@@ -341,7 +341,8 @@ func (r *Router) Pass(ctx context.Context) error {
 // withUnprobed adds the registered Clusters that no probe has reached or
 // missed yet (the hub has just become the leader) as Unreachable: they keep
 // their jobs until a probe says otherwise, and take no new ones. Only a
-// worker found Lost, or whose Cluster is gone, gives its jobs up.
+// worker found Lost, or whose Cluster is gone (once its copies' fence has
+// passed: Workers.forget), gives its jobs up.
 func withUnprobed(workers []snapshot, clusters []allotv1.Cluster) []snapshot {
 	known := map[string]bool{}
 	for _, w := range workers {

@@ -40,6 +40,9 @@ type worker struct {
 	failoverAfter time.Duration
 	// seenAt is when the last successful probe began.
 	seenAt time.Time
+	// gone: its Cluster was deleted while the fence of the copies made
+	// there had not passed (forget); it is kept, unreachable, until then.
+	gone bool
 }
 
 // State is a worker's standing for routing.
@@ -76,7 +79,7 @@ func (ws *Workers) seen(name string, at time.Time, kubeconfig []byte, cfg *rest.
 	if w.cfg == nil || w.kubeconfig != fp {
 		w.client = nil // made again from the new configuration when used
 	}
-	w.state, w.cfg, w.kubeconfig, w.nodes, w.failoverAfter, w.seenAt = Ready, cfg, fp, nodes, failoverAfter, at
+	w.state, w.cfg, w.kubeconfig, w.nodes, w.failoverAfter, w.seenAt, w.gone = Ready, cfg, fp, nodes, failoverAfter, at, false
 }
 
 // missed records a failed probe: Unreachable, or Lost once the grace passed.
@@ -84,7 +87,7 @@ func (ws *Workers) missed(name string, lost bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w := ws.get(name)
-	w.state = Unreachable
+	w.state, w.gone = Unreachable, false
 	if lost {
 		w.state = Lost
 	}
@@ -102,11 +105,20 @@ func (ws *Workers) fence(name string) time.Time {
 	return time.Time{}
 }
 
-// forget drops a worker whose Cluster was deleted: its jobs go elsewhere.
+// forget drops a worker whose Cluster was deleted: its jobs go elsewhere,
+// once the fence of the copies the hub made there has passed (a copy the
+// hub can no longer reach to delete would otherwise run beside the job's
+// next attempt). Until then it stays, unreachable, and is no longer asked
+// anything (snapshot).
 func (ws *Workers) forget(name string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	delete(ws.m, name)
+	w := ws.m[name]
+	if w == nil || w.seenAt.IsZero() {
+		delete(ws.m, name)
+		return
+	}
+	w.gone, w.state, w.cfg, w.client = true, Unreachable, nil, nil
 }
 
 // snapshot is the workers as one routing pass sees them.
@@ -131,14 +143,19 @@ type snapshot struct {
 	byUID  map[types.UID]*batchv1.Job
 }
 
-// snapshot returns the workers by name; newClient makes a worker's client
+// snapshot returns the workers by name as of now (a worker whose Cluster was
+// deleted until its copies' fence passes); newClient makes a worker's client
 // the first time it is needed.
-func (ws *Workers) snapshot(newClient func(*rest.Config) (client.Client, error)) ([]snapshot, error) {
+func (ws *Workers) snapshot(now time.Time, newClient func(*rest.Config) (client.Client, error)) ([]snapshot, error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	var out []snapshot
 	for _, name := range slices.Sorted(maps.Keys(ws.m)) {
 		w := ws.m[name]
+		if w.gone && !now.Before(w.seenAt.Add(w.failoverAfter)) {
+			delete(ws.m, name)
+			continue
+		}
 		if w.cfg != nil && w.client == nil {
 			c, err := newClient(w.cfg)
 			if err != nil {
