@@ -893,3 +893,32 @@ func (f *fakeForge) planComments(pr int) []comment {
 	}
 	return out
 }
+
+// TestInstallBuildsAnAllotThatStarts: install.sh, which a capacity
+// repository's CI runs, builds allot from source when none is given, with no
+// GOFLAGS of the Makefile's, and the binary it builds starts on a machine
+// without NVIDIA's driver (this one): without the tag that keeps kustomize's
+// Go plugin loader out, it is linked with immediate binding and dies at once
+// on an NVML symbol.
+func TestInstallBuildsAnAllotThatStarts(t *testing.T) {
+	for _, tool := range []string{"git", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: .ci/run installs it", tool)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "allot")
+	cmd := exec.Command("sh", filepath.Join(root, "ci", "scripts", "install.sh"))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "ALLOT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "ALLOT="+bin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	if v, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(v), "allot ") {
+		t.Fatalf("the allot install.sh built does not start: %v\n%s", err, v)
+	}
+}
