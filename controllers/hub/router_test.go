@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -212,11 +213,14 @@ func TestFleetRoutesJobs(t *testing.T) {
 	// The worker's status comes back to the hub.
 	cheap := workers["cheap"].env.Client
 	var cp batchv1.Job
-	if err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &cp); err != nil {
-		t.Fatal(err)
-	}
-	cp.Status.Active, cp.Status.StartTime = 1, &metav1.Time{Time: time.Now().Truncate(time.Second)}
-	if err := cheap.Status().Update(ctx, &cp); err != nil {
+	// The hub renews the copy's fence as it goes: read again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cheap.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "a"}, &cp); err != nil {
+			return err
+		}
+		cp.Status.Active, cp.Status.StartTime = 1, &metav1.Time{Time: time.Now().Truncate(time.Second)}
+		return cheap.Status().Update(ctx, &cp)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "status mirrored", func() error {
