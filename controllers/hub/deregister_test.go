@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -27,17 +25,8 @@ func TestDeregisteredWorkerKeepsItsJobsUntilTheFence(t *testing.T) {
 	const failoverAfter = 4 * time.Second
 	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"east": {price: "10", nodes: 2}, "west": {price: "30", nodes: 2}}, 16, failoverAfter)
 	c := hubEnv.Client
-	ws := hub.NewWorkers()
-	rec := &hub.ClusterReconciler{Client: c, Reader: c, Namespace: ns, ProbeTimeout: 5 * time.Second, Workers: ws}
-	probe := func(name string) {
-		t.Helper()
-		if _, err := rec.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	probe("east")
-	probe("west")
-	r := &hub.Router{Client: c, Workers: ws, Scheme: hubEnv.Scheme, Log: testr.New(t)}
+	r, probe := probedRouter(t, ctx, hubEnv, c)
+	probe("east", "west")
 	pass := func() {
 		t.Helper()
 		if err := r.Pass(ctx); err != nil {

@@ -331,14 +331,27 @@ func TestHungWorkerStallsNoOtherCluster(t *testing.T) {
 // of names, probed once now): what one hub, or a second one, knows.
 func directRouter(t *testing.T, ctx context.Context, env *testenv.Env, c client.Client, names ...string) *hub.Router {
 	t.Helper()
+	r, probe := probedRouter(t, ctx, env, c)
+	probe(names...)
+	return r
+}
+
+// probedRouter is a Router over c with its own view of the workers, and
+// probe, which probes the named workers into that view as the hub's
+// ClusterReconciler does (a deleted Cluster is forgotten).
+func probedRouter(t *testing.T, ctx context.Context, env *testenv.Env, c client.Client) (*hub.Router, func(names ...string)) {
+	t.Helper()
 	ws := hub.NewWorkers()
 	rec := &hub.ClusterReconciler{Client: env.Client, Reader: env.Client, Namespace: ns, ProbeTimeout: 5 * time.Second, Workers: ws}
-	for _, n := range names {
-		if _, err := rec.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: n}}); err != nil {
-			t.Fatal(err)
+	probe := func(names ...string) {
+		t.Helper()
+		for _, n := range names {
+			if _, err := rec.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: n}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	return &hub.Router{Client: c, Workers: ws, Scheme: env.Scheme, Log: testr.New(t)}
+	return &hub.Router{Client: c, Workers: ws, Scheme: env.Scheme, Log: testr.New(t)}, probe
 }
 
 // TestTheRoutingIsTheHubs: what decides where a Job runs is the hub's

@@ -6,17 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/controllers/hub"
+	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
 )
 
@@ -34,18 +32,13 @@ func TestRoutedJobCountsWhateverItsNodes(t *testing.T) {
 	defer cancel()
 	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"east": {price: "10", nodes: 2}, "west": {price: "30", nodes: 2}}, 16, time.Minute)
 	c, east := hubEnv.Client, workers["east"].env.Client
-	ws := hub.NewWorkers()
-	probes := &hub.ClusterReconciler{Client: c, Reader: c, Namespace: ns, ProbeTimeout: 5 * time.Second, Workers: ws}
 	rec := events.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
-	r := &hub.Router{Client: c, Workers: ws, Scheme: hubEnv.Scheme, Log: testr.New(t), Recorder: rec, Metrics: hub.NewMetrics(reg)}
+	r, probe := probedRouter(t, ctx, hubEnv, c)
+	r.Recorder, r.Metrics = rec, hub.NewMetrics(reg)
 	pass := func() {
 		t.Helper()
-		for _, n := range []string{"east", "west"} {
-			if _, err := probes.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Name: n}}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		probe("east", "west")
 		for range 2 {
 			if err := r.Pass(ctx); err != nil {
 				t.Errorf("pass: %v", err)
@@ -62,21 +55,7 @@ func TestRoutedJobCountsWhateverItsNodes(t *testing.T) {
 	}
 	gauge := func(counted string) float64 {
 		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "allot_hub_jobs_placement_gone" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if label(m, "cluster") == "east" && label(m, "counted") == counted {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-		return 0
+		return max(testenv.Metric(t, reg, "allot_hub_jobs_placement_gone", map[string]string{"cluster": "east", "counted": counted}), 0)
 	}
 	said := func(want string) {
 		t.Helper()
@@ -176,13 +155,4 @@ func TestRoutedJobCountsWhateverItsNodes(t *testing.T) {
 	if g := gauge("quota"); g != 0 {
 		t.Errorf("allot_hub_jobs_placement_gone{cluster=east,counted=quota} = %v after ml/run is gone", g)
 	}
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
