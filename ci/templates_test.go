@@ -901,19 +901,29 @@ func (f *fakeForge) planComments(pr int) []comment {
 // Go plugin loader out, it is linked with immediate binding and dies at once
 // on an NVML symbol.
 func TestInstallBuildsAnAllotThatStarts(t *testing.T) {
-	for _, tool := range []string{"git", "curl", "jq"} {
+	// install.sh only checks that curl and jq are there (the other scripts
+	// run them, this test none): where a developer's machine lacks them,
+	// stand-ins named after them let it go on to the build.
+	tools := t.TempDir()
+	for _, tool := range []string{"curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed: .ci/run installs it", tool)
+			truth, err := exec.LookPath("true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(truth, filepath.Join(tools, tool)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	bin := filepath.Join(t.TempDir(), "allot")
 	cmd := exec.Command("sh", filepath.Join(root, "ci", "scripts", "install.sh"))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "ALLOT=") {
+		if !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "ALLOT=") && !strings.HasPrefix(kv, "PATH=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "ALLOT="+bin)
+	cmd.Env = append(cmd.Env, "ALLOT="+bin, "PATH="+os.Getenv("PATH")+string(os.PathListSeparator)+tools)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("install.sh: %v\n%s", err, out)
