@@ -155,15 +155,15 @@ func TestApprovals(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEveryRule keeps the README's rule table true.
-func TestREADMEListsEveryRule(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+// TestDocsListEveryRule keeps the rule table of docs/repository.md true.
+func TestDocsListEveryRule(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "repository.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range Rules {
 		if !strings.Contains(string(b), "| `"+r.Name+"` |") {
-			t.Errorf("README.md does not list rule %s", r.Name)
+			t.Errorf("docs/repository.md does not list rule %s", r.Name)
 		}
 	}
 }
