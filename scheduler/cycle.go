@@ -172,6 +172,16 @@ walk:
 	return res
 }
 
+// Due says whether the next Cycle walks the waiting work whatever happens
+// before it: the last cycle released GPUs or quota (an eviction, a
+// preemption's victims requeued), admitted work an older workload may take
+// back, or left a wake due. A runner that cycles every second decides
+// something at its next tick only when Due (or an event or Results.Wake came
+// first); the simulator runs a cycle there for it.
+func (s *Scheduler) Due() bool {
+	return s.dirty || (!s.wake.IsZero() && !s.now.Before(s.wake))
+}
+
 // step considers w in the walk and reports what changed: a new reason, the
 // end of its backoff. It says whether w is no longer pending.
 func (s *Scheduler) step(w *workload, res *Results) bool {
@@ -323,7 +333,7 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 		return true
 	}
 	for _, f := range w.cands {
-		if r := w.team.q.r(f.id); r.usage+w.GPUs() <= r.nominal {
+		if r := w.team.q.r(f.id); r.usage-r.below(w.tier.spec.Priority)+w.GPUs() <= r.nominal {
 			return true
 		}
 	}

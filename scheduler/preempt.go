@@ -25,7 +25,9 @@ type candidate struct {
 // fit on flavor f, by the rules in order: a team under its nominal quota reclaims
 // what other teams of its cohort borrow (whatever their tier, borrowOnly tiers
 // always counting as borrowed); within a team a higher tier preempts a lower,
-// preemptible one. A borrowing workload never preempts another team's workload
+// preemptible one. Both in one decision: a team may reclaim when, with the
+// evictions of its own lower tiers the same decision makes, it ends within its
+// nominal. A borrowing workload never preempts another team's workload
 // running inside that team's nominal quota. Victims are taken lowest tier and most
 // recently started first, then the set is pruned of any victim it does not need.
 // Nothing is evicted when w would still not fit.
@@ -37,45 +39,15 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if !s.worthSearching(w, f, v) {
 		return false
 	}
-	search, ok := s.candidates(w, f)
-	if !ok {
-		return false
-	}
-	if w.spec.Pods > 1 && !s.roomInPods(w, f, v, search) {
-		// Not enough nodes could take its pods were every candidate
-		// evicted: the GPUs are there in all, on the wrong nodes.
-		return false
-	}
-	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
-		// A gang held to one domain that no domain could hold with every
-		// candidate there evicted: no search can make it fit.
-		return false
-	}
-	if s.searched != nil {
-		s.searched(false)
-	}
-	var keep []candidate
-	var evicted []whatIf
-	switch t := s.newTally(w, f); {
-	case t == nil:
-		keep, ok = s.tryVictims(w, f, search)
-	case s.crossTally != nil:
-		tallied, tok := t.run(search)
-		check := s.crossTally(w, tallied, tok)
-		again, _ := s.candidates(w, f)
-		keep, ok = s.tryVictims(w, f, again)
-		check(keep, ok)
-	default:
-		if keep, ok = t.run(search); ok {
-			for _, c := range slices.Backward(keep) {
-				evicted = append(evicted, s.evictWhatIf(c.w))
-			}
-		}
+	keep, evicted, bounded, ok := s.findVictims(w, f, v, false)
+	if !ok && bounded {
+		// A bounded search evicts its reclaim victims first, so fails
+		// where only its own victims fit (the team borrowing) were their
+		// sum on f more than it may evict on w's view; and a starving
+		// workload may take back later borrowed work above its nominal.
+		keep, evicted, _, ok = s.findVictims(w, f, v, true)
 	}
 	if !ok {
-		if s.searched != nil {
-			s.searched(true)
-		}
 		return false
 	}
 	pl, dom, _, ok := s.placeOn(w, f)
@@ -103,6 +75,51 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	s.admit(w, f, pl, dom, victims, res)
 	s.epoch++
 	return true
+}
+
+// findVictims runs w's search on f (candidates, with starving) and returns
+// the victims kept, still evicted: what-if (evicted, to rebind should w not
+// be placed after all) or from their lists (tryVictims). bounded says the
+// search was a bounded one (victimSearch.bounded).
+func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving bool) (keep []candidate, evicted []whatIf, bounded, ok bool) {
+	search, ok := s.candidates(w, f, starving)
+	bounded = search.bounded
+	if !ok {
+		return nil, nil, bounded, false
+	}
+	if w.spec.Pods > 1 && !s.roomInPods(w, f, v, search) {
+		// Not enough nodes could take its pods were every candidate
+		// evicted: the GPUs are there in all, on the wrong nodes.
+		return nil, nil, bounded, false
+	}
+	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
+		// A gang held to one domain that no domain could hold with every
+		// candidate there evicted: no search can make it fit.
+		return nil, nil, bounded, false
+	}
+	if s.searched != nil {
+		s.searched(false)
+	}
+	switch t := s.newTally(w, f); {
+	case t == nil:
+		keep, ok = s.tryVictims(w, f, search)
+	case s.crossTally != nil:
+		tallied, tok := t.run(search)
+		check := s.crossTally(w, tallied, tok)
+		again, _ := s.candidates(w, f, starving)
+		keep, ok = s.tryVictims(w, f, again)
+		check(keep, ok)
+	default:
+		if keep, ok = t.run(search); ok {
+			for _, c := range slices.Backward(keep) {
+				evicted = append(evicted, s.evictWhatIf(c.w))
+			}
+		}
+	}
+	if !ok && s.searched != nil {
+		s.searched(true)
+	}
+	return keep, evicted, bounded, ok
 }
 
 // trial is how a search tries its victims: evicted from the index what-if
@@ -136,26 +153,49 @@ func (s *Scheduler) searchVictims(f *flavorState, search *victimSearch, tr trial
 		if !search.takes(&c) {
 			continue
 		}
-		tr.evict(c.w)
+		search.evict(tr, &c)
 		chosen = append(chosen, c)
-		fits = tr.fits()
+		fits = search.fits(tr)
 	}
 	if !fits {
-		for _, c := range slices.Backward(chosen) {
-			tr.back(c.w, true)
+		for i := range slices.Backward(chosen) {
+			search.back(tr, &chosen[i], true)
 		}
 		return nil, false
 	}
 	for i := len(chosen) - 1; i >= 0; i-- {
-		tr.back(chosen[i].w, false)
-		if tr.fits() {
+		search.back(tr, &chosen[i], false)
+		if search.fits(tr) {
 			continue
 		}
-		tr.evict(chosen[i].w)
+		search.evict(tr, &chosen[i])
 		keep = append(keep, chosen[i])
 	}
 	slices.Reverse(keep)
+	if search.bounded {
+		keep = search.prune(tr, keep)
+	}
 	return keep, true
+}
+
+// prune puts back, until none can be, each victim of keep (evicted by tr)
+// the workload fits without. One pass (searchVictims') is enough where
+// fewer victims never fit better; in a bounded search they may: once its
+// last reclaim victim is put back, the team may borrow, and own victims
+// kept only to bring it within its nominal are no longer needed.
+func (vs *victimSearch) prune(tr trial, keep []candidate) []candidate {
+	for again := true; again; {
+		again = false
+		for i := len(keep) - 1; i >= 0; i-- {
+			vs.back(tr, &keep[i], false)
+			if vs.fits(tr) {
+				keep, again = slices.Delete(keep, i, i+1), true
+				continue
+			}
+			vs.evict(tr, &keep[i])
+		}
+	}
+	return keep
 }
 
 // whatIfTrial evicts the victims it tries from the index and binds them back;

@@ -70,6 +70,36 @@ func TestRules(t *testing.T) {
 			wantRunning: []WorkloadID{"a1", "b1"},
 			wantReasons: map[WorkloadID]ReasonCode{"w": ReasonCohortExhausted},
 		},
+		"a team under its nominal takes its own lower tier and reclaims in one move": {
+			// Alpha ends at exactly its nominal only with both evictions.
+			cfg: Config{
+				Cohorts: []Cohort{{Name: "ml"}},
+				Teams:   []Team{teamQ("alpha", "ml", 2, nil, nil), teamQ("beta", "ml", 0, nil, nil), teamQ("gamma", "ml", 2, nil, nil)},
+			},
+			nodes:       rack("n", "a", 4, 1, 0, 0),
+			first:       []Workload{wl("a-low", "alpha", "research", 1, 1, 0), wl("b1", "beta", "production", 1, 1, 0), wl("b2", "beta", "production", 1, 1, 0), wl("b3", "beta", "production", 1, 1, 0)},
+			then:        []Workload{wl("w", "alpha", "production", 2, 1, 1)},
+			wantRunning: []WorkloadID{"b1", "b2", "w"},
+			wantPreempt: map[WorkloadID]PreemptReason{"a-low": PreemptHigherTier, "b3": PreemptReclaim},
+		},
+		"a team under its nominal preempts the low tier of every team of its cohort": {
+			cfg:         twoTeams(nil, nil, nil, nil),
+			nodes:       rack("n", "a", 32, 1, 0, 0),
+			first:       []Workload{wl("a-low", "a", "research", 8, 1, 0), wl("b-low", "b", "research", 8, 1, 0), wl("b-mid", "b", "production", 16, 1, 0)},
+			then:        []Workload{wl("w", "a", "critical", 16, 1, 1)},
+			wantRunning: []WorkloadID{"b-mid", "w"},
+			wantPreempt: map[WorkloadID]PreemptReason{"a-low": PreemptHigherTier, "b-low": PreemptReclaim},
+		},
+		"a team that would end above its nominal takes only its own lower tier": {
+			// Evicting a-low and reclaiming b-low would fit the nodes and
+			// the cohort, but a would end at 20 of a nominal of 16.
+			cfg:         twoTeams(nil, nil, nil, nil),
+			nodes:       rack("n", "a", 32, 1, 0, 0),
+			first:       []Workload{wl("a-low", "a", "research", 8, 1, 0), wl("a-prod", "a", "production", 4, 1, 0), wl("b-low", "b", "research", 8, 1, 0), wl("b-mid", "b", "production", 12, 1, 0)},
+			then:        []Workload{wl("w", "a", "critical", 16, 1, 1)},
+			wantRunning: []WorkloadID{"a-low", "a-prod", "b-low", "b-mid"},
+			wantReasons: map[WorkloadID]ReasonCode{"w": ReasonCohortExhausted},
+		},
 		"within a team a higher tier preempts a lower preemptible one": {
 			cfg:         Config{Teams: []Team{teamQ("a", "", 16, nil, nil)}},
 			nodes:       fourNodes,

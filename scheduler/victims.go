@@ -275,6 +275,39 @@ type victimSearch struct {
 	// after is the submission of a starving workload's search: its reclaim
 	// candidates (PreemptStarving) count only when submitted after it.
 	after time.Time
+	// bounded: the search of a team that would pass its nominal were none
+	// of its own lower tiers evicted. With a reclaim victim evicted (of
+	// reclaimed, the count) the workload fits only while its team, w
+	// included, stays within its nominal (ceiling: the nominal less w's
+	// GPUs) on the state after the search's evictions, as Kueue reclaims
+	// without borrowing; with its own victims alone the team may borrow.
+	bounded   bool
+	team      *team
+	fid       int
+	ceiling   GPUs
+	reclaimed int
+}
+
+// fits says whether the workload fits with the victims tr has evicted: tr's
+// fit test and, for a bounded search that reclaims, its team within its
+// nominal.
+func (vs *victimSearch) fits(tr trial) bool {
+	return (!vs.bounded || vs.reclaimed == 0 || vs.team.q.r(vs.fid).usage <= vs.ceiling) && tr.fits()
+}
+
+// evict evicts c by tr and counts it; back puts it back (failed: see trial).
+func (vs *victimSearch) evict(tr trial, c *candidate) {
+	tr.evict(c.w)
+	if c.reason != PreemptHigherTier {
+		vs.reclaimed++
+	}
+}
+
+func (vs *victimSearch) back(tr trial, c *candidate, failed bool) {
+	tr.back(c.w, failed)
+	if c.reason != PreemptHigherTier {
+		vs.reclaimed--
+	}
 }
 
 // takes says whether the search may evict c, which its streams yield: a
@@ -462,8 +495,9 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // a lower tier. The order: lowest tier first; in a tier, a gang just admitted
 // on nodes drained for it last, then the most recently admitted first. ok is
 // false when evicting them all would not free enough GPUs: then nothing is
-// tried.
-func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, ok bool) {
+// tried. starving asks for the search of a starving workload even where its
+// team may reclaim within its nominal (the second search, see preempt).
+func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *victimSearch, ok bool) {
 	t := w.team
 	v := s.viewOf(w, f)
 	room := v.all.free
@@ -471,9 +505,11 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 	reason := PreemptReclaim
 	// A reclaim that is not a team's within its nominal is a starving one
 	// (reclaims, with reclaimsFor read once).
-	forStarving := !reclaimsFor(t, w.tier, f, w.GPUs())
+	forStarving := starving || !reclaimsFor(t, w.tier, f, w.GPUs())
 	if forStarving {
 		reason, vs.after = PreemptStarving, w.spec.Submitted
+	} else if r := t.q.r(f.id); r.usage+w.GPUs() > r.nominal {
+		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, r.nominal-w.GPUs()
 	}
 	if !forStarving || s.takesBack(t, w.tier, f, w.since) {
 		root := t.q.root()
@@ -525,9 +561,10 @@ func (s *Scheduler) candidates(w *workload, f *flavorState) (vs *victimSearch, o
 }
 
 // reclaims says whether a search for w on f has reclaim candidates: w's team
-// would stay within its nominal quota (w's tier is not borrowOnly) and some
-// team of its cohort uses what may be reclaimed; or w is starving and another
-// team of its cohort borrows.
+// would stay within its nominal quota once its own preemptible work of lower
+// tiers is evicted (w's tier is not borrowOnly) and some team of its cohort
+// uses what may be reclaimed; or w is starving and another team of its
+// cohort borrows.
 func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
 	return reclaimsFor(w.team, w.tier, f, w.GPUs()) || s.takesBack(w.team, w.tier, f, w.since)
 }
@@ -555,12 +592,15 @@ func othersBorrow(t *team, f *flavorState) bool {
 	return f.id < len(root.reclaimable) && root.reclaimable[f.id]-t.reclaimable(f.id) > 0
 }
 
-// reclaimsFor is reclaims for a workload of team t and tier p asking need GPUs.
+// reclaimsFor is reclaims for a workload of team t and tier p asking need
+// GPUs. Its bound is the team's usage after the evictions the same decision
+// may make of its own lower tiers: the search (bounded) checks the team ends
+// within its nominal with the victims it keeps.
 func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
 	if p.spec.BorrowOnly || t.q.parent == nil {
 		return false
 	}
-	if r := t.q.r(f.id); r.usage+need > r.nominal {
+	if r := t.q.r(f.id); r.usage-r.below(p.spec.Priority)+need > r.nominal {
 		return false
 	}
 	root := t.q.root()

@@ -80,7 +80,7 @@ func TestVictimListsMatchAFreshSearch(t *testing.T) {
 				continue
 			}
 			for _, f := range w.cands {
-				vs, ok := b.s.candidates(w, f)
+				vs, ok := b.s.candidates(w, f, false)
 				var got []candidate
 				for c, more := vs.next(); more; c, more = vs.next() {
 					got = append(got, c)
@@ -187,7 +187,7 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 				continue
 			}
 			for _, f := range w.cands {
-				vs, ok := b.s.candidates(w, f)
+				vs, ok := b.s.candidates(w, f, false)
 				if !ok {
 					continue
 				}
@@ -274,7 +274,7 @@ func TestPreemptionBoundIsSound(t *testing.T) {
 				bound := "worthSearching"
 				ok := b.s.worthSearching(w, f, v)
 				if ok {
-					if vs, enough := b.s.candidates(w, f); enough {
+					if vs, enough := b.s.candidates(w, f, false); enough {
 						bound, ok = "roomInPods", b.s.roomInPods(w, f, v, vs)
 						if !ok {
 							short++
