@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -20,14 +19,13 @@ const ClusterPrefix = "cluster/"
 // ReadEvents reads an events file: CSV time,node,event with event fail or
 // recover (node may be cluster/NAME); name is used in errors.
 func ReadEvents(in io.Reader, name string) ([]Event, error) {
-	cr := csv.NewReader(in)
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	recs := workload.NewRecords(in, name, ',')
+	header, _, err := recs.Read()
 	if err != nil {
 		if err == io.EOF {
 			return nil, &workload.Error{File: name, Line: 1, Err: errors.New("empty file: want the header time,node,event")}
 		}
-		return nil, &workload.Error{File: name, Line: 1, Err: err}
+		return nil, err
 	}
 	cols := map[string]int{}
 	for i, h := range header {
@@ -40,18 +38,13 @@ func ReadEvents(in io.Reader, name string) ([]Event, error) {
 	}
 	var out []Event
 	for {
-		rec, err := cr.Read()
+		rec, line, err := recs.Read()
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				return nil, &workload.Error{File: name, Line: pe.Line, Err: pe.Err}
-			}
-			return nil, fmt.Errorf("reading %s: %w", name, err)
+			return nil, err
 		}
-		line, _ := cr.FieldPos(0)
 		get := func(c string) string {
 			if i := cols[c]; i < len(rec) {
 				return strings.TrimSpace(rec[i])

@@ -2,8 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"regexp"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +113,52 @@ func simRandom(t *testing.T, a, b uint64) *Report {
 		}
 	}
 	return rep
+}
+
+// FuzzReadEvents: an events file either reads or fails with file:line:
+// what, quoted fields spanning lines, huge records and field counts
+// included; it never panics, and what it allocates is bounded by the file
+// and one record (workload.MaxRecordBytes), not by the shape of a record.
+func FuzzReadEvents(f *testing.F) {
+	for _, seed := range []string{
+		"time,node,event\n0,n1,fail\n60,n1,recover\n",
+		"time,node,event\n0,cluster/c1,fail\n",
+		"time,node,event\n0,\"n\n1\",fail\n\"6\n0\",n1,recover\n",
+		"time,node,event\n0,\"n1" + strings.Repeat("\n,\"\"", 10000) + "\",fail\n",
+		"time,node,event\n0,n1,fail" + strings.Repeat(",", workload.MaxFields) + "\n",
+		"time,node,event\n\"" + strings.Repeat("x", workload.MaxFieldBytes+1),
+		"time,node,event\n0,n1,\"fail",
+	} {
+		f.Add(seed)
+	}
+	fileLine := regexp.MustCompile(`^e\.csv:[0-9]+: `)
+	f.Fuzz(func(t *testing.T, in string) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadEvents(strings.NewReader(in), "e.csv")
+		runtime.ReadMemStats(&after)
+		if grew, bound := after.TotalAlloc-before.TotalAlloc, uint64(8*len(in)+4*workload.MaxRecordBytes+1<<20); grew > bound {
+			t.Fatalf("allocated %d bytes reading %d", grew, len(in))
+		}
+		if err != nil && !fileLine.MatchString(err.Error()) {
+			t.Fatalf("error without file:line: %v", err)
+		}
+	})
+}
+
+// TestReadEventsBoundsRecords: a quoted field spanning lines is bounded as
+// a whole record: 32 MB of it is an error at the line it starts, read in a
+// few MB.
+func TestReadEventsBoundsRecords(t *testing.T) {
+	in := io.MultiReader(strings.NewReader("time,node,event\n0,n1,fail\n1,\"n2"), strings.NewReader(strings.Repeat("abcdefg\n", 4<<20)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadEvents(in, "e.csv")
+	runtime.ReadMemStats(&after)
+	if want := "e.csv:3: field 2 is longer than 16384 bytes (MaxFieldBytes)"; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Errorf("allocated %d KB reading a 32 MB record; want under 4 MB", grew>>10)
+	}
 }

@@ -1,11 +1,34 @@
 package workload
 
 import (
+	"archive/tar"
 	"bytes"
-	"errors"
+	"compress/gzip"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
+
+// fileLine is how every error of a file starts.
+var fileLine = regexp.MustCompile(`^f\.csv:[0-9]+: `)
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(s))
+	zw.Close()
+	return b.String()
+}
+
+func tarred(name, s string) string {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(s)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(s))
+	tw.Close()
+	return b.String()
+}
 
 // FuzzRead: any input either parses into jobs that are valid and survive a
 // write/read round trip, or fails with a file:line error; it never panics. The
@@ -26,14 +49,30 @@ func FuzzRead(f *testing.F) {
 		"job_id,submit_time,duration,num_gpus\r\na,2020-06-09 18:41:01.5,1,1\r\n,,,\r\nb,2020-06-09 10:41:01,2,2\r\n",
 		"4f05,tensorflow,1.0,Terminated,1739162.0,1739200.0,600.0,29.29,50.0,MISC\nab,worker,2.0,Failed,1.0,9.0,600.0,1.0,800.0,\n",
 		"name,num_gpu,gpu_spec,creation_time,deletion_time,scheduled_time\np,1,nan,5,10,\nq,2,A|A|B,1,2,1\n",
+		// Quoted fields spanning lines, quotes and separators within them.
+		"job_id,submit_time,duration,num_gpus,note\nj1,0,1,1,\"a\nb,\"\"c\"\"\r\n\"\nj2,0,1,\"2\n\"\n",
+		"job_id,submit_time,duration,num_gpus\n\"j\n1\",0,1,1\n\"open",
+		"job_id,submit_time,duration,num_gpus\nj1,0,1,1,\"" + strings.Repeat("x\n", MaxFieldBytes/2+1) + "\"\n",
+		"job_id,submit_time,duration,num_gpus\nj1,0,1,1" + strings.Repeat(",", MaxFields) + "\n",
+		"job_id,submit_time,duration,num_gpus\nj1,0,1,1" + strings.Repeat(",\"x\ny\"", MaxFields-5) + "\n",
+		gzipped("job_id,submit_time,duration,num_gpus\nj1,0,1,1,\"a\nb\"\n"),
+		gzipped(tarred("t.csv", "job_id,submit_time,duration,num_gpus\n\"j\n1\",0,1,1\n")),
+		gzipped("job_id,submit_time,duration,num_gpus\n" + strings.Repeat("\n", 1<<20)),
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		jobs, _, err := Read(strings.NewReader(in), "f.csv")
+		runtime.ReadMemStats(&after)
+		// What a file's records take beyond the file itself is bounded by
+		// a record's, whatever their shape (maps and jobs grow with rows).
+		if grew, bound := after.TotalAlloc-before.TotalAlloc, uint64(8*len(in)+4*MaxRecordBytes+1<<20); grew > bound {
+			t.Fatalf("allocated %d bytes reading %d", grew, len(in))
+		}
 		if err != nil {
-			var we *Error
-			if errors.As(err, &we) && !strings.HasPrefix(err.Error(), "f.csv:") {
+			if !fileLine.MatchString(err.Error()) {
 				t.Fatalf("error without file:line: %v", err)
 			}
 			return

@@ -240,16 +240,6 @@ func TestReaderStreamsInBoundedMemory(t *testing.T) {
 	}
 }
 
-// TestLongLineIsAnError: a file without line breaks is not held whole.
-func TestLongLineIsAnError(t *testing.T) {
-	in := io.MultiReader(strings.NewReader("job_id,submit_time,duration,num_gpus\nj1,0,1,1\n"), &endless{})
-	_, _, err := Read(in, "flat.csv")
-	var we *Error
-	if !errors.As(err, &we) || we.Line != 3 || !strings.Contains(err.Error(), "flat.csv:3: line longer than 1048576 bytes") {
-		t.Errorf("err = %v, want flat.csv:3: line longer than 1048576 bytes", err)
-	}
-}
-
 type endless struct{}
 
 func (endless) Read(p []byte) (int, error) {

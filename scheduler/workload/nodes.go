@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"encoding/csv"
 	"errors"
 	"io"
 )
@@ -24,14 +23,13 @@ const (
 // ReadNodes reads a node list: openb's (sn,...,gpu,model) or name,gpus,flavor.
 // Nodes without GPUs are left out.
 func ReadNodes(in io.Reader, name string) ([]Node, error) {
-	cr := csv.NewReader(in)
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	recs := NewRecords(in, name, ',')
+	header, _, err := recs.Read()
 	if err != nil {
 		if err == io.EOF {
 			return nil, &Error{File: name, Line: 1, Err: errors.New("empty file: want a CSV header")}
 		}
-		return nil, csvError(name, err)
+		return nil, err
 	}
 	cols := map[string]int{}
 	for i, h := range header {
@@ -47,14 +45,13 @@ func ReadNodes(in io.Reader, name string) ([]Node, error) {
 	var out []Node
 	seen := map[string]bool{}
 	for {
-		rec, err := cr.Read()
+		rec, line, err := recs.Read()
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
-			return nil, csvError(name, err)
+			return nil, err
 		}
-		line, _ := cr.FieldPos(0)
 		if blank(rec) {
 			continue
 		}

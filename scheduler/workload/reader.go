@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -15,18 +14,13 @@ import (
 	"strings"
 )
 
-// MaxLineBytes bounds one line of a workload file: a record is held whole
-// while it is read, so a file without line breaks must not be.
-const MaxLineBytes = 1 << 20
-
 // Reader reads a workload file one job at a time, so a trace of any length
 // is converted in bounded memory (allot import). Its jobs' submit times are
 // final once Next has returned io.EOF: add Shift to them (a file of dates
 // and times counts from its earliest, which may come after the first row).
 type Reader struct {
 	name   string
-	cr     *csv.Reader
-	lines  *lineGuard
+	recs   *Records
 	cols   map[string]int
 	layout *layout
 	// first is a record read as the header that is data (a headerless
@@ -54,19 +48,14 @@ func NewReader(in io.Reader, name string) (*Reader, error) {
 	if isJSON(br) {
 		return nil, &Error{File: name, Line: 1, Err: errors.New("JSON, not CSV: allot imports CSV traces (Philly's cluster_job_log is JSON: convert it to the normalized trace schema first)")}
 	}
-	g := &lineGuard{r: br, line: 1}
-	cr := csv.NewReader(g)
-	cr.Comma = separator(br)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	rd := &Reader{name: name, cr: cr, lines: g, ids: map[uint64]int{}, seed: maphash.MakeSeed(),
+	rd := &Reader{name: name, recs: NewRecords(br, name, separator(br)), ids: map[uint64]int{}, seed: maphash.MakeSeed(),
 		times: clock{kinds: map[string]timeKind{}}}
-	header, err := cr.Read()
+	header, _, err := rd.recs.Read()
 	if err == io.EOF {
 		return nil, &Error{File: name, Line: 1, Err: errors.New("empty file: want a CSV header")}
 	}
 	if err != nil {
-		return nil, rd.readError(err)
+		return nil, err
 	}
 	if l, cols := headerless(header); l != nil {
 		rd.first, rd.firstLine = append([]string(nil), header...), 1
@@ -200,12 +189,7 @@ func (rd *Reader) record() ([]string, int, error) {
 		rd.first = nil
 		return rec, rd.firstLine, nil
 	}
-	rec, err := rd.cr.Read()
-	if err != nil {
-		return nil, 0, rd.readError(err)
-	}
-	line, _ := rd.cr.FieldPos(0)
-	return rec, line, nil
+	return rd.recs.Read()
 }
 
 func blank(rec []string) bool {
@@ -215,65 +199,6 @@ func blank(rec []string) bool {
 		}
 	}
 	return true
-}
-
-func (rd *Reader) readError(err error) error {
-	var pe *csv.ParseError
-	var le *lineError
-	switch {
-	case err == io.EOF:
-		return err
-	case errors.As(err, &le):
-		return &Error{File: rd.name, Line: le.line, Err: le}
-	case errors.As(err, &pe):
-		return &Error{File: rd.name, Line: pe.Line, Err: pe.Err}
-	}
-	// A failure of what the file is read through (gzip, tar): at the line
-	// it stopped in.
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		err = fmt.Errorf("the compressed file ends early (truncated?): %w", err)
-	}
-	return &Error{File: rd.name, Line: rd.lines.line, Err: err}
-}
-
-// csvError is the error of a CSV file at its line, when it has one.
-func csvError(name string, err error) error {
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		return &Error{File: name, Line: pe.Line, Err: pe.Err}
-	}
-	return fmt.Errorf("reading %s: %w", name, err)
-}
-
-// lineGuard fails a line longer than MaxLineBytes.
-type lineGuard struct {
-	r    io.Reader
-	line int // the line being read
-	n    int // its bytes so far
-}
-
-type lineError struct{ line int }
-
-func (e *lineError) Error() string {
-	return fmt.Sprintf("line longer than %d bytes: not a workload CSV", MaxLineBytes)
-}
-
-func (g *lineGuard) Read(p []byte) (int, error) {
-	n, err := g.r.Read(p)
-	// Only the line the chunk starts in can be long within it: csv reads
-	// through a buffer much shorter than MaxLineBytes.
-	if first := bytes.IndexByte(p[:n], '\n'); first < 0 {
-		g.n += n
-	} else if g.n+first > MaxLineBytes {
-		return 0, &lineError{line: g.line}
-	} else {
-		g.line += bytes.Count(p[first:n], []byte{'\n'})
-		g.n = n - 1 - bytes.LastIndexByte(p[:n], '\n')
-	}
-	if g.n > MaxLineBytes {
-		return 0, &lineError{line: g.line}
-	}
-	return n, err
 }
 
 // unpack reads through gzip (the Alibaba traces ship as .tar.gz) and a tar
@@ -286,9 +211,9 @@ func unpack(in io.Reader, name string) (io.Reader, error) {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", name, err)
+			return nil, &Error{File: name, Line: 1, Err: fmt.Errorf("reading it as gzip: %w", err)}
 		}
-		return untar(bufio.NewReaderSize(zr, 64<<10), name)
+		return untar(bufio.NewReaderSize(&unpacked{r: zr}, 64<<10), name)
 	case bytes.HasPrefix(magic, []byte("PK\x03\x04")) && strings.HasSuffix(strings.ToLower(name), ".xlsx"),
 		bytes.HasPrefix(magic, []byte{0xd0, 0xcf, 0x11, 0xe0}):
 		return nil, &Error{File: name, Line: 1, Err: errors.New("a spreadsheet workbook: save the sheet as CSV (comma- or semicolon-separated) and import that")}
@@ -314,10 +239,10 @@ func untar(br *bufio.Reader, name string) (io.Reader, error) {
 			return nil, &Error{File: name, Line: 1, Err: errors.New("a tar archive without a file")}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", name, err)
+			return nil, &Error{File: name, Line: 1, Err: fmt.Errorf("reading it as a tar archive: %w", err)}
 		}
 		if h.Typeflag == tar.TypeReg {
-			return &oneFile{tr: tr, name: name, first: h.Name}, nil
+			return &unpacked{r: &oneFile{tr: tr, name: name, first: h.Name}}, nil
 		}
 	}
 }
