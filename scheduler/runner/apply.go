@@ -33,7 +33,9 @@ func (p podRef) object() *corev1.Pod {
 
 // bindTask binds pods of one gang, pods[i] to nodes[i].
 type bindTask struct {
-	gang  string
+	gang string
+	// as is what the pods are bound as, written on each with its bind.
+	as    boundAs
 	pods  []podRef
 	nodes []string
 }
@@ -330,7 +332,7 @@ func (r *Runner) bindPods(ctx context.Context, t bindTask, opts ...client.SubRes
 		go func() {
 			defer func() { <-r.sem; wg.Done() }()
 			b := &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid},
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid, Annotations: map[string]string{AnnotationBoundAs: t.as.encode()}},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: t.nodes[i]},
 			}
 			errs[i] = r.client.SubResource("binding").Create(ctx, p.object(), b, opts...)
@@ -370,6 +372,7 @@ func (r *Runner) bound(ctx context.Context, t bindTask, errs []error, dry bool) 
 			p.node = ""
 		} else {
 			ok = append(ok, p)
+			p.as = &t.as
 			if p.scheduledAt.IsZero() {
 				p.scheduledAt = r.opts.Now()
 			}

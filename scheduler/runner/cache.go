@@ -24,6 +24,8 @@ type podInfo struct {
 	gpus     int64
 	labels   map[string]string
 	gang     string
+	// as is what allot bound it as (AnnotationBoundAs), if it did.
+	as *boundAs
 	// rules are the pod's placement rules, or rulesErr why allot cannot
 	// honour them.
 	rules    *podRules
@@ -149,7 +151,7 @@ func (r *Runner) upsertPod(obj any) {
 	old := st.pods[p.UID]
 	pi := &podInfo{
 		uid: p.UID, ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, rv: p.ResourceVersion, created: p.CreationTimestamp.Time,
-		gpus: PodGPUs(p), labels: allotLabels(p.Labels),
+		gpus: PodGPUs(p), labels: allotLabels(p.Labels), as: parseBoundAs(p.Namespace, p.Annotations),
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		running:  p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded,
 		deleting: p.DeletionTimestamp != nil,
@@ -171,12 +173,15 @@ func (r *Runner) upsertPod(obj any) {
 		}
 	}
 	pi.gang = gangID(p.Namespace, job, p.Labels, p.Name)
-	if old != nil && old.node != "" {
+	switch {
+	case old != nil && old.node != "":
 		// A pod on its node stays in the gang it was bound with, whatever
 		// its labels (or owner) say since: moved to a gang of its own, it
 		// ran outside its gang's slot, and that slot was given to another
 		// pod beside it.
 		pi.gang = old.gang
+	case pi.node != "" && pi.as != nil:
+		pi.gang = pi.as.Gang // the same, seen first after a restart
 	}
 	if job != "" {
 		st.jobGangs[types.NamespacedName{Namespace: p.Namespace, Name: job}] = pi.gang
@@ -189,6 +194,9 @@ func (r *Runner) upsertPod(obj any) {
 		}
 		if old.node != "" && pi.node == "" {
 			pi.node = old.node // the informer has not seen our bind yet
+		}
+		if old.node != "" && old.as != nil {
+			pi.as = old.as // as bound, whatever the pod says since
 		}
 		if old.gang != pi.gang {
 			r.leaveGang(old)

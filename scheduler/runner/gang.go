@@ -88,9 +88,12 @@ type specError struct{ msg string }
 
 func (e *specError) Error() string { return e.msg }
 
-// workload derives the core's Workload from the gang's pods (and Job), or says
-// what is wrong with them.
-func (r *Runner) workload(g *clusterWorkload, live []*podInfo) (scheduler.Workload, error) {
+// workload derives the core's Workload from the gang's pods' labels (and
+// Job), or says what is wrong with them. A pod's team is its namespace's: a
+// team label is only checked against it, and only for a gang not yet bound
+// (bound is false): a label can be changed after the bind, and a running gang
+// is accounted in its namespace's team whatever its labels say since.
+func (r *Runner) workload(g *clusterWorkload, live []*podInfo, bound bool) (scheduler.Workload, error) {
 	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id), Restarts: r.st.restarts[g.id]}
 	first := live[0]
 	agree := func(label string) (string, error) {
@@ -109,12 +112,12 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo) (scheduler.Worklo
 	}
 	owner, owned := r.namespaceTeam(g.ns)
 	switch {
-	case owned && team != "" && team != owner:
+	case owned && team != "" && team != owner && !bound:
 		return w, &specError{fmt.Sprintf("pod %s names team %s (label %s) but namespace %s belongs to team %s: a pod's team is its namespace's", first.name, team, LabelTeam, g.ns, owner)}
 	case owned:
 		team = owner
 	case r.opts.StrictTenancy:
-		return w, &specError{fmt.Sprintf("namespace %s belongs to no team: run pods in a team's namespace, or map this one to a team in the capacity repository (teams.<team>.namespaces)", g.ns)}
+		return w, noTeamError(g.ns)
 	case team == "":
 		return w, &specError{fmt.Sprintf("pod %s has no label %s and namespace %s belongs to no team", first.name, LabelTeam, g.ns)}
 	}
@@ -196,6 +199,58 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo) (scheduler.Worklo
 	return w, nil
 }
 
+// boundWorkload is the Workload of a gang found bound (at a restart, a leader
+// change or a rebuild of the core): what its bound pods were bound as
+// (AnnotationBoundAs), in its namespace's team. What their labels say since
+// counts for nothing: a relabelled running gang would otherwise be set aside
+// as not accounted for, its GPUs charged to no team, and its team's next pods
+// admitted over its quota. Its placement is where it runs: no flavor, domain
+// or cluster label is asked of it. Pods bound without a record (created
+// bound, or by an allot that wrote none) are taken by their labels, in a
+// team's namespace in that team.
+func (r *Runner) boundWorkload(g *clusterWorkload, live, bound []*podInfo) (scheduler.Workload, error) {
+	// Pods bound into the gang later (replacements) were bound as its size
+	// then: the largest is what it was admitted for.
+	var as boundAs
+	for _, p := range bound {
+		if p.as == nil || p.as.Gang != g.id || as.Team != "" && (p.as.Team != as.Team || p.as.Tier != as.Tier) {
+			return r.workload(g, live, true)
+		}
+		as = boundAs{Gang: g.id, Team: p.as.Team, Tier: p.as.Tier, Pods: max(as.Pods, p.as.Pods)}
+	}
+	w := scheduler.Workload{ID: scheduler.WorkloadID(g.id), Restarts: r.st.restarts[g.id],
+		Team: scheduler.TeamName(as.Team), Tier: scheduler.TierName(as.Tier), Pods: as.Pods}
+	if owner, owned := r.namespaceTeam(g.ns); owned {
+		w.Team = scheduler.TeamName(owner)
+	} else if r.opts.StrictTenancy {
+		return w, noTeamError(g.ns)
+	}
+	if j, ok := r.st.jobs[g.job]; ok && g.job.Name != "" {
+		w.Pods = min(w.Pods, j.size) // pods that completed are done
+	}
+	// More pods bound than it was bound as: all of them are accounted.
+	w.Pods = max(w.Pods, int64(len(bound)))
+	first := bound[0]
+	w.GPUsPerPod, w.Submitted = first.gpus, first.created
+	if first.rules != nil {
+		w.Rules = first.rules
+	}
+	for _, p := range live {
+		if p.gpus != w.GPUsPerPod {
+			return w, &specError{fmt.Sprintf("pods %s and %s of the gang request different GPUs (%d and %d): a gang's pods are alike", first.name, p.name, w.GPUsPerPod, p.gpus)}
+		}
+		if p.created.Before(w.Submitted) {
+			w.Submitted = p.created
+		}
+	}
+	return w, nil
+}
+
+// noTeamError refuses a pod of a namespace of no team under StrictTenancy.
+func noTeamError(ns string) error {
+	return &specError{fmt.Sprintf("namespace %s belongs to no team: run pods in a team's namespace, or map this one to a team in the capacity repository (teams.<team>.namespaces)", ns)}
+}
+
 // namespaceTeam is the team a namespace belongs to: the team it is named after
 // (allot renders one namespace per team, labelled with it), else the team whose
 // Team object maps it (allotv1.AnnotationNamespaces).
@@ -253,7 +308,7 @@ func (r *Runner) syncGang(g *clusterWorkload, now time.Time, acts *actions) {
 	case queued:
 		// Pods gone, or the gang changed while it waited (a Job's
 		// parallelism, a label): submitted again as it is now.
-		if w, err := r.workload(g, live); err != nil || int64(len(live)) < w.Pods || !sameShape(w, g.spec) {
+		if w, err := r.workload(g, live, false); err != nil || int64(len(live)) < w.Pods || !sameShape(w, g.spec) {
 			if n := r.core.Restarts(id); n > 0 {
 				r.st.restarts[g.id] = n // kept for the next submission
 			}
@@ -309,8 +364,8 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		}
 		r.setStuck(g, "") // what ran ended: its new pods are a new submission
 	}
-	w, err := r.workload(g, live)
 	if len(bound) > 0 {
+		w, err := r.boundWorkload(g, live, bound)
 		if err == nil && int64(len(bound)) == w.Pods {
 			if err = r.core.Restore(w, placementOf(bound)); err == nil {
 				slots := map[string]int64{}
@@ -339,6 +394,7 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		acts.event(live[0], "Warning", "NotAccounted", g.stuck)
 		return
 	}
+	w, err := r.workload(g, live, false)
 	if j, ok := r.st.jobs[g.job]; ok && g.job.Name != "" {
 		// A hub's copy starts only while the hub vouches for it; one that
 		// runs already is left to run (above).
@@ -409,7 +465,7 @@ func (r *Runner) retryUnbind(g *clusterWorkload, live, bound []*podInfo, acts *a
 		return
 	}
 	delete(r.st.retries, g.id)
-	if w, err := r.workload(g, live); err == nil && int64(len(bound)) < w.Pods {
+	if w, err := r.boundWorkload(g, live, bound); err == nil && int64(len(bound)) < w.Pods {
 		acts.unbind(g, bound, fmt.Sprintf("gang %s had %d of %d pods bound: rolled back, to be bound whole (try %d)", g.id, len(bound), w.Pods, g.unbindFails+1))
 	}
 }
@@ -488,8 +544,7 @@ func (r *Runner) dispatch(g *clusterWorkload, acts *actions) {
 		r.requeue(g)
 		return
 	}
-	var task bindTask
-	task.gang = g.id
+	task := bindTask{gang: g.id, as: boundAs{Gang: g.id, Team: string(g.spec.Team), Tier: string(g.spec.Tier), Pods: g.spec.Pods}}
 	for _, n := range nodes {
 		for range free[n] {
 			if len(pods) == 0 {

@@ -65,8 +65,7 @@ func (r *Runner) accrue(p *podInfo, until time.Time) {
 			return
 		}
 		from = p.scheduledAt
-		team := p.labels[LabelTeam]
-		if s := m.seeded[team]; s.After(from) {
+		if s := m.seeded[r.meterKeyOf(p).team]; s.After(from) {
 			from = s // the time before was metered by the runner before this one
 		}
 	}
@@ -84,10 +83,21 @@ func (r *Runner) stopMetering(p *podInfo, until time.Time) {
 	delete(r.meter.upTo, p.uid)
 }
 
+// meterKeyOf is what a bound pod's GPU time is charged to: its gang's team
+// and tier as the core took them; for a pod the core does not account for,
+// its namespace's team and what it was bound as. Never a label written
+// since: a label can be changed while the pod runs. Only a pod allot did not
+// bind, in a namespace of no team, is charged to what its labels say.
 func (r *Runner) meterKeyOf(p *podInfo) meterKey {
 	k := meterKey{team: p.labels[LabelTeam], tier: p.labels[LabelTier]}
-	if g := r.st.gangs[p.gang]; g != nil && g.spec.Tier != "" {
-		k.tier = string(g.spec.Tier)
+	if p.as != nil {
+		k.team, k.tier = p.as.Team, p.as.Tier
+	}
+	if t, ok := r.namespaceTeam(p.ns); ok {
+		k.team = t
+	}
+	if g := r.st.gangs[p.gang]; g != nil && g.spec.Team != "" && g.phase == admitted {
+		k.team, k.tier = string(g.spec.Team), string(g.spec.Tier)
 	}
 	if m, ok := r.known[p.node]; ok {
 		k.flavor = string(m.spec.Flavor)

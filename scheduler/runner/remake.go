@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"time"
@@ -39,6 +40,11 @@ func unboundCopy(full *corev1.Pod) *corev1.Pod {
 		}, Spec: *full.Spec.DeepCopy()}
 	again.Spec.NodeName = ""
 	again.Spec.EphemeralContainers = nil // not accepted on create
+	if _, ok := full.Annotations[AnnotationBoundAs]; ok {
+		// Unbound, it is bound as nothing yet: its next bind writes it.
+		again.Annotations = maps.Clone(full.Annotations)
+		delete(again.Annotations, AnnotationBoundAs)
+	}
 	return again
 }
 
