@@ -11,6 +11,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +89,10 @@ func (cl *cluster) applyYAML(path string) {
 			o = &admissionv1.ValidatingAdmissionPolicy{}
 		case "ValidatingAdmissionPolicyBinding":
 			o = &admissionv1.ValidatingAdmissionPolicyBinding{}
+		case "ClusterRole":
+			o = &rbacv1.ClusterRole{}
+		case "ClusterRoleBinding":
+			o = &rbacv1.ClusterRoleBinding{}
 		default:
 			cl.t.Fatalf("%s: unexpected kind %q", path, meta.Kind)
 		}
