@@ -68,16 +68,16 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 	if err := tenant.Create(ctx, pod("run", labels, nil)); err != nil {
 		t.Fatal(err)
 	}
-	update := func(c client.Client, f func(*corev1.Pod)) error {
+	update := func(c client.Client, f func(*corev1.Pod), opts ...client.UpdateOption) error {
 		var p corev1.Pod
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "alpha", Name: "run"}, &p); err != nil {
 			return err
 		}
 		f(&p)
-		return c.Update(ctx, &p)
+		return c.Update(ctx, &p, opts...)
 	}
 	eventually(t, 20*time.Second, "the accounting policy in force", func() error {
-		if err := update(tenant, func(p *corev1.Pod) { p.Labels[runner.LabelTeam] = "beta" }); err == nil {
+		if err := update(tenant, func(p *corev1.Pod) { p.Labels[runner.LabelTeam] = "beta" }, client.DryRunAll); err == nil {
 			return errors.New("the tenant relabelled its pod's team")
 		}
 		return nil

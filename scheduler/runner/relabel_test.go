@@ -86,7 +86,7 @@ func TestRelabelledRunningPodKeepsItsTeam(t *testing.T) {
 		labels []map[string]*string // per pod of the gang
 	}{
 		{"team names another team", "alpha", []map[string]*string{{runner.LabelTeam: str("beta")}, {runner.LabelTeam: str("beta")}}},
-		{"team label added", "alpha", []map[string]*string{{runner.LabelTeam: str("beta")}, {}}},
+		{"one pod's team changed", "alpha", []map[string]*string{{runner.LabelTeam: str("beta")}, {}}},
 		{"tier changed and team removed", "alpha", []map[string]*string{{runner.LabelTier: str("research"), runner.LabelTeam: nil}, {runner.LabelTier: nil}}},
 		{"gang size shrunk", "alpha", []map[string]*string{{runner.LabelGangSize: str("1")}, {runner.LabelGangSize: str("1")}}},
 		{"gang split", "alpha", []map[string]*string{{runner.LabelGang: str("other")}, {runner.LabelGangSize: nil}}},
