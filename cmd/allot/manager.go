@@ -74,6 +74,7 @@ type managerOptions struct {
 	hub           bool
 	quotaFromHub  bool
 	hubNamespace  string
+	hubPolicy     hub.WorkerPolicy
 }
 
 func newManagerCommand() *cobra.Command {
@@ -130,6 +131,8 @@ in-cluster service account.`,
 	f.BoolVar(&o.hub, "hub", false, "run as the fleet's hub in a management cluster: probe each registered worker Cluster (kubeconfig Secrets in --hub-namespace) and route the Jobs with spec.managedBy "+hub.ManagedBy+" to them, with the teams' quotas enforced fleet-wide (docs/scheduling.md); the embedded scheduler does not run on a hub")
 	f.BoolVar(&o.quotaFromHub, "quota-from-hub", false, "with --cluster, in a worker of a hub: apply the teams' quotas whole, not this cluster's share (the hub enforces them fleet-wide)")
 	f.StringVar(&o.hubNamespace, "hub-namespace", "", "namespace of the workers' kubeconfig Secrets (default: --leader-election-namespace, else the pod's namespace)")
+	f.BoolVar(&o.hubPolicy.AllowProxy, "hub-allow-worker-proxy", false, "for labs: honour a worker kubeconfig's proxy-url (by default it is refused, and the hub reaches workers directly or through the proxy of its own environment, HTTPS_PROXY and NO_PROXY)")
+	f.BoolVar(&o.hubPolicy.AllowInsecure, "hub-allow-insecure-workers", false, "for labs: honour a worker kubeconfig's insecure-skip-tls-verify (by default it is refused: the hub talks to workers over TLS only, verifying their certificates)")
 	f.StringVar(&o.cluster, "cluster", "", "in a fleet of several clusters, the cluster this manager runs in: it applies that cluster's pools and its share of each team's quota (each flavor's quota split among the clusters by their planned GPUs of it)")
 	f.StringSliceVar(&o.tfClusters, "terraform-clusters", nil, "with --terraform-dir, only these clusters are resized by Terraform (default: all)")
 	f.StringVar(&o.terraformHook, "terraform-hook", "", "command of onprem and kwok modules' node hooks (default: this binary's 'hook kwok')")
@@ -288,7 +291,7 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		}
 		workers := hub.NewWorkers()
 		metrics := hub.NewMetrics(ctrlmetrics.Registry)
-		h := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns, Metrics: metrics, Workers: workers}
+		h := &hub.ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("allot-hub"), Namespace: ns, Metrics: metrics, Workers: workers, Policy: o.hubPolicy}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the hub's Cluster reconciler: %w", err)
 		}

@@ -2,11 +2,8 @@ package hub
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/allot-dev/allot/internal/apilimits"
@@ -19,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,6 +34,10 @@ const (
 	ReasonLost              = "Lost"
 	ReasonSecretNotFound    = "SecretNotFound"
 	ReasonInvalidKubeconfig = "InvalidKubeconfig"
+	// ReasonKubeconfigRefused: the kubeconfig asks for what the hub does
+	// not do with a Secret's word (WorkerConfig); the worker is not
+	// contacted.
+	ReasonKubeconfigRefused = "KubeconfigRefused"
 )
 
 // FieldManager owns the Cluster status fields this reconciler writes.
@@ -88,6 +88,9 @@ type ClusterReconciler struct {
 	// DefaultMaxConcurrentProbes. Workers that hang each hold one for
 	// ProbeTimeout, and the others are probed beside them.
 	MaxConcurrentProbes int
+	// Policy is what the operator allows the workers' kubeconfigs beyond
+	// TLS to a verified server with inline credentials (WorkerPolicy).
+	Policy WorkerPolicy
 }
 
 // SetupWithManager registers the reconciler: a Cluster is reconciled when it
@@ -276,9 +279,14 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 	if !ok {
 		return seen{}, &probeError{ReasonSecretNotFound, fmt.Errorf("secret %s/%s has no key %q", r.Namespace, ref.Name, key)}
 	}
-	cfg, err := WorkerConfig(data)
+	cfg, err := WorkerConfig(data, r.Policy)
 	if err != nil {
-		return seen{}, &probeError{ReasonInvalidKubeconfig, fmt.Errorf("secret %s/%s key %q: %w", r.Namespace, ref.Name, key, err)}
+		reason := ReasonInvalidKubeconfig
+		var no *refusal
+		if errors.As(err, &no) {
+			reason = ReasonKubeconfigRefused
+		}
+		return seen{}, &probeError{reason, fmt.Errorf("secret %s/%s key %q: %w", r.Namespace, ref.Name, key, err)}
 	}
 	timeout := r.ProbeTimeout
 	if timeout <= 0 {
@@ -314,79 +322,6 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *allotv1.Cluster) (seen
 		}
 	}
 	return out, nil
-}
-
-// unquoted is err with every credential of cfg cut out of its text: what a
-// worker's API server (or whatever answers at its address) says goes into
-// the Cluster's conditions and events, and it may echo the request's
-// credentials back.
-func unquoted(err error, cfg *rest.Config) error {
-	msg := err.Error()
-	secrets := []string{cfg.BearerToken, cfg.Password, string(cfg.KeyData)}
-	if cfg.Username != "" || cfg.Password != "" {
-		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(cfg.Username+":"+cfg.Password)))
-	}
-	cut := false
-	for _, s := range secrets {
-		if len(s) >= 4 && strings.Contains(msg, s) {
-			msg, cut = strings.ReplaceAll(msg, s, "[redacted]"), true
-		}
-	}
-	if !cut {
-		return err
-	}
-	return &probeError{ReasonUnreachable, errors.New(msg)}
-}
-
-// WorkerConfig turns a worker's kubeconfig into a client configuration. The
-// kubeconfig is input from whoever may write the Secret: only its current
-// context is used, bounded in size, and it may carry credentials only inline;
-// one that would run a command (exec, auth-provider), read a file of the
-// manager's (token, certificate, key or CA file), or skip TLS verification is
-// refused. The error never quotes a credential.
-func WorkerConfig(data []byte) (*rest.Config, error) {
-	if len(data) > MaxKubeconfigBytes {
-		return nil, fmt.Errorf("kubeconfig of %d bytes: more than %d", len(data), MaxKubeconfigBytes)
-	}
-	kc, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, errors.New("not a kubeconfig (it does not parse)")
-	}
-	ctxName := kc.CurrentContext
-	kctx := kc.Contexts[ctxName]
-	if kctx == nil {
-		return nil, fmt.Errorf("kubeconfig: current context %q not found", ctxName)
-	}
-	if ai := kc.AuthInfos[kctx.AuthInfo]; ai != nil {
-		switch {
-		case ai.Exec != nil:
-			return nil, fmt.Errorf("kubeconfig user %q runs a command (exec): only inline credentials are accepted", kctx.AuthInfo)
-		case ai.AuthProvider != nil:
-			return nil, fmt.Errorf("kubeconfig user %q uses an auth-provider plugin: only inline credentials are accepted", kctx.AuthInfo)
-		case ai.TokenFile != "" || ai.ClientCertificate != "" || ai.ClientKey != "":
-			return nil, fmt.Errorf("kubeconfig user %q reads a file (token, client certificate or key): only inline data is accepted", kctx.AuthInfo)
-		}
-	}
-	cl := kc.Clusters[kctx.Cluster]
-	if cl == nil {
-		return nil, fmt.Errorf("kubeconfig: cluster %q of the current context not found", kctx.Cluster)
-	}
-	switch {
-	case cl.CertificateAuthority != "":
-		return nil, fmt.Errorf("kubeconfig cluster %q reads its CA from a file: only certificate-authority-data is accepted", kctx.Cluster)
-	case cl.InsecureSkipTLSVerify:
-		return nil, fmt.Errorf("kubeconfig cluster %q skips TLS verification: refused", kctx.Cluster)
-	}
-	// Credentials in the server's address would be sent (basic auth) and
-	// quoted wherever the address is, in conditions and events.
-	if u, err := url.Parse(cl.Server); err != nil || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("kubeconfig cluster %q: its server is not a plain https://host:port address (no user, password or query): credentials go in the user", kctx.Cluster)
-	}
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*kc, ctxName, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return cfg, nil
 }
 
 // announce records an event when Ready changes status or reason.

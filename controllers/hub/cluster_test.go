@@ -114,7 +114,7 @@ current-context: w
 		}
 		return nil
 	})
-	testenv.Eventually(t, 20*time.Second, "evil refused", reason("evil", allotv1.ReachableCondition, hub.ReasonInvalidKubeconfig))
+	testenv.Eventually(t, 20*time.Second, "evil refused", reason("evil", allotv1.ReachableCondition, hub.ReasonKubeconfigRefused))
 	if m := conditions.GetMessage(get("evil"), allotv1.ReachableCondition); !strings.Contains(m, "runs a command") || strings.Contains(m, secretToken) {
 		t.Errorf("evil's message %q: want the refusal, never the token", m)
 	}
