@@ -271,6 +271,7 @@ func (r *Router) Pass(ctx context.Context) error {
 		return nil
 	})
 	r.own(jobs, workers)
+	asCopied(jobs, workers, ten)
 	claims := map[types.UID]claim{}
 	for _, h := range jobs {
 		claims[h.job.UID] = claim{h.cluster, h.attempt}
@@ -628,6 +629,32 @@ func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 			r.Log.Info("a Job says it is routed to a cluster that is not registered, where the hub did not route it: it is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", apilimits.Truncate(h.cluster, 253))
 		}
 		h.cluster, h.attempt, h.placement, h.unclaimed = "", max(h.attempt, 1)+1, "", true
+	}
+}
+
+// asCopied reads each routed job whose copy its worker listed this pass as
+// that copy: the copy, made from the Job as it was routed, is what the
+// worker runs. Whoever may write the Job may edit it since (its
+// parallelism; while it is suspended and has not started, its template's
+// labels, its team's and tier's among them): what the Job says now would
+// count the job for fewer GPUs, or in no team's quota, while its copy runs
+// as routed. A job whose worker cannot be asked is read from the Job.
+func asCopied(jobs []*hubJob, workers []snapshot, ten *tenancy) {
+	byName := map[string]*snapshot{}
+	for i := range workers {
+		byName[workers[i].name] = &workers[i]
+	}
+	for _, h := range jobs {
+		w := byName[h.cluster]
+		if h.cluster == "" || w == nil {
+			continue
+		}
+		cp := w.byUID[h.job.UID]
+		if cp == nil || cp.Annotations[AnnotationAttempt] != strconv.Itoa(max(h.attempt, 1)) {
+			continue
+		}
+		h.spec, h.specErr = jobWorkload(cp, ten)
+		h.spec.Submitted = h.job.CreationTimestamp.Time
 	}
 }
 
