@@ -17,8 +17,9 @@ import (
 // Approvals returns who must approve the change from base to head, and why:
 //   - finance, when the monthly cost grows by more than the base's
 //     policy.financeApprovalAboveMonthlyUSD, or when the change edits the policy;
-//   - a team's owners, when its quota changes (the base's owners, so a change cannot
-//     approve itself by editing them);
+//   - a team's owners, when its quota or settings change (the base's owners, so a
+//     change cannot approve itself by editing them; the platform approvers for a
+//     team the base does not have);
 //   - the platform approvers, when clusters, pools, tiers or cohorts change.
 //
 // Settings come from the base: a change cannot lower the bar it is measured by.
@@ -52,7 +53,7 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		}
 	}
 	for _, tn := range slices.Sorted(maps.Keys(byTeam)) {
-		owners := ownersOf(base, head, tn)
+		owners := ownersOf(base, tn)
 		add(planner.RoleTeam, owners, fmt.Sprintf("team %s changes: %s", tn, strings.Join(byTeam[tn], ", ")))
 	}
 	if kinds := platformChanges(base, head); len(kinds) > 0 {
@@ -61,20 +62,37 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 	return out
 }
 
-func ownersOf(base, head *schema.Config, tn schema.TeamName) []string {
-	if t := base.Teams[tn]; t != nil && len(t.Owners) > 0 {
-		return t.Owners
-	}
-	if t := head.Teams[tn]; t != nil && len(t.Owners) > 0 && base.Teams[tn] == nil {
-		return append(append([]string{}, t.Owners...), platformApprovers(base.Policy)...) // a new team
+// ownersOf is who approves a change to team tn: its owners in the base, or
+// the platform where the base names none (a new team: its file is not its
+// owners' in the CODEOWNERS GitHub enforces, which is the base's). Who the
+// head names is never an approver, nor a mention of the plan.
+func ownersOf(base *schema.Config, tn schema.TeamName) []string {
+	if t := base.Teams[tn]; t != nil {
+		if o := owners(t.Owners); len(o) > 0 {
+			return o
+		}
 	}
 	return platformApprovers(base.Policy)
 }
 
 // financeApprovers and platformApprovers are the policy's, or the role's name
 // where the policy names none.
-func financeApprovers(p schema.Policy) []string  { return orRole(p.FinanceApprovers, "finance") }
-func platformApprovers(p schema.Policy) []string { return orRole(p.PlatformApprovers, "platform") }
+func financeApprovers(p schema.Policy) []string { return orRole(owners(p.FinanceApprovers), "finance") }
+func platformApprovers(p schema.Policy) []string {
+	return orRole(owners(p.PlatformApprovers), "platform")
+}
+
+// owners keeps what IsOwner takes: a base validated before it took less is
+// read as if those values were not written.
+func owners(who []string) []string {
+	var out []string
+	for _, o := range who {
+		if IsOwner(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
 
 func orRole(who []string, role string) []string {
 	if len(who) == 0 {

@@ -19,6 +19,7 @@ func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.F
 	var out schema.Findings
 	out = append(out, checkNames(cfg)...)
 	out = append(out, checkOwners(cfg)...)
+	out = append(out, checkFileScope(cfg)...)
 	out = append(out, checkObjectSizes(cfg)...)
 	out = append(out, checkNamespaces(cfg)...)
 	out = append(out, checkMachineTypes(cfg)...)
@@ -67,11 +68,33 @@ func checkNames(cfg *schema.Config) schema.Findings {
 	return out
 }
 
-// codeownersOwner is what a line of a GitHub CODEOWNERS file takes as an owner:
-// @user (an enterprise-managed user's name has an _ suffix), @org/team, or an
-// email address. GitHub skips a line it cannot parse, so an owner with a space,
-// a newline or no @ would leave files unowned or own others.
-var codeownersOwner = regexp.MustCompile(`^(@[A-Za-z0-9][A-Za-z0-9_-]{0,38}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?|[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+)$`)
+// IsOwner reports whether s is an owner or approver: @user (a GitHub login: letters,
+// digits and single inner hyphens, at most 39 characters, with the _suffix
+// of an enterprise-managed user) or @org/team (a team's slug, at most 100).
+// Owners are the owners of render --codeowners' lines and the mentions of the
+// plan's approvals, so nothing else is taken: GitHub skips a CODEOWNERS line
+// it cannot parse, and a value such as "x; @acme/everyone; y" would mention
+// whom it names. An email address, which CODEOWNERS takes, mentions no one.
+func IsOwner(s string) bool {
+	name, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		return false
+	}
+	if org, team, ok := strings.Cut(name, "/"); ok {
+		return len(org) <= 39 && githubLogin.MatchString(org) && len(team) <= 100 && githubTeam.MatchString(team)
+	}
+	user, suffix, emu := strings.Cut(name, "_")
+	return len(user) <= 39 && githubLogin.MatchString(user) && (!emu || emuSuffix.MatchString(suffix))
+}
+
+var (
+	// githubLogin is a user's or an organisation's name.
+	githubLogin = regexp.MustCompile(`^[A-Za-z0-9](-?[A-Za-z0-9])*$`)
+	// githubTeam is a team's slug.
+	githubTeam = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	// emuSuffix is the short code of an enterprise-managed user's name.
+	emuSuffix = regexp.MustCompile(`^[A-Za-z0-9]{1,39}$`)
+)
 
 // checkOwners: the teams' owners and the policy's approvers are who approves a
 // change, and the owners of render --codeowners' lines, each at its value.
@@ -79,9 +102,9 @@ func checkOwners(cfg *schema.Config) schema.Findings {
 	var out schema.Findings
 	check := func(what string, owners []string, path ...string) {
 		for i, o := range owners {
-			if !codeownersOwner.MatchString(o) {
+			if !IsOwner(o) {
 				out = append(out, finding(RuleNameFormat, cfg.Pos(append(path, strconv.Itoa(i))...), fmt.Sprintf(
-					"%s[%d]: %q is not a CODEOWNERS owner: want @user, @org/team or an email address", what, i, o)))
+					"%s[%d]: %q is not an owner: want @user or @org/team (GitHub's names)", what, i, o)))
 			}
 		}
 	}

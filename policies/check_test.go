@@ -225,9 +225,11 @@ func TestDomainSizeNamesALevel(t *testing.T) {
 }
 
 // TestOwnersAreCodeownersOwners: a team's owners and the policy's approvers
-// become the owners of lines of a GitHub CODEOWNERS file, so one that such a
-// line cannot hold (a space, a newline, a bare name) is an error at its value.
-// They validated clean, and only render --codeowners failed, with no position.
+// become the owners of lines of a GitHub CODEOWNERS file and the mentions of
+// the plan's approvals, so anything but @user or @org/team (a space, a
+// newline, a bare name, several names in one, Markdown, an email address) is
+// an error at its value. "x; @acme/everyone; y" validated clean and mentioned
+// @acme/everyone in the verdict; an email address validated clean.
 func TestOwnersAreCodeownersOwners(t *testing.T) {
 	for name, tc := range map[string]struct{ old, new, at, value string }{
 		"a space":       {`owners: ["@x"]`, `owners: ["@x", "@org/a b"]`, "capacity.cue:22:17", `"@org/a b"`},
@@ -248,10 +250,29 @@ func TestOwnersAreCodeownersOwners(t *testing.T) {
 			}
 		})
 	}
-	// What CODEOWNERS takes: @user (an enterprise-managed one too), @org/team, an email.
-	src := strings.Replace(valid, `owners: ["@x"]`, `owners: ["@x", "@Octo-Cat", "@alice_acme", "@acme/ml.platform_2", "jo.doe+gpu@example.co.uk"]`, 1)
+	// Not an owner: each is an error at its value in owners and in both approver lists.
+	for _, bad := range []string{
+		"x; @acme/everyone; y", "@acme/everyone; @x", "@x @y", "@x,@y", "@x\r\n@y", "@x\u2028@y", "@x\t", " @x", "@x ",
+		"[@x](https://evil.example)", "**@x**", "`@x`", "<@x>", "@x<script>", "@x)", "@x]", "@acme/team!", "@acme/-team", "@acme/team.",
+		"jo.doe+gpu@example.co.uk", "ops@acme.example", "x@y", "@x@y", "mailto:@x",
+		"@", "@/", "@acme/", "@/team", "@acme/a/b", "@-x", "@x-", "@a--b", "@x_", "@x__y", "@x_y_z", "@éx", "@x\u200b", "@\uff58",
+		"@" + strings.Repeat("a", 40), "@" + strings.Repeat("a", 39) + "/" + strings.Repeat("t", 101), "@" + strings.Repeat("a", 40) + "/t",
+	} {
+		q := strconv.Quote(bad)
+		src := strings.Replace(valid, `owners: ["@x"]`, "owners: ["+q+"]", 1)
+		src = strings.Replace(src, `policy: financeApprovalAboveMonthlyUSD: 1000`,
+			"policy: {financeApprovalAboveMonthlyUSD: 1000, financeApprovers: ["+q+"], platformApprovers: ["+q+"]}", 1)
+		cfg, plan := load(t, src)
+		got := Check(cfg, plan, nil)
+		if len(got) != 3 || got.Count(schema.SeverityError) != 3 || got[0].Rule != RuleNameFormat || !strings.HasPrefix(got[0].String(), "capacity.cue:22:11:") {
+			t.Errorf("owner %s: findings %q: want three name-format errors, the first at capacity.cue:22:11", q, got)
+		}
+	}
+	// Owners: @user (an enterprise-managed one too) and @org/team, at GitHub's lengths.
+	src := strings.Replace(valid, `owners: ["@x"]`, `owners: ["@x", "@Octo-Cat", "@a-b-c", "@alice_acme", "@acme/ml.platform_2", "@acme/ML-Team", "@`+
+		strings.Repeat("a", 39)+`", "@`+strings.Repeat("a", 39)+"/"+strings.Repeat("t", 100)+`"]`, 1)
 	src = strings.Replace(src, `policy: financeApprovalAboveMonthlyUSD: 1000`,
-		`policy: {financeApprovalAboveMonthlyUSD: 1000, financeApprovers: ["@acme/finance"], platformApprovers: ["ops@acme.example"]}`, 1)
+		`policy: {financeApprovalAboveMonthlyUSD: 1000, financeApprovers: ["@acme/finance"], platformApprovers: ["@ops"]}`, 1)
 	cfg, plan := load(t, src)
 	if got := Check(cfg, plan, nil); len(got) > 0 {
 		t.Fatalf("findings: %v", got)
@@ -337,5 +358,30 @@ func TestObjectSizes(t *testing.T) {
 				t.Fatalf("over the bound: %v", got)
 			}
 		})
+	}
+}
+
+// TestApprovalsMentionOnlyTheBase: the approvers of a change are the ones
+// the base names, and only as IsOwner takes them: a new team's owners (the
+// head's) are not, nor a base's owner that IsOwner refuses (written before it
+// refused it). Before, a pull request that added a team owned by
+// "@acme/everyone" had the verdict mention @acme/everyone.
+func TestApprovalsMentionOnlyTheBase(t *testing.T) {
+	base, basePlan := load(t, valid)
+	head, headPlan := load(t, valid+"\nteams: y: {costCenter: \"CC-2\", owners: [\"@acme/everyone\"], quota: f: nominal: 0}\n")
+	a := Approvals(base, head, planner.Compare(basePlan, headPlan))
+	if len(a) != 1 || a[0].Who != "platform" || a[0].Role != planner.RoleTeam || !strings.Contains(a[0].Why, "team y") {
+		t.Fatalf("a new team: approvals %+v, want the platform's, for team y", a)
+	}
+	base.Policy.PlatformApprovers = []string{"@acme/ml", "@acme/all hands"}
+	head.Policy = base.Policy
+	if a := Approvals(base, head, planner.Compare(basePlan, headPlan)); len(a) != 1 || a[0].Who != "@acme/ml" {
+		t.Fatalf("a new team: approvals %+v, want @acme/ml only", a)
+	}
+	base.Teams["x"].Owners = []string{"x; @acme/everyone; y", "@x\n@y"}
+	head, headPlan = load(t, strings.Replace(valid, `nominal: 8,`, `nominal: 9,`, 1))
+	head.Policy = base.Policy
+	if a := Approvals(base, head, planner.Compare(basePlan, headPlan)); len(a) != 1 || a[0].Who != "@acme/ml" || a[0].Role != planner.RoleTeam {
+		t.Fatalf("a base's owners that are not owners: approvals %+v, want @acme/ml", a)
 	}
 }

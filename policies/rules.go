@@ -40,7 +40,7 @@ const (
 
 // Rules lists every rule, by name.
 var Rules = []Rule{
-	{RuleNameFormat, schema.SeverityError, "names of clusters, pools, tiers, cohorts, teams and flavors are lowercase DNS labels (they become namespaces, node names and labels); owners and approvers are what CODEOWNERS takes: @user, @org/team or an email address"},
+	{RuleNameFormat, schema.SeverityError, "names of clusters, pools, tiers, cohorts, teams and flavors are lowercase DNS labels (they become namespaces, node names and labels); owners and approvers are @user or @org/team (GitHub's names: they are CODEOWNERS owners and the plan's mentions)"},
 	{RuleUnknownCluster, schema.SeverityError, "a pool names a cluster that is not declared"},
 	{RuleUnknownFlavor, schema.SeverityError, "a team asks for a flavor no pool carries"},
 	{RuleUnknownCohort, schema.SeverityError, "a team or cohort names a cohort that is not declared"},

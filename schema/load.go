@@ -36,6 +36,9 @@ const (
 	RuleRequired     = "required-field"
 	RuleSchema       = "schema"
 	RuleInternal     = "internal"
+	// RuleFileScope: a file sets a part of the configuration that its
+	// owners do not own (policies.PartOf tells them by the file's path).
+	RuleFileScope = "file-scope"
 )
 
 // Load evaluates the CUE package at the root of fsys (files in subfolders belong
@@ -78,7 +81,7 @@ func LoadWith(fsys fs.FS, eval Evaluator) (*Config, Findings) {
 	}
 	cfg, findings := decode(b, ix)
 	if cfg != nil {
-		cfg.Files = names
+		cfg.Files, cfg.Writes = names, writesOf(files)
 	}
 	return cfg, findings.Sort()
 }

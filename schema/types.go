@@ -46,6 +46,8 @@ type Config struct {
 	Files []string
 	// Index locates every field of the user's files.
 	Index *Index
+	// Writes are what each file sets, in file order.
+	Writes []Write
 }
 
 // Cluster is a Kubernetes cluster that hosts node pools.

@@ -6,17 +6,21 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 )
 
 // codeowners renders a GitHub CODEOWNERS file for the capacity repository in
-// dir, whose path inside its Git repository is prefix ("" at the top): every
-// file is the platform approvers'; each team's file is its owners'; the files
-// that can move cost (the pools' and the policy's) are the platform's and
-// finance's. GitHub takes the last matching line, so the general line comes
-// first. The same configuration gives the same bytes. cfg has passed
-// policies.Check and CheckCodeowners: its owners are CODEOWNERS owners and
-// the policy names its approvers.
+// dir, whose path inside its Git repository is prefix ("" at the top): one
+// line per part of the repository (policies.PartOf), by path: every file is
+// the platform approvers'; pools.cue, policy.cue and the files under pools/
+// are the platform's and finance's; teams/<team>.cue is the team's owners'.
+// policies.Check's file-scope rule keeps each file to what its owners own, so
+// one approval of a line's owners approves nothing else. GitHub takes the
+// last matching line, so the general line comes first. The same
+// configuration gives the same bytes. cfg has passed policies.Check and
+// CheckCodeowners: its owners are CODEOWNERS owners and the policy names its
+// approvers.
 func codeowners(cfg *schema.Config, prefix string) ([]byte, error) {
 	platform := joinOwners(cfg.Policy.PlatformApprovers...)
 	finance := joinOwners(cfg.Policy.FinanceApprovers...)
@@ -25,44 +29,33 @@ func codeowners(cfg *schema.Config, prefix string) ([]byte, error) {
 	b.WriteString("# Each team file needs its owners' review; files that can move cost need finance's.\n\n")
 	fmt.Fprintf(&b, "%s %s\n", ownerPath(prefix, "**"), platform)
 
-	costFiles := map[string]bool{}
-	if f := cfg.Pos("policy").File; f != "" {
-		costFiles[f] = true
-	}
-	for _, n := range sortedKeys(cfg.Pools) {
-		if f := cfg.Pools[n].Pos.File; f != "" {
-			costFiles[f] = true
-		}
-	}
-	teamFiles := map[string][]string{}
-	for _, n := range sortedKeys(cfg.Teams) {
-		t := cfg.Teams[n]
-		if t.Pos.File == "" || costFiles[t.Pos.File] {
-			continue
-		}
-		owners := joinOwners(t.Owners...)
-		if owners == "" {
-			continue
-		}
-		if !slices.Contains(teamFiles[t.Pos.File], owners) {
-			teamFiles[t.Pos.File] = append(teamFiles[t.Pos.File], owners)
-		}
-	}
-	for _, f := range append(sortedKeys(costFiles), sortedKeys(teamFiles)...) {
+	var costFiles, teamFiles []string
+	teamOwners := map[string]string{}
+	for _, f := range cfg.Files {
 		if strings.ContainsFunc(f, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			return nil, usageError{fmt.Errorf("--codeowners: the file name %q has a control character", f)}
 		}
+		switch part, team := policies.PartOf(f); part {
+		case policies.PartCost:
+			costFiles = append(costFiles, f)
+		case policies.PartTeam:
+			if t := cfg.Teams[team]; t != nil && len(t.Owners) > 0 {
+				teamFiles, teamOwners[f] = append(teamFiles, f), joinOwners(t.Owners...)
+			}
+		}
 	}
+	slices.Sort(costFiles)
+	slices.Sort(teamFiles)
 	if len(costFiles) > 0 {
 		b.WriteString("\n# Files that can move cost: pools and policy.\n")
-		for _, f := range sortedKeys(costFiles) {
+		for _, f := range costFiles {
 			fmt.Fprintf(&b, "%s %s\n", ownerPath(prefix, f), joinOwners(platform, finance))
 		}
 	}
 	if len(teamFiles) > 0 {
 		b.WriteString("\n# Team files.\n")
-		for _, f := range sortedKeys(teamFiles) {
-			fmt.Fprintf(&b, "%s %s\n", ownerPath(prefix, f), joinOwners(teamFiles[f]...))
+		for _, f := range teamFiles {
+			fmt.Fprintf(&b, "%s %s\n", ownerPath(prefix, f), teamOwners[f])
 		}
 	}
 	return []byte(b.String()), nil
@@ -101,13 +94,4 @@ func codeownersPrefix(dir string) string {
 		return n
 	}
 	return ""
-}
-
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
