@@ -163,13 +163,22 @@ func writeLab(t *testing.T, dir string, alpha, borrow int) {
 // webhook would leave it.
 func job(t *testing.T, c client.Client, team, name, tier string, gpus int64) {
 	t.Helper()
+	if err := c.Create(context.Background(), suspendedJob(team, name, team, tier, 1, gpus)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// suspendedJob is a Job in namespace ns for Kueue's LocalQueue queue and
+// priority class tier, suspended as Kueue's webhook would leave it: pods pods
+// of gpus GPUs each, which Kueue admits all together or not at all.
+func suspendedJob(ns, name, queue, tier string, pods, gpus int64) *batchv1.Job {
 	q := *resource.NewQuantity(gpus, resource.DecimalSI)
-	one := int32(1)
-	j := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: name, Labels: map[string]string{
-			rkueue.LabelQueueName: team, rkueue.LabelPriorityClass: tier}},
+	n := int32(pods)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			rkueue.LabelQueueName: queue, rkueue.LabelPriorityClass: tier}},
 		Spec: batchv1.JobSpec{
-			Parallelism: &one, Completions: &one, Suspend: ptrTo(true),
+			Parallelism: &n, Completions: &n, Suspend: ptrTo(true),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{Name: "train", Image: "busybox",
@@ -178,9 +187,6 @@ func job(t *testing.T, c client.Client, team, name, tier string, gpus int64) {
 						Limits:   corev1.ResourceList{rkueue.ResourceGPU: q}}}},
 			}},
 		},
-	}
-	if err := c.Create(context.Background(), j); err != nil {
-		t.Fatal(err)
 	}
 }
 
