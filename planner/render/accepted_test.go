@@ -301,7 +301,7 @@ func randomRepository(r *rand.Rand) string {
 		cohorts = append(cohorts, co)
 	}
 	used := map[string]int64{}
-	owners := []string{"@alice", "@org/ml-platform", "finance@example.com", "@bob_corp"}
+	owners := []string{"@alice", "@org/ml-platform", "@org/finance", "@bob_corp"}
 	for range 1 + r.IntN(6) {
 		tm := name("team", 63)
 		fmt.Fprintf(&b, "teams: %q: {costCenter: %q, owners: [%q]", tm, text(), owners[r.IntN(len(owners))])
