@@ -180,7 +180,7 @@ func TestPlanCommentEscapesTheRepository(t *testing.T) {
 			t.Errorf("the comment holds %q as Markdown:\n%s", bad, out)
 		}
 	}
-	for _, want := range []string{`\!\[x\](https://evil.example/p.png)`, "&lt;img", "@&#8203;acme/everyone", `\| cell`,
+	for _, want := range []string{`\!\[x\](https:&#8203;//evil.example/p.png)`, "&lt;img", "@&#8203;acme/everyone", `\| cell`,
 		"``a`![y](https:x)`.cue:", "- [ ] **@acme/robotics-leads**"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the comment lacks %q:\n%s", want, out)

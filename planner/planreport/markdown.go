@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/allot-dev/allot/internal/markdown"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -137,8 +138,26 @@ func comment(w io.Writer, in Input) error {
 
 func writeProvenance(w io.Writer, p Provenance) {
 	if !p.Empty() {
-		fmt.Fprintf(w, "\n<sub>allot plan of %s</sub>\n", markdown.Text(p.String()))
+		fmt.Fprintf(w, "\n<sub>allot plan of %s</sub>\n", provenanceMarkdown(p.String()))
 	}
+}
+
+// commitHash is a commit's hash in a provenance line.
+var commitHash = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+
+// provenanceMarkdown is a provenance line as text, but for its commits'
+// hashes, which come from git and which GitHub is meant to link to the
+// commits (markdown.Text breaks hashes: free text must not link).
+func provenanceMarkdown(s string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range commitHash.FindAllStringIndex(s, -1) {
+		b.WriteString(markdown.Text(s[last:m[0]]))
+		b.WriteString(s[m[0]:m[1]])
+		last = m[1]
+	}
+	b.WriteString(markdown.Text(s[last:]))
+	return b.String()
 }
 
 func boldVerdict(v string) string {

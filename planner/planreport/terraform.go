@@ -71,7 +71,7 @@ func terraformMarkdown(w io.Writer, p *TerraformPlan) {
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
 	for _, c := range p.Clusters {
 		for _, pc := range c.Pools {
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d |\n", c.Cluster, pc.Pool, pc.NodesBefore, pc.NodesAfter, pc.Add, pc.Change, pc.Destroy)
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d |\n", markdown.Text(string(c.Cluster)), markdown.Text(string(pc.Pool)), pc.NodesBefore, pc.NodesAfter, pc.Add, pc.Change, pc.Destroy)
 		}
 	}
 	fmt.Fprintln(w)
@@ -80,7 +80,8 @@ func terraformMarkdown(w io.Writer, p *TerraformPlan) {
 		if c.Error != "" || c.Drift != "" {
 			mark = "- ⚠️"
 		}
-		fmt.Fprintf(w, "%s %s\n", mark, strings.ReplaceAll(clusterVerdict(c), "|", `\|`))
+		// Terraform's error and the drift quote the repository: text.
+		fmt.Fprintf(w, "%s %s\n", mark, markdown.Text(clusterVerdict(c)))
 	}
 }
 
