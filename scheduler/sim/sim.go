@@ -71,7 +71,37 @@ type Options struct {
 	// FullChecks re-checks every node and running job after every step instead of
 	// only what the step changed (slow; for tests).
 	FullChecks bool
+	// EverySecond runs a cycle at every whole second too, as the runner's
+	// resync does, up to a minute after each event or arrival (slow; for
+	// tests: the default runs one at a tick only when the scheduler is Due,
+	// and decides the same).
+	EverySecond bool
 }
+
+// Due is what a Scheduler may also say: whether its next Cycle decides
+// something with no event before it (scheduler.Scheduler.Due). The runner
+// re-checks every second (its resync): the replay runs a cycle at the next
+// whole second after a cycle that leaves the scheduler Due.
+type Due interface {
+	Due() bool
+}
+
+// Advancer is what a Scheduler may also do: move its clock to the time of
+// the events about to be applied (scheduler.Scheduler.Advance), as the
+// runner does before it applies what its cache saw, so that a workload a
+// fault requeues waits from then, not from the last cycle.
+type Advancer interface {
+	Advance(now time.Time)
+}
+
+// tick is the runner's next resync after t: the next whole second.
+func tick(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second)
+}
+
+// maxIdleTicks is how many ticks in a row that follow no event or arrival
+// the replay runs.
+const maxIdleTicks = 60
 
 // Epoch is the virtual time of second 0.
 var Epoch = time.Unix(0, 0).UTC()
@@ -153,7 +183,11 @@ type simNode struct {
 type replay struct {
 	p Scheduler
 	// woken is the last wake pushed: cycles report it again until it is due.
-	woken   time.Time
+	woken time.Time
+	// ticked is the last tick pushed (Due, EverySecond); idle counts the
+	// cycles in a row that followed no event or arrival.
+	ticked  time.Time
+	idle    int
 	in      Input
 	opts    Options
 	events  eventHeap
@@ -285,11 +319,16 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 			break
 		}
 		r.advance(at)
+		if a, ok := r.p.(Advancer); ok {
+			a.Advance(at)
+		}
 		touched := map[*simWorkload]bool{}
+		happened := false // an event or arrival, not only wakes
 		for len(r.events) > 0 && r.events[0].at.Equal(at) && r.events[0].kind < kArrive {
 			e := heap.Pop(&r.events).(event)
-			r.apply(e, touched)
+			happened = r.apply(e, touched) || happened
 		}
+		arrived := next
 		for next < len(order) && vt(order[next].spec.Submit).Equal(at) {
 			r.arrive(order[next])
 			next++
@@ -308,6 +347,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if err := r.results(res, touched); err != nil {
 			return nil, err
 		}
+		r.tick(at, happened || next > arrived)
 		r.check(touched)
 		if opts.Progress != nil && steps%256 == 0 {
 			opts.Progress(r.done, len(order))
@@ -324,6 +364,28 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 	}
 	return &r.rep, nil
+}
+
+// tick pushes a wake at the runner's next resync after a cycle at t when
+// the scheduler is Due there (with EverySecond, always). happened says the
+// cycle followed an event or arrival. Ticks stop after maxIdleTicks in a row
+// that followed none (both ways alike, so that they decide the same): a
+// scheduler Due forever, or work preempted back and forth, would keep the
+// replay going forever.
+func (r *replay) tick(t time.Time, happened bool) {
+	if happened {
+		r.idle = 0
+	} else {
+		r.idle++
+	}
+	due := r.opts.EverySecond
+	if d, ok := r.p.(Due); ok && !due {
+		due = d.Due()
+	}
+	if next := tick(t); due && r.idle < maxIdleTicks && !next.Equal(r.ticked) {
+		r.push(event{at: next, kind: kWake})
+		r.ticked = next
+	}
 }
 
 func (r *replay) rootOf(c scheduler.CohortName) string {
@@ -373,12 +435,14 @@ func (r *replay) arrive(j *simWorkload) {
 	r.pending++
 }
 
-func (r *replay) apply(e event, touched map[*simWorkload]bool) {
+// apply applies e and says whether it changed anything (the end of a run
+// since preempted does not).
+func (r *replay) apply(e event, touched map[*simWorkload]bool) bool {
 	switch e.kind {
 	case kFinish:
 		j := e.simWorkload
 		if !j.running || j.run != e.run {
-			return
+			return false
 		}
 		r.stop(j)
 		j.done, j.end = true, r.now
@@ -389,12 +453,12 @@ func (r *replay) apply(e event, touched map[*simWorkload]bool) {
 		n := r.nodes[e.node]
 		healthy := e.kind == kRecover
 		if n.healthy == healthy {
-			return
+			return false
 		}
 		evicted, err := r.p.SetNodeHealth(e.node, healthy)
 		if err != nil {
 			r.rep.Summary.GangViolations++
-			return
+			return false
 		}
 		for _, id := range evicted {
 			j := r.jobs[id]
@@ -417,6 +481,7 @@ func (r *replay) apply(e event, touched map[*simWorkload]bool) {
 			}
 		}
 	}
+	return true
 }
 
 // stop takes a running job off its nodes.
