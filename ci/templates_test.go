@@ -182,6 +182,22 @@ func TestTemplatesOnAPullRequest(t *testing.T) {
 				t.Errorf("owners: exit %d, want 1 with the CODEOWNERS to commit:\n%s", code, out)
 			}
 
+			// 6. The raise again, from a change whose files make up a repository
+			// naming programs and its own origin/main: nothing runs, the base is
+			// main, finance must approve.
+			if code, out, _ := run("hostile", 10); code != 0 {
+				t.Fatalf("hostile: exit %d\n%s", code, out)
+			}
+			if _, err := os.Stat(hostileMarker); err == nil {
+				t.Errorf("hostile: a program the change named ran (%s exists)", hostileMarker)
+			}
+			if plans := api.planComments(10); len(plans) != 1 || !strings.Contains(plans[0].Body, "Monthly cost +$160,716.80") || !strings.Contains(plans[0].Body, "@acme/finance") {
+				t.Errorf("hostile: plan comments %v, want one asking finance for +$160,716.80", plans)
+			}
+			if got := api.labelsOf(10); !slices.Equal(got, []string{"finance-approval"}) {
+				t.Errorf("hostile: labels %v, want [finance-approval]", got)
+			}
+
 			if api.unknown != 0 {
 				t.Errorf("%d requests to unknown endpoints (see the log)", api.unknown)
 			}
@@ -303,6 +319,7 @@ func buildAllot(t *testing.T) string {
 // examples under capacity/, and three branches of pull requests.
 func capacityRemote(t *testing.T, allot string) string {
 	t.Helper()
+	hostileMarker = filepath.Join(t.TempDir(), "ran")
 	origin := filepath.Join(t.TempDir(), "capacity.git")
 	work := t.TempDir()
 	git(t, "", "init", "-q", "--bare", origin)
@@ -334,9 +351,22 @@ func capacityRemote(t *testing.T, allot string) string {
 	git(t, work, "checkout", "-q", "-b", "owners", "main")
 	replace(t, filepath.Join(work, "capacity", "teams", "robotics.cue"), `"@acme/robotics-leads"`, `"@acme/robotics"`)
 	git(t, work, "commit", "-qam", "robotics: new owners, CODEOWNERS forgotten")
-	git(t, work, "push", "-q", "origin", "main", "raise", "smaller", "typo", "owners")
+	// The raise again, with files that would make Git run a program
+	// (hostileMarker's) or read another base if allot or the scripts let the
+	// change's files speak: a folder that looks like a repository in the
+	// capacity folder, naming programs and its own origin/main; attributes
+	// asking for a textconv and a filter; and a folder origin/main at the top,
+	// holding the change itself as a base would.
+	git(t, work, "checkout", "-q", "-b", "hostile", "raise")
+	gittest.Hostile(t, work, "capacity", hostileMarker)
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "-qm", "robotics: 160 H100, and a repository of its own")
+	git(t, work, "push", "-q", "origin", "main", "raise", "smaller", "typo", "owners", "hostile")
 	return origin
 }
+
+// hostileMarker is the file a program that Git was made to run would write.
+var hostileMarker string
 
 // cloneBranch checks a branch out as CI does: shallow, that branch only, so
 // the base must be fetched.
@@ -345,6 +375,13 @@ func cloneBranch(t *testing.T, origin, branch string) string {
 	ws := filepath.Join(t.TempDir(), "ws")
 	git(t, "", "clone", "-q", "--depth", "1", "--single-branch", "--branch", branch, "file://"+origin, ws)
 	return ws
+}
+
+// baseSHA is the commit of main on the remote the clone ws was made from: the
+// base the forge names.
+func baseSHA(t *testing.T, ws string) string {
+	t.Helper()
+	return strings.Fields(git(t, ws, "ls-remote", "origin", "refs/heads/main"))[0]
 }
 
 // --- GitHub Actions -------------------------------------------------------
@@ -431,11 +468,12 @@ func runGitHubAction(t *testing.T, ws, allot, apiURL string, pr int) (int, strin
 	action, wf := readAction(t), readWorkflow(t)
 	tmp := t.TempDir()
 	ctx := map[string]string{
-		"github.token":                     token,
-		"github.base_ref":                  "main",
-		"github.event.pull_request.number": strconv.Itoa(pr),
-		"github.action_path":               filepath.Join(root, "ci", "github"),
-		"runner.temp":                      tmp,
+		"github.token":                       token,
+		"github.base_ref":                    "main",
+		"github.event.pull_request.base.sha": baseSHA(t, ws),
+		"github.event.pull_request.number":   strconv.Itoa(pr),
+		"github.action_path":                 filepath.Join(root, "ci", "github"),
+		"runner.temp":                        tmp,
 	}
 	resolve := func(s string) string {
 		return expr.ReplaceAllStringFunc(s, func(m string) string {
@@ -579,6 +617,7 @@ func runGitLabJob(t *testing.T, ws, allot, apiURL string, pr int) (int, string) 
 		"CI_PIPELINE_SOURCE":                  "merge_request_event",
 		"CI_MERGE_REQUEST_IID":                strconv.Itoa(pr),
 		"CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main",
+		"CI_MERGE_REQUEST_DIFF_BASE_SHA":      baseSHA(t, ws),
 	}
 	project := map[string]string{"ALLOT_TOKEN": token, "ALLOT_HOME": root, "ALLOT": allot, "ALLOT_SIMULATE": simulateWorkload, "ALLOT_CODEOWNERS": codeowners, "ALLOT_DIR": "capacity"}
 	for _, scope := range []map[string]string{g.globals, g.job.Variables} {

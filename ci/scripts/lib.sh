@@ -13,6 +13,9 @@
 #   GitHub: GITHUB_API_URL (default https://api.github.com), GITHUB_REPOSITORY
 #   GitLab: CI_API_V4_URL, CI_PROJECT_ID
 
+#   ALLOT_GIT_DIR    the Git directory of the checkout CI made (default: the .git
+#                    of the working directory, else the one above ALLOT_DIR)
+
 # MARKER is the first line of allot's comment (report.Marker): the comment is
 # found again by it and updated, never posted twice.
 MARKER='<!-- allot-plan -->'
@@ -102,3 +105,54 @@ api() {
 	esac
 	rm -f "$_resp"
 }
+
+# Git is only read, never obeyed: every git command names the checkout's Git
+# directory (--git-dir, never found from inside the capacity folder, whose
+# files are the change's: a folder of them can look like a repository) and
+# applies nothing of the change's choosing or the machine's beyond that
+# repository's own config: no hooks, no file system monitor, no attributes
+# (textconv, filters), no signature programs, no pager, no replace refs, no
+# submodules.
+GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_NO_REPLACE_OBJECTS=1 GIT_PAGER=cat
+export GIT_CONFIG_NOSYSTEM GIT_CONFIG_GLOBAL GIT_ATTR_NOSYSTEM GIT_TERMINAL_PROMPT GIT_NO_REPLACE_OBJECTS GIT_PAGER
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG \
+	GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXTERNAL_DIFF GIT_SSH_COMMAND GIT_CEILING_DIRECTORIES GIT_NAMESPACE
+
+# git_dir DIR prints the Git directory of the checkout that holds DIR: the
+# nearest .git (a directory, or a file naming one) at or above the working
+# directory, when DIR is inside its work tree, else at or above DIR. A folder
+# is never taken for a bare repository: a commit cannot hold a .git entry.
+git_dir() {
+	_target=$(CDPATH='' cd -- "$1" && pwd -P) || return 1
+	for _start in "$(pwd -P)" "$_target"; do
+		_d=$_start
+		while :; do
+			if [ -d "$_d/.git" ] || [ -f "$_d/.git" ]; then
+				case $_target/ in "${_d%/}"/*)
+					echo "$_d/.git"
+					return 0
+					;;
+				esac
+				break
+			fi
+			[ "$_d" != / ] || break
+			_d=$(dirname -- "$_d")
+		done
+	done
+	return 1
+}
+
+# git_read ARGS... reads the checkout's repository ($ALLOT_GIT_DIR), with no
+# transport (a lazy fetch of a partial clone) either.
+git_read() {
+	GIT_ALLOW_PROTOCOL=none git --git-dir="$ALLOT_GIT_DIR" $_git_safe -c protocol.allow=never "$@"
+}
+
+# git_fetch ARGS... fetches into the checkout's repository: its remote and
+# credentials are CI's (the repository's .git/config, which no change
+# writes); no submodule of the change's .gitmodules is fetched.
+git_fetch() {
+	git --git-dir="$ALLOT_GIT_DIR" $_git_safe fetch -q --no-tags --no-recurse-submodules "$@"
+}
+
+_git_safe='-c safe.bareRepository=explicit -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.pager=cat -c log.showSignature=false -c diff.external= -c gc.auto=0 -c maintenance.auto=false -c fetch.recurseSubmodules=false -c submodule.recurse=false --no-replace-objects'

@@ -7,9 +7,14 @@
 # fails here, exit 2.
 #
 #   ALLOT_DIR          the capacity repository, relative to the work tree (default .)
-#   ALLOT_BASE         the base: a Git ref or a directory; default origin/$ALLOT_BASE_BRANCH,
-#                      fetched when the clone lacks it
-#   ALLOT_BASE_BRANCH  the target branch of the change
+#   ALLOT_BASE         the base as allot's --base reads it: ref:REF or dir:DIR
+#                      (default: ref:$ALLOT_BASE_SHA, else the target branch)
+#   ALLOT_BASE_SHA     the commit of the target branch the change is compared with,
+#                      as the forge names it (GitHub: pull_request.base.sha; GitLab:
+#                      CI_MERGE_REQUEST_DIFF_BASE_SHA); fetched when the clone lacks it
+#   ALLOT_BASE_BRANCH  the target branch of the change: fetched as
+#                      refs/remotes/origin/$ALLOT_BASE_BRANCH when there is no
+#                      ALLOT_BASE_SHA, or when fetching that commit alone fails
 #   ALLOT_SIMULATE     optional workload file: adds the what-if to the comment
 #   ALLOT_CODEOWNERS   optional path of the committed CODEOWNERS (e.g. .github/CODEOWNERS):
 #                      when allot render --codeowners renders another, verdict.sh fails
@@ -19,13 +24,30 @@ need git jq
 [ -x "$ALLOT" ] || die "$ALLOT is not an executable (run ci/scripts/install.sh, or set ALLOT)"
 
 dir=${ALLOT_DIR:-.}
+[ -n "${ALLOT_GIT_DIR:-}" ] || ALLOT_GIT_DIR=$(git_dir "$dir") || die "$dir is in no Git checkout (set ALLOT_GIT_DIR)"
 base=${ALLOT_BASE:-}
 if [ -z "$base" ]; then
-	[ -n "${ALLOT_BASE_BRANCH:-}" ] || die "set ALLOT_BASE_BRANCH (the target branch) or ALLOT_BASE"
-	base=origin/$ALLOT_BASE_BRANCH
-	if ! git -C "$dir" rev-parse -q --verify "$base^{commit}" >/dev/null; then
-		say "fetching $ALLOT_BASE_BRANCH, the base of the change"
-		git -C "$dir" fetch -q --no-tags --depth=1 origin "+refs/heads/$ALLOT_BASE_BRANCH:refs/remotes/$base"
+	sha=${ALLOT_BASE_SHA:-}
+	branch=${ALLOT_BASE_BRANCH:-}
+	case $branch in -* | *..* | *[!A-Za-z0-9._/-]*) die "ALLOT_BASE_BRANCH=$branch: not a branch name" ;; esac
+	case $sha in *[!0-9a-f]*) die "ALLOT_BASE_SHA=$sha: not a commit's hex name" ;; esac
+	if [ -n "$sha" ]; then
+		base=ref:$sha
+		if ! git_read cat-file -e "$sha^{commit}" 2>/dev/null; then
+			say "fetching $sha, the base of the change"
+			git_fetch --depth=1 origin "$sha" 2>/dev/null ||
+				{ [ -n "$branch" ] && git_fetch --depth=50 origin "+refs/heads/$branch:refs/remotes/origin/$branch"; } ||
+				die "cannot fetch $sha, the base of the change"
+			git_read cat-file -e "$sha^{commit}" || die "the base $sha is not in the fetched history of $branch"
+		fi
+	elif [ -n "$branch" ]; then
+		base=ref:refs/remotes/origin/$branch
+		if ! git_read rev-parse -q --verify "refs/remotes/origin/$branch^{commit}" >/dev/null; then
+			say "fetching $branch, the base of the change"
+			git_fetch --depth=1 origin "+refs/heads/$branch:refs/remotes/origin/$branch"
+		fi
+	else
+		die "set ALLOT_BASE_SHA or ALLOT_BASE_BRANCH (the target of the change), or ALLOT_BASE"
 	fi
 fi
 mkdir -p "$ALLOT_OUT"

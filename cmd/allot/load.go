@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -49,45 +53,205 @@ func checkDir(dir string, base *schema.Config) (checked, error) {
 	return check(dir, fsys, base), nil
 }
 
-// loadBase reads the base of a change: a directory if base names one, otherwise a
-// Git ref of the repository that contains dir.
+// A baseSpec is what --base names: a Git ref of the repository that holds
+// DIR, or a directory; never both, never guessed. --base ref:REF and
+// --base dir:DIR say which; a bare --base X is the one of the two that
+// exists, and an error when both do: a folder a change adds (origin/main/)
+// cannot stand in for the ref it shadows.
+type baseSpec struct {
+	ref, dir string
+	repo     source.Repo // ref's
+	commit   string      // ref's, resolved once
+	sub      string      // DIR's path in repo
+}
+
+// name is how the base is named in reports: the ref or the directory.
+func (b baseSpec) name() string { return b.ref + b.dir }
+
+// parseBase reads --base for the change in dir.
+func parseBase(dir, base string) (baseSpec, error) {
+	if d, ok := strings.CutPrefix(base, "dir:"); ok {
+		return baseSpec{dir: d}, nil
+	}
+	findRef := func(ref string) (baseSpec, error) {
+		r, sub, err := source.FindRepo(dir)
+		if err != nil {
+			return baseSpec{}, err
+		}
+		commit, err := r.Commit(ref)
+		if err != nil {
+			return baseSpec{}, err
+		}
+		return baseSpec{ref: ref, repo: r, commit: commit, sub: sub}, nil
+	}
+	if ref, ok := strings.CutPrefix(base, "ref:"); ok {
+		b, err := findRef(ref)
+		if err != nil {
+			return b, usageError{fmt.Errorf("--base %s: %w", base, err)}
+		}
+		return b, nil
+	}
+	st, statErr := os.Stat(base)
+	isDir := statErr == nil && st.IsDir()
+	b, refErr := findRef(base)
+	switch {
+	case isDir && refErr == nil:
+		return baseSpec{}, usageError{fmt.Errorf("--base %s is both a directory and a Git ref of %s: say which, --base ref:%s or --base dir:%s", base, b.repo.Top, base, base)}
+	case isDir:
+		return baseSpec{dir: base}, nil
+	case refErr == nil:
+		return b, nil
+	}
+	return baseSpec{}, usageError{fmt.Errorf("--base %s is neither a directory nor a Git ref: %w", base, refErr)}
+}
+
+// loadBase reads the base of a change (parseBase).
 // A base that does not load is bad usage (exit 2), its findings written to stderr:
 // without it, the rules that compare a change with its base could not run.
 func loadBase(stderr io.Writer, dir, base string) (checked, error) {
+	spec, err := parseBase(dir, base)
+	if err != nil {
+		return checked{}, err
+	}
+	return spec.load(stderr)
+}
+
+func (spec baseSpec) load(stderr io.Writer) (checked, error) {
 	var b checked
-	if st, err := os.Stat(base); err == nil && st.IsDir() {
-		if b, err = checkDir(base, nil); err != nil {
+	if spec.dir != "" {
+		var err error
+		if b, err = checkDir(spec.dir, nil); err != nil {
 			return b, err
 		}
 	} else {
-		fsys, err := source.GitRef(dir, base)
-		if le := (*source.LimitError)(nil); errors.As(err, &le) {
-			return checked{}, usageError{fmt.Errorf("--base %s: %w", base, err)}
-		}
+		fsys, err := spec.repo.Tree(spec.commit, spec.sub)
 		if err != nil {
-			return checked{}, usageError{fmt.Errorf("--base %s is neither a directory nor a Git ref: %w", base, err)}
+			return checked{}, usageError{fmt.Errorf("--base %s: %w", spec.ref, err)}
 		}
-		b = check(base, fsys, nil)
+		b = check(spec.ref, fsys, nil)
 	}
 	if b.cfg == nil {
-		fmt.Fprintf(stderr, "allot: the base %s does not load:\n", base)
-		printFindings(stderr, base, b.findings)
+		fmt.Fprintf(stderr, "allot: the base %s does not load:\n", spec.name())
+		printFindings(stderr, spec.name(), b.findings)
 		return b, exitError{exitUsage}
 	}
 	return b, nil
 }
 
 // printFindings writes one line per finding, path:line:col: severity: rule:
-// message, with paths relative to the directory; under GitHub Actions it also
-// writes the workflow commands that annotate the pull request.
+// message, with paths relative to the directory and their control characters
+// escaped (a newline in a file name starts no line); under GitHub Actions it
+// also writes the workflow commands that annotate the pull request.
 func printFindings(w io.Writer, dir string, findings schema.Findings) {
 	github := os.Getenv("GITHUB_ACTIONS") == "true"
 	for _, f := range findings {
+		f.Pos.File = escapeControl(f.Pos.File)
 		fmt.Fprintln(w, f.String())
 		if github {
-			fmt.Fprintln(w, githubAnnotation(dir, f))
+			writeCommand(w, githubAnnotation(dir, f))
 		}
 	}
+}
+
+// escapeControl writes the control characters of s as Go escapes (\n, \x1b).
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// workflowSafe returns w, or under GitHub Actions (GITHUB_ACTIONS=true) a
+// workflowWriter over it, unless w is a regular file (a plan written to a
+// file is data, not the job's log). flush writes what is left of a last line.
+func workflowSafe(w io.Writer) (_ io.Writer, flush func()) {
+	if os.Getenv("GITHUB_ACTIONS") != "true" {
+		return w, func() {}
+	}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			return w, func() {}
+		}
+	}
+	ww := &workflowWriter{w: w}
+	return ww, ww.flush
+}
+
+// A workflowWriter keeps GitHub Actions from reading a line written to it as
+// a workflow command: GitHub runs any line of a job's log that starts with ::
+// (after blanks; lines end at \n or \r) and any ##[ in a line, so a file name
+// or a message holding a newline and "::stop-commands::x" would otherwise
+// silence or forge annotations. Such a line gets its first ':' written %3A
+// (its first "##[", "#%23["). allot's own commands go through command,
+// unchanged: writeCommand.
+type workflowWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	line []byte // the line being written, up to its end
+}
+
+func (ww *workflowWriter) Write(p []byte) (int, error) {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	for _, c := range p {
+		ww.line = append(ww.line, c)
+		if c == '\n' || c == '\r' {
+			if err := ww.writeLine(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (ww *workflowWriter) writeLine() error {
+	l := ww.line
+	ww.line = ww.line[:0]
+	if t := bytes.TrimLeft(l, " \t"); bytes.HasPrefix(t, []byte("::")) {
+		i := len(l) - len(t)
+		l = slices.Concat(l[:i], []byte("%3A"), l[i+1:])
+	}
+	l = bytes.ReplaceAll(l, []byte("##["), []byte("#%23["))
+	_, err := ww.w.Write(l)
+	return err
+}
+
+// command writes one workflow command of allot's own, on a line of its own.
+func (ww *workflowWriter) command(line string) {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	if len(ww.line) > 0 {
+		ww.line = append(ww.line, '\n')
+		_ = ww.writeLine()
+	}
+	fmt.Fprintln(ww.w, line)
+}
+
+func (ww *workflowWriter) flush() {
+	ww.mu.Lock()
+	defer ww.mu.Unlock()
+	if len(ww.line) > 0 {
+		_ = ww.writeLine()
+	}
+}
+
+// writeCommand writes a workflow command that allot made (githubAnnotation:
+// every repository string in it escaped) to w.
+func writeCommand(w io.Writer, line string) {
+	if ww, ok := w.(*workflowWriter); ok {
+		ww.command(line)
+		return
+	}
+	fmt.Fprintln(w, line)
 }
 
 // githubAnnotation formats a finding as a GitHub Actions workflow command. GitHub
@@ -132,6 +296,7 @@ func escapeProperty(s string) string {
 type planned struct {
 	in         planreport.Input
 	head, base checked
+	spec       baseSpec // the base's, when there is one
 }
 
 // loadPlan loads dir and, when base is set, the base of the change (a base that
@@ -143,7 +308,10 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 	pl := planned{in: planreport.Input{Name: dir}}
 	if base != "" {
 		var err error
-		if pl.base, err = loadBase(stderr, dir, base); err != nil {
+		if pl.spec, err = parseBase(dir, base); err != nil {
+			return pl, err
+		}
+		if pl.base, err = pl.spec.load(stderr); err != nil {
 			return pl, err
 		}
 	}
@@ -164,7 +332,7 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 	in := &pl.in
 	in.Config, in.Plan, in.Findings = c.cfg, c.plan, c.findings
 	if b := pl.base; b.cfg != nil && c.cfg != nil {
-		in.BaseName, in.Base = base, b.plan
+		in.BaseName, in.Base = pl.spec.name(), b.plan
 		in.Diff = planner.Compare(b.plan, c.plan)
 		in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
 	}

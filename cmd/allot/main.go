@@ -72,6 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run until ctx ends (the manager and agent stop with it).
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stdout, flushOut := workflowSafe(stdout)
+	defer flushOut()
+	stderr, flushErr := workflowSafe(stderr)
+	defer flushErr()
 	root := newRootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -96,6 +96,6 @@ func planWriter(format string) (func(io.Writer, planreport.Input) error, error) 
 
 func printFindingsAnnotationsOnly(w io.Writer, dir string, findings schema.Findings) {
 	for _, f := range findings {
-		fmt.Fprintln(w, githubAnnotation(dir, f))
+		writeCommand(w, githubAnnotation(dir, f))
 	}
 }

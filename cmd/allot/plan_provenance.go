@@ -3,29 +3,27 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/allot-dev/allot/planner/planreport"
+	"github.com/allot-dev/allot/schema/source"
 )
 
 // provenance says what a report plans: the commit of dir's repository, the
-// base's commit (a Git ref, or a directory's repository) and the date, which is
-// SOURCE_DATE_EPOCH when set and the commit's date otherwise, never the clock, so
-// that the same inputs give the same planreport. Outside Git only the date given by
-// SOURCE_DATE_EPOCH is known.
-func provenance(dir, base string) (planreport.Provenance, error) {
+// base's commit (a Git ref's, or a directory's repository's) and the date, which
+// is SOURCE_DATE_EPOCH when set and the commit's date otherwise, never the clock,
+// so that the same inputs give the same planreport. Outside Git only the date
+// given by SOURCE_DATE_EPOCH is known. Git is read as source.Repo reads it.
+func provenance(dir string, base baseSpec) (planreport.Provenance, error) {
 	var p planreport.Provenance
 	p.Commit = gitOutput(dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-	if base != "" {
-		if st, err := os.Stat(base); err == nil && st.IsDir() {
-			p.BaseCommit = gitOutput(base, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-		} else {
-			p.BaseCommit = gitOutput(dir, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}")
-		}
+	switch {
+	case base.ref != "":
+		p.BaseCommit = base.commit
+	case base.dir != "":
+		p.BaseCommit = gitOutput(base.dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 	}
 	if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && s != "" {
 		sec, err := strconv.ParseInt(s, 10, 64)
@@ -34,36 +32,37 @@ func provenance(dir, base string) (planreport.Provenance, error) {
 		}
 		p.Date = time.Unix(sec, 0).UTC().Format(time.RFC3339)
 	} else if p.Commit != "" {
-		if sec, err := strconv.ParseInt(gitOutput(dir, "log", "-1", "--format=%ct", p.Commit), 10, 64); err == nil {
+		if sec, err := strconv.ParseInt(gitOutput(dir, "log", "-1", "--no-show-signature", "--format=%ct", p.Commit), 10, 64); err == nil {
 			p.Date = time.Unix(sec, 0).UTC().Format(time.RFC3339)
 		}
 	}
 	return p, nil
 }
 
-// gitOutput runs git in dir and returns its trimmed output, or "" when dir is
-// not in a repository or git fails: provenance is best effort.
+// gitOutput runs git in the repository that holds dir (source.FindRepo) and
+// returns its trimmed output, or "" when there is none or git fails:
+// provenance is best effort.
 func gitOutput(dir string, args ...string) string {
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+	repo, _, err := source.FindRepo(dir)
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(out))
+	out, err := repo.Output(nil, args...)
+	if err != nil {
+		return ""
+	}
+	return string(out)
 }
 
 // displayName is how a report names a directory: relative to its Git
 // repository's top when it is in one ("." for the top), else as given when
 // relative, else its base name, so that no report shows an absolute path.
 func displayName(dir string) string {
-	if top := gitOutput(dir, "rev-parse", "--show-toplevel"); top != "" {
-		if abs, err := filepath.Abs(dir); err == nil {
-			if real, err := filepath.EvalSymlinks(abs); err == nil {
-				abs = real
-			}
-			if rel, err := filepath.Rel(top, abs); err == nil && !strings.HasPrefix(rel, "..") {
-				return filepath.ToSlash(rel)
-			}
+	if _, sub, err := source.FindRepo(dir); err == nil {
+		if sub == "" {
+			return "."
 		}
+		return sub
 	}
 	if !filepath.IsAbs(dir) {
 		return filepath.ToSlash(filepath.Clean(dir))
@@ -77,10 +76,8 @@ func displayName(dir string) string {
 func (pl *planned) describe(dir, base string, simulate *simulateFlags) error {
 	in := &pl.in
 	in.Name = displayName(dir)
-	if in.BaseName != "" {
-		if st, err := os.Stat(base); err == nil && st.IsDir() {
-			in.BaseName = displayName(base)
-		}
+	if in.BaseName != "" && pl.spec.dir != "" {
+		in.BaseName = displayName(pl.spec.dir)
 	}
 	if simulate.workload != "" && in.WhatIf == nil {
 		if pl.head.cfg == nil {
@@ -90,6 +87,6 @@ func (pl *planned) describe(dir, base string, simulate *simulateFlags) error {
 		}
 	}
 	var err error
-	in.Provenance, err = provenance(dir, base)
+	in.Provenance, err = provenance(dir, pl.spec)
 	return err
 }

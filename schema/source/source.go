@@ -98,32 +98,133 @@ func (root dirFS) Open(name string) (fs.File, error) {
 // ErrNotARepository is returned when dir is not inside a Git work tree.
 var ErrNotARepository = errors.New("not inside a Git repository")
 
-// GitRef returns the files that the directory dir holds at ref (a branch, tag or
-// commit of the Git repository that contains dir), read from Git's objects. Only
-// .cue files are read; the work tree and the index are not touched.
-func GitRef(dir, ref string) (fs.FS, error) {
-	top, err := git(dir, nil, "rev-parse", "--show-toplevel")
+// Repo is a Git repository named explicitly: its Git directory and the top of
+// its work tree. Git is only read there, never obeyed: every command names
+// GitDir and runs with none of the programs, hooks, attributes or
+// configuration beyond GitDir's own that Git would otherwise apply (run).
+type Repo struct{ GitDir, Top string }
+
+// FindRepo returns the repository whose work tree holds dir, and dir's path
+// inside it ("" for the top, slash-separated). The repository is the one of
+// the working directory when dir is inside its work tree, else the nearest
+// folder above dir (or dir) that holds a .git entry. A folder that merely
+// looks like a bare repository (HEAD, config, objects, refs: plain files a
+// commit can hold) is never one: a commit cannot hold a .git entry, so the
+// repository found is the checkout's, never one that the files under review
+// make up.
+func FindRepo(dir string) (Repo, string, error) {
+	abs, err := realPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNotARepository)
+		return Repo{}, "", fmt.Errorf("%s: %w", dir, err)
 	}
-	prefix, err := git(dir, nil, "rev-parse", "--show-prefix")
+	if wd, err := os.Getwd(); err == nil {
+		if wd, err := realPath(wd); err == nil {
+			if r, ok := discover(wd); ok {
+				if sub, ok := inside(r.Top, abs); ok {
+					return r, sub, nil
+				}
+			}
+		}
+	}
+	if r, ok := discover(abs); ok {
+		if sub, ok := inside(r.Top, abs); ok {
+			return r, sub, nil
+		}
+	}
+	return Repo{}, "", fmt.Errorf("%s: %w", dir, ErrNotARepository)
+}
+
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// inside returns p's path under top, slash-separated, when p is top or below it.
+func inside(top, p string) (string, bool) {
+	rel, err := filepath.Rel(top, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	if rel == "." {
+		return "", true
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// maxGitFile bounds a .git file (a worktree's or a submodule's "gitdir: PATH").
+const maxGitFile = 4 << 10
+
+// discover walks up from dir to the first folder holding a .git directory, or
+// a .git file naming one; it never takes a folder for a bare repository.
+func discover(dir string) (Repo, bool) {
+	for d := dir; ; {
+		dot := filepath.Join(d, ".git")
+		if st, err := os.Stat(dot); err == nil {
+			switch {
+			case st.IsDir():
+				return Repo{GitDir: dot, Top: d}, true
+			case st.Mode().IsRegular() && st.Size() <= maxGitFile:
+				b, err := os.ReadFile(dot)
+				if target, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: "); err == nil && ok {
+					if !filepath.IsAbs(target) {
+						target = filepath.Join(d, target)
+					}
+					return Repo{GitDir: filepath.Clean(target), Top: d}, true
+				}
+			}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return Repo{}, false
+		}
+		d = parent
+	}
+}
+
+// GitRef returns the files that the directory dir holds at ref (a branch, tag or
+// commit of the Git repository that contains dir, FindRepo's), read from Git's
+// objects. Only .cue files are read; the work tree and the index are not touched.
+func GitRef(dir, ref string) (fs.FS, error) {
+	r, sub, err := FindRepo(dir)
 	if err != nil {
 		return nil, err
 	}
-	root, prefixPath := strings.TrimSpace(string(top)), strings.TrimSpace(string(prefix))
-	commit, err := git(root, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}")
+	commit, err := r.Commit(ref)
 	if err != nil {
-		return nil, fmt.Errorf("git ref %q: not found in %s", ref, root)
+		return nil, err
 	}
-	return GitTree(root, strings.TrimSpace(string(commit)), prefixPath)
+	return r.Tree(commit, sub)
 }
 
-// GitTree returns the .cue files under the directory sub (relative to the
-// repository root, "" for the root) of commit rev in the Git repository at
-// repo, which may be bare. Only Git's objects are read, and only once the
-// tree's listing shows them within schema's bounds (a *LimitError otherwise):
-// a blob of a gigabyte of zeros, a few kilobytes in Git, is never read.
+// Commit returns the commit that ref names in r.
+func (r Repo) Commit(ref string) (string, error) {
+	out, err := r.Output(nil, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}")
+	if err != nil || len(out) == 0 {
+		return "", fmt.Errorf("git ref %q: not found in %s", ref, r.Top)
+	}
+	return string(out), nil
+}
+
+// GitTree returns the .cue files under the directory sub of commit rev in the
+// Git repository at repo: a work tree's top (its .git is read) or a Git
+// directory, which may be bare. See Repo.Tree.
 func GitTree(repo, rev, sub string) (fs.FS, error) {
+	r := Repo{GitDir: repo, Top: repo}
+	if st, err := os.Stat(filepath.Join(repo, ".git")); err == nil && st.IsDir() {
+		r.GitDir = filepath.Join(repo, ".git")
+	}
+	return r.Tree(rev, sub)
+}
+
+// Tree returns the .cue files under the directory sub (relative to the
+// repository root, "" for the root) of commit rev. Only Git's objects are
+// read, and only once the tree's listing shows them within schema's bounds (a
+// *LimitError otherwise): a blob of a gigabyte of zeros, a few kilobytes in
+// Git, is never read.
+func (r Repo) Tree(rev, sub string) (fs.FS, error) {
 	sub = strings.Trim(path.Clean("/"+sub), "/")
 	prefixPath := ""
 	if sub != "" {
@@ -137,7 +238,7 @@ func GitTree(repo, rev, sub string) (fs.FS, error) {
 	var entries []entry
 	var total int64
 	n := 0
-	err := gitRecords(repo, args, func(rec string) error {
+	err := r.records(args, func(rec string) error {
 		meta, name, ok := strings.Cut(rec, "\t")
 		if !ok {
 			return nil
@@ -172,14 +273,14 @@ func GitTree(repo, rev, sub string) (fs.FS, error) {
 	for _, e := range entries {
 		in.WriteString(e.sha + "\n")
 	}
-	out, err := git(repo, &in, "cat-file", "--batch")
+	out, err := r.Output(&in, "cat-file", "--batch")
 	if err != nil {
 		return nil, err
 	}
 	files := fstest.MapFS{}
-	r := bufio.NewReader(bytes.NewReader(out))
+	br := bufio.NewReader(bytes.NewReader(out))
 	for _, e := range entries {
-		header, err := r.ReadString('\n')
+		header, err := br.ReadString('\n')
 		if err != nil {
 			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
@@ -192,10 +293,10 @@ func GitTree(repo, rev, sub string) (fs.FS, error) {
 			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		data := make([]byte, size)
-		if _, err := io.ReadFull(r, data); err != nil {
+		if _, err := io.ReadFull(br, data); err != nil {
 			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
-		if _, err := r.Discard(1); err != nil { // the newline after each object
+		if _, err := br.Discard(1); err != nil { // the newline after each object
 			return nil, fmt.Errorf("reading %s at %s: %w", e.name, rev, err)
 		}
 		files[e.name] = &fstest.MapFile{Data: data, Mode: 0o644}
@@ -214,12 +315,11 @@ func (e *LimitError) Error() string { return e.msg }
 // and its mode, type, object name and size.
 const maxRecord = 64 << 10
 
-// gitRecords runs git in dir and calls fn with each NUL-terminated record of
-// its output as it comes, never holding the output whole; an error of fn
-// stops git and is returned.
-func gitRecords(dir string, args []string, fn func(string) error) error {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+// records runs git in r and calls fn with each NUL-terminated record of its
+// output as it comes, never holding the output whole; an error of fn stops git
+// and is returned.
+func (r Repo) records(args []string, fn func(string) error) error {
+	cmd := r.command(args...)
 	stderr := &headBuffer{max: 64 << 10}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -232,10 +332,10 @@ func gitRecords(dir string, args []string, fn func(string) error) error {
 		}
 		return err
 	}
-	r := bufio.NewReaderSize(out, maxRecord)
+	br := bufio.NewReaderSize(out, maxRecord)
 	var fnErr error
 	for fnErr == nil {
-		rec, err := r.ReadSlice(0)
+		rec, err := br.ReadSlice(0)
 		if err == bufio.ErrBufferFull {
 			fnErr = fmt.Errorf("git %s: a record over %d bytes", args[0], maxRecord)
 			break
@@ -258,20 +358,70 @@ func gitRecords(dir string, args []string, fn func(string) error) error {
 	return nil
 }
 
-func git(dir string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+// Output runs git in r with stdin (may be nil) and returns its output, with
+// surrounding white space trimmed unless it is cat-file's.
+func (r Repo) Output(stdin io.Reader, args ...string) ([]byte, error) {
+	cmd := r.command(args...)
 	cmd.Stdin = stdin
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &headBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, fmt.Errorf("git is not installed: %w", err)
 		}
-		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("git %s: %s", args[0], strings.TrimSpace(string(stderr.b)))
+	}
+	if args[0] != "cat-file" {
+		out = bytes.TrimSpace(out)
 	}
 	return out, nil
+}
+
+// readOnly is what every git command of this package runs with, before its
+// own arguments: the repository is named (--git-dir; a bare repository only
+// so), and nothing of the machine's or the repository's choosing that runs a
+// program or changes what is read applies: no hooks, no file system monitor,
+// no attributes (textconv, filters), no signature verification, no pager, no
+// replace refs, no credential helper, no transport (a promisor's lazy fetch),
+// no automatic gc.
+var readOnly = []string{
+	"-c", "safe.bareRepository=explicit",
+	"-c", "core.fsmonitor=false",
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.attributesFile=/dev/null",
+	"-c", "core.pager=cat",
+	"-c", "core.sshCommand=false",
+	"-c", "log.showSignature=false",
+	"-c", "diff.external=",
+	"-c", "credential.helper=",
+	"-c", "protocol.allow=never",
+	"-c", "gc.auto=0",
+	"-c", "maintenance.auto=false",
+	"--no-replace-objects",
+}
+
+// readEnv replaces every GIT_* variable of the environment (GIT_DIR,
+// GIT_CONFIG_*, GIT_EXTERNAL_DIFF, GIT_SSH_COMMAND...): none applies.
+var readEnv = []string{
+	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
+	"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_NO_REPLACE_OBJECTS=1",
+	"GIT_ALLOW_PROTOCOL=none", "GIT_PAGER=cat", "PAGER=cat", "LC_ALL=C",
+}
+
+// command is git with args, reading r only (readOnly, readEnv), started in
+// r's Git directory: never in a folder of the work tree.
+func (r Repo) command(args ...string) *exec.Cmd {
+	argv := append([]string{"--git-dir=" + r.GitDir}, readOnly...)
+	cmd := exec.Command("git", append(argv, args...)...)
+	cmd.Dir = r.GitDir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "LC_ALL=") && !strings.HasPrefix(kv, "PAGER=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, readEnv...)
+	return cmd
 }
 
 // MaxArchiveBytes bounds what Tarball reads: a capacity repository is text.
