@@ -21,9 +21,14 @@ func newPlanCommand() *cobra.Command {
 		Use:   "plan DIR",
 		Short: "Show the capacity, quota and cost plan, and its diff against a base",
 		Long: `Show the capacity, quota and cost plan of a capacity repository: pool sizes,
-monthly cost per pool, team and cost centre. With --base (a directory, or a Git ref
-of the repository containing DIR, read without touching the work tree) also the
-diff: quota changes, node changes, the monthly cost delta and the approvals needed.
+monthly cost per pool, team and cost centre. With --base also the diff: quota
+changes, node changes, the monthly cost delta and the approvals needed.
+
+--base ref:REF is a Git ref of the checkout that holds DIR (the working
+directory's .git, else the nearest .git above DIR; never a folder of DIR that
+looks like a repository), read from Git's objects with no hook, attribute,
+filter or program of the repository's choosing. --base dir:DIR is a directory.
+A bare --base X is whichever of the two exists, and an error when both do.
 
 With --terraform, each cluster's Terraform module is also planned (terraform init
 and a plan that takes no state lock, in a copy of WORKDIR/<cluster>) and the plan
@@ -39,7 +44,7 @@ Output: text (terminal tables), markdown (the pull-request comment) or json.
 Exit status: 0 no errors, 1 the configuration has errors, 2 bad usage (or a
 cluster's terraform plan failed).`,
 		Example: `  allot plan examples
-  allot plan . --base origin/main -o markdown > comment.md
+  allot plan . --base ref:origin/main -o markdown > comment.md
   allot plan examples -o json --base ../main/examples
   allot plan . --base origin/main --terraform rendered --terraform-cluster dgx-onprem`,
 		Args: exactArgs(1, "DIR"),
@@ -74,7 +79,7 @@ cluster's terraform plan failed).`,
 			return tf.err
 		},
 	}
-	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
+	c.Flags().StringVar(&base, "base", "", "base of the change: ref:REF (a Git ref) or dir:DIR (a directory)")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text, markdown or json")
 	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
