@@ -156,7 +156,7 @@ func TestWorkerProxyAllowedByTheOperator(t *testing.T) {
 	if kc, err = clientcmd.Write(*cfg); err != nil {
 		t.Fatal(err)
 	}
-	host := strings.TrimPrefix(hubEnv.Config.Host, "https://")
+	host := strings.TrimSuffix(strings.TrimPrefix(hubEnv.Config.Host, "https://"), "/")
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proxied"}, Data: map[string][]byte{"kubeconfig": kc}},
