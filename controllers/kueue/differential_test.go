@@ -142,9 +142,11 @@ var diffScenarios = []diffScenario{{
 	name:    "lending-limit",
 	kueue:   "reclaim quota from lender",
 	teams:   []diffTeam{{"alpha", 4, -1, 1}, team("beta", 4)},
-	running: []diffJob{j("b0", "beta", "low", 4), j("b1", "beta", "low", 1)},
+	running: []diffJob{j("b0", "beta", "mid", 4), j("b1", "beta", "low", 1)},
 	// alpha lends 1 of its 4 however idle it is: beta's next GPU waits;
-	// alpha's whole nominal then takes back the one it lent.
+	// alpha's whole nominal then takes back the one it lent, from beta's
+	// lowest tier (between jobs of one tier admitted in one second,
+	// Kueue's choice is its own).
 	incoming: []diffJob{j("b2", "beta", "low", 1), j("a0", "alpha", "low", 4)},
 	want:     diffOutcome{running: []string{"a0", "b0"}, evicted: []string{"b1"}},
 }, {
