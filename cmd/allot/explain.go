@@ -53,7 +53,7 @@ Exit status: 0 explained, 2 not found or bad usage.`,
 			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
-				return usageError{fmt.Errorf("reaching the cluster: %w", err)}
+				return reachError(err)
 			}
 			scheme := runtime.NewScheme()
 			if err := clientgoscheme.AddToScheme(scheme); err != nil {

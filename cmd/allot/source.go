@@ -44,7 +44,7 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	cfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
 	rc, err := cfg.ClientConfig()
 	if err != nil {
-		return nil, "", usageError{fmt.Errorf("reaching the cluster: %w", err)}
+		return nil, "", reachError(err)
 	}
 	ns := f.namespace
 	if ns == "" {
