@@ -76,10 +76,14 @@ export KUBEBUILDER_ASSETS ?= $(abspath $(BIN))
 controlplane: $(CONTROLPLANE) ## Build kube-apiserver, etcd and kube-scheduler into bin/ (cached; ~5 min the first time).
 
 $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
-	@echo "building the control plane $(KUBE_VERSION) from the module proxy"
-	cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
-	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	@echo "building the control plane $(KUBE_VERSION) from the module proxy into $(BIN)/ (once; ~5-10 min on 2 cores, cached after)"
+	@echo "  1/3 etcd (~1-2 min)"
+	@cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
+	@echo "  2/3 kube-apiserver (~3-6 min)"
+	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	@echo "  3/3 kube-scheduler (~1-2 min)"
+	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	@echo "  control plane ready: $(BIN)/etcd, $(BIN)/kube-apiserver, $(BIN)/kube-scheduler"
 	rm -f $(BIN)/.controlplane-* && touch $@
 
 # Kueue, for the Kueue backend's tests: the controller built from the module proxy
@@ -91,7 +95,7 @@ KUEUE         := $(BIN)/.kueue-$(KUEUE_VERSION)
 kueue: $(KUEUE) ## Build the Kueue controller and copy its CRDs into bin/ (cached; a few minutes the first time).
 
 $(KUEUE): config/kueue/go.mod config/kueue/go.sum
-	@echo "building Kueue $(KUEUE_VERSION) from the module proxy"
+	@echo "building Kueue $(KUEUE_VERSION) from the module proxy into $(BIN)/ (once; ~3-5 min, cached after)"
 	cd config/kueue && $(GO) build -o ../../$(BIN)/kueue sigs.k8s.io/kueue/cmd/kueue
 	rm -rf $(BIN)/kueue-crds && mkdir -p $(BIN)/kueue-crds
 	cp "$$(cd config/kueue && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"/config/components/crd/bases/*.yaml $(BIN)/kueue-crds/
