@@ -87,7 +87,7 @@ them), 2 bad usage.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
+	c.Flags().StringVar(&base, "base", "", "base of the change: ref:REF (a Git ref) or dir:DIR (a directory)")
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
 	c.Flags().StringVar(&usage, "usage", "", "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml), for quota against use")
 	c.Flags().StringVar(&recommendation, "recommendation", "", "what allot recommend -o json found: the report draws its cost-versus-wait curves")

@@ -60,7 +60,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&base, "base", "", "base of the change: a directory or a Git ref")
+	c.Flags().StringVar(&base, "base", "", "base of the change: ref:REF (a Git ref) or dir:DIR (a directory)")
 	target.register(c)
 	return c
 }
