@@ -12,7 +12,7 @@ import (
 )
 
 // pure lists the packages that decide: they take values and return values, with
-// no clock, client, process or network inside (STYLE.md, "Functional core").
+// no clock, client, process or network inside (docs/architecture.md: the pure cores).
 // A package pattern ending in /... covers its subpackages; adapters are listed in
 // adapters and exempt.
 var pure = []string{

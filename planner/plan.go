@@ -80,7 +80,7 @@ type FlavorPlan struct {
 // NoCostCenter is how a team without a cost centre is grouped.
 const NoCostCenter = "(none)"
 
-// Build computes the plan of cfg. See DESIGN.md, "Pool sizing and cost": for a pool
+// Build computes the plan of cfg. See docs/contracts.md, "Sizing and cost": for a pool
 // that alone carries a flavor, nodes = clamp(ceil(nominal*(1+headroom)/gpusPerNode)
 // + spareNodes, min, max). Where several pools carry one flavor, the demand fills
 // first the nodes that are paid for anyway (committed, or held by nodes.min), then

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestRecommendOnExamples: the JSON carries DESIGN.md's contract, and the
+// TestRecommendOnExamples: the JSON carries docs/contracts.md's contract, and the
 // report draws its curve from it.
 func TestRecommendOnExamples(t *testing.T) {
 	ex := filepath.Join("..", "..", "examples")

@@ -14,7 +14,7 @@ import (
 	"github.com/allot-dev/allot/fleet/health"
 )
 
-// The names the team agreed on (DESIGN.md, cluster contracts).
+// The names the team agreed on (docs/contracts.md, "Names on nodes and pods").
 const (
 	// ConditionGPUHealthy is the node condition the agent writes: True when every
 	// check passes; False with the failing checks as its reason.

@@ -125,7 +125,7 @@ func jsonFindings(fs schema.Findings) []jsonFinding {
 	return out
 }
 
-// JSON writes the plan as DESIGN.md's `allot plan -o json` contract (plus
+// JSON writes the plan as docs/contracts.md's `allot plan -o json` contract (plus
 // compatible extensions). A configuration that did not load has empty lists and
 // its findings.
 func JSON(w io.Writer, in Input) error {

@@ -54,7 +54,7 @@ type Input struct {
 }
 
 // Result is the recommendation; its JSON is the `allot recommend -o json`
-// contract of DESIGN.md.
+// contract of docs/contracts.md.
 type Result struct {
 	Workload string `json:"workload"`
 	Jobs     int    `json:"jobs"`

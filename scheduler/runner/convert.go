@@ -24,7 +24,7 @@ import (
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
-// The cluster contract (DESIGN.md, "Cluster contracts").
+// The cluster contract (docs/contracts.md, "Names on nodes and pods").
 const (
 	// SchedulerName is what pods set in spec.schedulerName to be scheduled by allot.
 	SchedulerName = "allot"

@@ -62,7 +62,7 @@ func TestGoldenExamples(t *testing.T) {
 }
 
 // TestNominalSumsToPlan: a team's nominalQuota of a flavor over every
-// cluster's ClusterQueue equals its quota in the repository (DESIGN.md).
+// cluster's ClusterQueue equals its quota in the repository (docs/contracts.md).
 func TestNominalSumsToPlan(t *testing.T) {
 	cfg, plan := load(t, examples)
 	sum := map[string]int64{}
