@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot-dev/allot/internal/markdown"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -167,7 +168,7 @@ func TestHostileInputs(t *testing.T) {
 		}
 		runs = append(runs,
 			run{[]string{"plan", dir, "-o", "json"}, exitFindings, `"message": "` + f.msg},
-			run{[]string{"plan", dir, "-o", "markdown"}, exitFindings, "| " + f.rule + " | " + f.msg},
+			run{[]string{"plan", dir, "-o", "markdown"}, exitFindings, "| " + f.rule + " | " + markdown.Text(f.msg)},
 			run{[]string{"report", dir, "-o", filepath.Join(tmp, "report.html")}, exitFindings, text},
 			run{[]string{"plan", examples, "--base", dir}, exitUsage, text})
 	}

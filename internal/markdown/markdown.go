@@ -38,8 +38,11 @@ var cell = strings.NewReplacer(
 
 // unbreak matches what GitHub links without a character cell escapes: www.
 // (an autolink without a scheme), GH-123 (an issue), and a run of 7 or more
-// hex digits (a commit's hash, which GitHub links when it names one of the
-// repository's), in any case.
+// hex digits with a letter among them (a commit's hash, which GitHub links
+// when it names one of the repository's), in any case. A run of decimal
+// digits alone is a number the comment must show whole (a count, a bound);
+// it names a commit only by the chance of a hash that has no letter in its
+// first seven digits and is a prefix of one of the repository's.
 var unbreak = regexp.MustCompile(`(?i)www\.|gh-|[0-9a-f]{7,}`)
 
 // Text returns s escaped for the inline text of a Markdown document, a table
@@ -51,6 +54,9 @@ func Text(s string) string {
 			return m[:3] + zwsp + m[3:]
 		case "gh-":
 			return m + zwsp
+		}
+		if strings.Trim(m, "0123456789") == "" {
+			return m
 		}
 		// A hash is linked from 7 hex digits: no run of 7 is left.
 		var b strings.Builder

@@ -23,7 +23,7 @@ func TestText(t *testing.T) {
 		"mail me@evil.example":                            "mail me@&#8203;evil.example",
 		"fixes #12, acme/infra#3, GH-4":                   "fixes #&#8203;12, acme/infra#&#8203;3, GH-&#8203;4",
 		"commit a5c3785ed8d6a35868bc169f07e40e889087fd2e": "commit a5c378&#8203;5ed8d6&#8203;a35868&#8203;bc169f&#8203;07e40e&#8203;889087&#8203;fd2e",
-		"acme/infra@a5c3785 1234567":                      "acme/infra@&#8203;a5c378&#8203;5 123456&#8203;7",
+		"acme/infra@a5c3785 1234567":                      "acme/infra@&#8203;a5c378&#8203;5 1234567",
 		"zero\u200bwidth":                                 "zero&#8203;width",
 	} {
 		if got := Text(in); got != want {
