@@ -60,17 +60,19 @@ var change = struct {
 			{`"h100-80gb": {nominal: 16}`, `"h100-80gb": {nominal: 32}`},
 			{"monthlyUSD: 100000", "monthlyUSD: 150000"},
 		},
-		labFile: {{`quota: l4: {nominal: 16}`, `quota: l4: {nominal: 32}`}},
+		labTeamFile: {{`quota: l4: {nominal: 16}`, `quota: l4: {nominal: 32}`}},
 	},
 }
 
 // The simulated lab the demo adds to the repository: a kwok cluster whose
 // pool Terraform makes (the manager runs with --terraform-clusters lab, and
 // the kwok module's node hook creates the Node objects), so that a quota
-// raise grows capacity first.
+// raise grows capacity first. The cluster and pool are the platform's file,
+// the team its own (rule file-scope).
 const (
 	labCluster  = "lab"
 	labFile     = "lab.cue"
+	labTeamFile = "teams/lab.cue"
 	labWorkload = "lab/finetune"
 	labCUE      = `package capacity
 
@@ -86,6 +88,8 @@ pools: "lab-l4": {
 	nodes: {min: 0, max: 8}
 	price: onDemandPerNodeHour: 8.00
 }
+`
+	labTeamCUE = `package capacity
 
 teams: lab: {
 	costCenter: "CC-0002"
@@ -264,8 +268,10 @@ func (d *demo) createRepository(ctx context.Context) error {
 	if err := copyTree(d.o.examples, filepath.Join(d.repo.dir, repoPath)); err != nil {
 		return fmt.Errorf("copying %s: %w", d.o.examples, err)
 	}
-	if err := os.WriteFile(filepath.Join(d.repo.dir, repoPath, labFile), []byte(labCUE), 0o644); err != nil {
-		return err
+	for name, text := range map[string]string{labFile: labCUE, labTeamFile: labTeamCUE} {
+		if err := os.WriteFile(filepath.Join(d.repo.dir, repoPath, name), []byte(text), 0o644); err != nil {
+			return err
+		}
 	}
 	if _, err := d.repo.git(ctx, "init", "-q", "-b", "main"); err != nil {
 		return err
@@ -274,7 +280,7 @@ func (d *demo) createRepository(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("%s: commit %s on main (with %s, a kwok lab cluster whose nodes Terraform makes)", d.repo.dir, head[:7], labFile)
+	d.say("%s: commit %s on main (with %s and %s, a kwok lab cluster whose nodes Terraform makes, and its team)", d.repo.dir, head[:7], labFile, labTeamFile)
 	return nil
 }
 
