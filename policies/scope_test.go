@@ -150,11 +150,11 @@ func TestFileScope(t *testing.T) {
 // or teams outside teams/) is the platform's, and may set teams anywhere but
 // in the pools and policy files.
 func TestFileScopeWithoutTeamFiles(t *testing.T) {
-	cfg, plan := load(t, valid)
+	cfg, _ := load(t, valid)
 	if got := checkFileScope(cfg); len(got) > 0 {
 		t.Fatalf("one file: %v", got)
 	}
-	cfg, plan = loadFiles(t, map[string]string{
+	cfg, plan := loadFiles(t, map[string]string{
 		"platform.cue":       laidOut["platform.cue"] + "teams: beta: weight: 2\n",
 		"pools.cue":          laidOut["pools.cue"],
 		"policy.cue":         laidOut["policy.cue"],

@@ -239,12 +239,3 @@ func TestReaderStreamsInBoundedMemory(t *testing.T) {
 		t.Errorf("heap grew by %d MB reading %d jobs; want under 40 MB", peak>>20, n)
 	}
 }
-
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'x'
-	}
-	return len(p), nil
-}
