@@ -27,6 +27,7 @@ func Check(cfg *schema.Config, plan *planner.Plan, base *schema.Config) schema.F
 	out = append(out, checkCohortCycles(cfg)...)
 	out = append(out, checkTiers(cfg)...)
 	out = append(out, checkTopology(cfg)...)
+	out = append(out, checkSlurm(cfg)...)
 	out = append(out, checkCapacity(cfg, plan, base)...)
 	out = append(out, checkBudgets(cfg, plan)...)
 	out = append(out, checkCUE(cfg)...)

@@ -76,6 +76,9 @@ func TestEveryRulePassesAndFails(t *testing.T) {
 		RuleLendingNominal:   {`lendingLimit: 8}`, `lendingLimit: 9}`},
 		RuleTeamNoQuota:      {`quota: f: {nominal: 8, borrowingLimit: 8, lendingLimit: 8}`, `quota: {}`},
 		RuleObjectSize:       {`costCenter: "CC-1"`, `costCenter: "` + strings.Repeat("CC-1 ", 52) + `"`},
+		// Slurm's rules: see TestSlurmRules.
+		RuleSlurmProvider: {}, RuleSlurmPool: {}, RuleSlurmNames: {}, RuleSlurmBorrowing: {},
+		RuleSlurmLending: {}, RuleSlurmTopology: {}, RuleSlurmBorrowOnly: {}, RuleSlurmUntypedGPUs: {},
 	}
 	cfg, plan := load(t, valid)
 	if got := Check(cfg, plan, nil); len(got) > 0 {

@@ -36,6 +36,14 @@ const (
 	RuleLendingNominal   = "quota-lending-above-nominal"
 	RuleTeamNoQuota      = "team-empty-quota"
 	RuleObjectSize       = "object-size"
+	RuleSlurmProvider    = "slurm-provider"
+	RuleSlurmPool        = "slurm-pool"
+	RuleSlurmNames       = "slurm-names"
+	RuleSlurmBorrowing   = "slurm-borrowing"
+	RuleSlurmLending     = "slurm-lending"
+	RuleSlurmTopology    = "slurm-topology"
+	RuleSlurmBorrowOnly  = "slurm-borrow-only"
+	RuleSlurmUntypedGPUs = "slurm-untyped-gpus"
 )
 
 // Rules lists every rule, by name.
@@ -60,6 +68,14 @@ var Rules = []Rule{
 	{RuleLimitsNoCohort, schema.SeverityWarning, "a team sets borrowing or lending limits but belongs to no cohort, so they have no effect"},
 	{RuleLendingNominal, schema.SeverityWarning, "a lendingLimit above nominal has no effect beyond nominal"},
 	{RuleTeamNoQuota, schema.SeverityWarning, "a team has no quota of any flavor"},
+	{RuleSlurmProvider, schema.SeverityError, "a Slurm cluster's provider is onprem: allot does not provision Slurm nodes in a cloud"},
+	{RuleSlurmPool, schema.SeverityError, "a pool sets slurm names but its cluster's scheduler is kubernetes"},
+	{RuleSlurmNames, schema.SeverityError, "what becomes a Slurm name is one: partitions, node prefixes, GRES types, and the names of teams, cohorts (accounts) and tiers (QOS) in a repository with a Slurm cluster start with a letter (a-z, 0-9, '_', '-', at most 63); no two pools of a cluster name one node; two flavors of a cluster have different GRES types; no team or cohort is named root, no tier normal (Slurm's own), no team and cohort share a name"},
+	{RuleSlurmBorrowing, schema.SeverityWarning, "Slurm has no borrowing: a team of a cohort gets nominal + borrowingLimit (or its cohort's total) as its account's GrpTRES under its cohort's account, which caps the cohort at its nominal sum; lent GPUs are not reclaimed except by preempting preemptible tiers"},
+	{RuleSlurmLending, schema.SeverityWarning, "Slurm cannot keep part of a quota from the cohort: a lendingLimit is not enforced in a Slurm cluster"},
+	{RuleSlurmTopology, schema.SeverityWarning, "a Slurm pool's topology becomes topology.conf switches: Slurm prefers the fewest switches, and requires them only for a job asking --switches"},
+	{RuleSlurmBorrowOnly, schema.SeverityWarning, "Slurm counts every job against its account's GrpTRES: a borrowOnly tier's jobs take the team's quota, and are only requeued by higher tiers"},
+	{RuleSlurmUntypedGPUs, schema.SeverityWarning, "a team with quota of several flavors in one Slurm cluster: a job asking for untyped GPUs counts only against gres/gpu (the sum), so it may take the sum of any one flavor"},
 	{RuleObjectSize, schema.SeverityError, "what the repository writes into one object fits it: a costCenter of at most 256 bytes, a tier's description of at most 2048, at most 64 owners or approvers, 256 namespaces and 64 flavors a team"},
 }
 

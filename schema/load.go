@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -304,8 +305,9 @@ func joinPos(ps []Pos) string {
 // raw mirrors the CUE configuration as JSON, with exact numbers.
 type raw struct {
 	Clusters map[string]struct {
-		Provider string `json:"provider"`
-		Region   string `json:"region"`
+		Provider  string `json:"provider"`
+		Region    string `json:"region"`
+		Scheduler string `json:"scheduler"`
 	} `json:"clusters"`
 	Pools map[string]struct {
 		Cluster     string `json:"cluster"`
@@ -329,6 +331,13 @@ type raw struct {
 		} `json:"price"`
 		Headroom   json.Number `json:"headroom"`
 		SpareNodes int64       `json:"spareNodes"`
+		Slurm      *struct {
+			Partition  string `json:"partition"`
+			NodePrefix string `json:"nodePrefix"`
+			NodeDigits int    `json:"nodeDigits"`
+			FirstIndex int64  `json:"firstIndex"`
+			GRESType   string `json:"gresType"`
+		} `json:"slurm"`
 	} `json:"pools"`
 	Tiers map[string]struct {
 		Priority    int64  `json:"priority"`
@@ -383,7 +392,8 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 		Cohorts: map[CohortName]*Cohort{}, Teams: map[TeamName]*Team{}, Index: ix,
 	}
 	for name, c := range r.Clusters {
-		cfg.Clusters[ClusterName(name)] = &Cluster{Name: ClusterName(name), Provider: Provider(c.Provider), Region: c.Region, Pos: ix.Lookup("clusters", name)}
+		cfg.Clusters[ClusterName(name)] = &Cluster{Name: ClusterName(name), Provider: Provider(c.Provider), Region: c.Region,
+			Scheduler: Scheduler(c.Scheduler), Pos: ix.Lookup("clusters", name)}
 	}
 	for name, p := range r.Pools {
 		pool := &Pool{
@@ -399,6 +409,15 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 		if p.Price.Committed != nil {
 			pool.Price.CommittedPerNodeHour = num(*p.Price.Committed, "pools", name, "price", "committedPerNodeHour")
 			pool.Price.HasCommittedPrice = true
+		}
+		if c := cfg.Clusters[pool.Cluster]; p.Slurm != nil || c != nil && c.Scheduler == SchedulerSlurm {
+			pool.Slurm = &SlurmNodes{Partition: name, NodePrefix: name + "-", GRESType: p.Flavor}
+			if s := p.Slurm; s != nil {
+				pool.Slurm.Partition = cmp.Or(s.Partition, pool.Slurm.Partition)
+				pool.Slurm.NodePrefix = cmp.Or(s.NodePrefix, pool.Slurm.NodePrefix)
+				pool.Slurm.GRESType = cmp.Or(s.GRESType, pool.Slurm.GRESType)
+				pool.Slurm.NodeDigits, pool.Slurm.FirstIndex = s.NodeDigits, s.FirstIndex
+			}
 		}
 		if t := p.Topology; t != nil {
 			sizes := map[string]int64{}

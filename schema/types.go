@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 
 	"github.com/allot-dev/allot/schema/quantity"
@@ -32,6 +34,15 @@ const (
 	ProviderKwok   Provider = "kwok"
 )
 
+// Scheduler runs a cluster's jobs.
+type Scheduler string
+
+// The schedulers a cluster may name.
+const (
+	SchedulerKubernetes Scheduler = "kubernetes"
+	SchedulerSlurm      Scheduler = "slurm"
+)
+
 // Config is a loaded capacity repository. Maps are keyed by name; use the sorted
 // name helpers for deterministic iteration.
 type Config struct {
@@ -50,12 +61,13 @@ type Config struct {
 	Writes []Write
 }
 
-// Cluster is a Kubernetes cluster that hosts node pools.
+// Cluster is a cluster that hosts node pools.
 type Cluster struct {
-	Name     ClusterName
-	Provider Provider
-	Region   string
-	Pos      Pos
+	Name      ClusterName
+	Provider  Provider
+	Region    string
+	Scheduler Scheduler
+	Pos       Pos
 }
 
 // Pool is a group of identical GPU nodes in one cluster.
@@ -71,7 +83,31 @@ type Pool struct {
 	Price       Price
 	Headroom    quantity.Decimal
 	SpareNodes  int64
-	Pos         Pos
+	// Slurm holds the pool's Slurm names when its cluster's scheduler is
+	// slurm (defaults filled in), or when the pool sets them; else nil.
+	Slurm *SlurmNodes
+	Pos   Pos
+}
+
+// SlurmNodes are the Slurm names of a pool: its nodes are NodePrefix then
+// the index (FirstIndex on), zero-padded to NodeDigits, in Partition, with
+// GRES gpu:GRESType.
+type SlurmNodes struct {
+	Partition  string
+	NodePrefix string
+	NodeDigits int
+	FirstIndex int64
+	GRESType   string
+}
+
+// SlurmName is the pattern of a name allot writes into slurm.conf, gres.conf
+// or a sacctmgr argument (#SlurmName): never a hostlist, a list, a
+// key=value, an option or a shell word.
+var SlurmName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// NodeName returns the name of the pool's i-th node, i from 0.
+func (s *SlurmNodes) NodeName(i int64) string {
+	return fmt.Sprintf("%s%0*d", s.NodePrefix, s.NodeDigits, s.FirstIndex+i)
 }
 
 // MaxTopologyLevels is the most levels a pool's topology may have: Kueue's
