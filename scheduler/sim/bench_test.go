@@ -88,30 +88,7 @@ func BenchmarkSimSynthetic(b *testing.B) {
 // busyJobs is ten jobs per node over 50 teams offered at 1.3x the fleet: a
 // third gangs of 2-16 whole nodes, three tiers (the third borrowOnly), arrivals
 // skewed towards a few teams.
-func busyJobs(nodes int) []workload.Spec {
-	rng := rand.New(rand.NewPCG(5, 6))
-	jobs := make([]workload.Spec, 10*nodes)
-	var t float64
-	// Mean demand per job: (2/3 x 4.5 + 1/3 x 72) GPUs x 3,000 s.
-	rate := 1.3 * float64(nodes*8) / (27 * 3000)
-	tiers := []string{"production", "research", "opportunist"}
-	for i := range jobs {
-		t += rng.ExpFloat64() / rate
-		team := min(int(rng.ExpFloat64()*50/4), 49)
-		j := workload.Spec{ID: fmt.Sprintf("b%d", i), Submit: t, Duration: 60 + rng.ExpFloat64()*3000,
-			Team: fmt.Sprintf("team-%d", team), Tier: tiers[rng.IntN(3)]}
-		if rng.IntN(3) == 0 {
-			j.Pods, j.GPUsPerPod = int64(2+rng.IntN(15)), 8
-			if rng.IntN(2) == 0 {
-				j.Require = "block"
-			}
-		} else {
-			j.Pods, j.GPUsPerPod = 1, int64(1+rng.IntN(8))
-		}
-		jobs[i] = j
-	}
-	return jobs
-}
+func busyJobs(nodes int) []workload.Spec { return offered(nodes, 5, "b", 1.3, 3000) }
 
 // BenchmarkSimBusy replays a busy synthetic workload (busyJobs) at 625, 1,250
 // and 2,500 nodes: 4x the fleet and the jobs should cost at most 8x the time.
