@@ -224,6 +224,10 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 		return
 	}
 	prev, dirty := w.reserved, s.dirty
+	var gen uint64
+	if prev != nil {
+		gen = prev[0].flavor.gen
+	}
 	s.unreserve(w)
 	s.dirty = dirty // released says whether w let go of nodes
 	// Set before it is admitted: the victim order reads it from then on.
@@ -234,6 +238,10 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	}
 	s.noteBorrowFirst(w)
 	if eligible && s.reserve(w, prev) {
+		if prev != nil && slices.Equal(prev, w.reserved) {
+			// It holds what it held: nothing changed (memo.go).
+			prev[0].flavor.gen = gen
+		}
 		s.released(prev, w.reserved)
 		return
 	}

@@ -352,6 +352,9 @@ type flavorState struct {
 	// victims are the running workloads of each team on each view, in
 	// victim order, kept as they start and end (see victims.go).
 	victims map[*team]map[*view]*teamVictims
+	// gen counts the changes of what a preemption search on the flavor
+	// reads (memo.go).
+	gen uint64
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {
@@ -370,6 +373,7 @@ func (s *Scheduler) list(n *node) {
 		return
 	}
 	n.listed = true
+	s.changed(n.flavor)
 	for i, g := range n.groups {
 		if s.searching {
 			s.note(indexOp{kind: opAdd, g: g, key: int(n.free())})
@@ -383,6 +387,7 @@ func (s *Scheduler) unlist(n *node) {
 		return
 	}
 	n.listed = false
+	s.changed(n.flavor)
 	f := n.free()
 	for i, g := range n.groups {
 		if s.searching {
@@ -394,6 +399,7 @@ func (s *Scheduler) unlist(n *node) {
 
 // setUsed changes n's used GPUs, keeping the index current.
 func (s *Scheduler) setUsed(n *node, used GPUs) {
+	s.changed(n.flavor)
 	if s.searching {
 		s.note(indexOp{kind: opUsed, n: n, used: n.used})
 	}

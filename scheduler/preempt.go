@@ -39,6 +39,13 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	if !s.worthSearching(w, f, v) {
 		return false
 	}
+	again := s.failedBefore(w, f)
+	if again && s.memoCheck == nil {
+		return false
+	}
+	// A failed search leaves everything as it was, its generation too.
+	gen := f.gen
+	s.flipSeen = time.Time{}
 	keep, evicted, bounded, ok := s.findVictims(w, f, v, false)
 	if !ok && bounded {
 		// A bounded search evicts its reclaim victims first, so fails
@@ -47,7 +54,12 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		// workload may take back later borrowed work above its nominal.
 		keep, evicted, _, ok = s.findVictims(w, f, v, true)
 	}
+	if again {
+		s.memoCheck(w, ok)
+	}
 	if !ok {
+		f.gen = gen
+		s.rememberFail(w, f, gen)
 		return false
 	}
 	pl, dom, _, ok := s.placeOn(w, f)

@@ -62,6 +62,8 @@ type workload struct {
 	// last worked out (considered, or passed over: reexplain).
 	seen uint64
 	said time.Time
+	// searchFails are its preemption searches that failed (memo.go).
+	searchFails []searchFail
 }
 
 func (w *workload) GPUs() GPUs { return w.spec.GPUs() }

@@ -171,6 +171,7 @@ func (t *team) reclaimable(f int) GPUs {
 
 // charge adds a workload's GPUs of flavor f to its team.
 func (s *Scheduler) charge(w *workload, f *flavorState, sign GPUs) {
+	s.changed(f)
 	chargeQuota(w, f, sign)
 	w.team.share = s.shareOf(w.team)
 }

@@ -65,6 +65,13 @@ type Scheduler struct {
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
 	searching bool
+	// flipSeen is, for the search running, the first time after now that
+	// the order of a victim list it read changes (memo.go); memoCheck, set
+	// by tests, runs each search the memo would skip and is told whether
+	// it found victims.
+	flipSeen  time.Time
+	gens      uint64
+	memoCheck func(w *workload, ok bool)
 	// tallying numbers the tally running, if any (tally.go); noTally, set
 	// by tests, makes every search evict what-if instead.
 	tallying uint64
@@ -290,6 +297,7 @@ func (s *Scheduler) roots() []*qnode {
 
 // AddNode adds a node to the fleet.
 func (s *Scheduler) AddNode(spec Node) error {
+	defer s.changedAll()
 	if _, dup := s.nodeByName[spec.Name]; dup {
 		return fmt.Errorf("node %s added twice", spec.Name)
 	}
@@ -327,6 +335,7 @@ func (s *Scheduler) addCapacity(n *node, sign GPUs) {
 // less those held; what runs there stays. It replaces what was held before;
 // releasing GPUs lets waiting workloads be considered again.
 func (s *Scheduler) Hold(name NodeName, gpus GPUs) error {
+	defer s.changedAll()
 	n, ok := s.nodeByName[name]
 	if !ok {
 		return fmt.Errorf("node %s: %w", name, ErrUnknown)
@@ -359,6 +368,7 @@ func (s *Scheduler) Hold(name NodeName, gpus GPUs) error {
 // workloads with a pod on it are evicted, requeued whole ahead of their tier, and
 // their restarts counted; their IDs are returned for the runner to stop.
 func (s *Scheduler) SetNodeHealth(name NodeName, healthy bool) ([]WorkloadID, error) {
+	defer s.changedAll()
 	n, ok := s.nodeByName[name]
 	if !ok {
 		return nil, fmt.Errorf("node %s does not exist", name)
@@ -405,6 +415,7 @@ func (s *Scheduler) NodeUsed(name NodeName) (GPUs, error) {
 // dropped, and the name is free for a node added again (say, relabelled).
 // The node's record stays behind, empty, so that the index keeps its shape.
 func (s *Scheduler) RemoveNode(name NodeName) ([]WorkloadID, error) {
+	defer s.changedAll()
 	n, ok := s.nodeByName[name]
 	if !ok {
 		return nil, fmt.Errorf("node %s: %w", name, ErrUnknown)

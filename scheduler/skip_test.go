@@ -46,28 +46,9 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		next := 0
 		for step := range 200 {
 			sec := step * 30
-			for range rng.IntN(5) {
-				w := evenWorkload(rng, cfg, next, sec, rules)
-				a.submit(w)
-				b.submit(w)
-				next++
-			}
-			if ids := a.running(); len(ids) > 0 && rng.IntN(3) > 0 {
-				id := ids[rng.IntN(len(ids))]
-				a.finish(id)
-				b.finish(id)
-			}
+			next = evenEvents(t, rng, cfg, rules, next, sec, a, b)
 			if rng.IntN(12) == 0 {
-				n, healthy := nodes[rng.IntN(len(nodes))], rng.IntN(2) == 0
-				for _, f := range []*fx{a, b} {
-					evicted, err := f.s.SetNodeHealth(n.Name, healthy)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, id := range evicted {
-						delete(f.admitted, id)
-					}
-				}
+				setHealth(t, nodes[rng.IntN(len(nodes))].Name, rng.IntN(2) == 0, a, b)
 			}
 			ra, rb := a.cycle(sec), b.cycle(sec)
 			if rb.Skipped != 0 {
@@ -89,6 +70,39 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		t.Fatalf("only %d workloads passed over, %d run bounds from the cache in all the worlds: the test does not exercise skipRun", skipped, cacheHits)
 	}
 	t.Logf("%d workloads passed over, %d run bounds from the cache", skipped, cacheHits)
+}
+
+// evenEvents submits up to four random workloads (numbered from next) to a
+// and b alike and ends one that runs, two times in three; it returns the
+// next number.
+func evenEvents(t *testing.T, rng *rand.Rand, cfg Config, rules bool, next, sec int, a, b *fx) int {
+	t.Helper()
+	for range rng.IntN(5) {
+		w := evenWorkload(rng, cfg, next, sec, rules)
+		a.submit(w)
+		b.submit(w)
+		next++
+	}
+	if ids := a.running(); len(ids) > 0 && rng.IntN(3) > 0 {
+		id := ids[rng.IntN(len(ids))]
+		a.finish(id)
+		b.finish(id)
+	}
+	return next
+}
+
+// setHealth marks node n healthy or not on each fixture.
+func setHealth(t *testing.T, n NodeName, healthy bool, fxs ...*fx) {
+	t.Helper()
+	for _, f := range fxs {
+		evicted, err := f.s.SetNodeHealth(n, healthy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range evicted {
+			delete(f.admitted, id)
+		}
+	}
 }
 
 // evenTiers, added to the random worlds of the skip and tally tests: a

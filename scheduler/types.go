@@ -196,6 +196,10 @@ type Options struct {
 	// replay's cycles would otherwise allocate gigabytes of them: the
 	// reasons of a long queue change with every cycle.
 	NoStatuses bool
+	// NoSearchMemo: every preemption search runs, even where the same
+	// workload's search failed before and nothing it read has changed
+	// since (memo.go). The decisions are the same; it is for comparison.
+	NoSearchMemo bool
 }
 
 // DefaultOptions are what allot uses when nothing else is said.

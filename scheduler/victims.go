@@ -173,6 +173,7 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 	}
 	l := byView[v]
 	if l != nil && l.current(s.now) {
+		s.sawFlip(l)
 		return l
 	}
 	if l == nil {
@@ -190,6 +191,7 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 	}
 	l.borrowOnly.sort()
 	l.rest.sort()
+	s.sawFlip(l)
 	return l
 }
 
@@ -335,6 +337,11 @@ type stream struct {
 	// top is the head while known (a heap of streams asks for it often).
 	top   *candidate
 	known bool
+	// starving, when set, is the search of a starving workload, which takes
+	// only what it says: the stream passes over the rest (as the search
+	// would, counting them against the budget) and ends at the first
+	// candidate of a higher tier.
+	starving *victimSearch
 }
 
 // head returns the next candidate of the stream, if any.
@@ -350,6 +357,22 @@ func (st *stream) peek() *candidate {
 	if st.known {
 		return st.top
 	}
+	for {
+		c := st.look()
+		if c == nil || st.starving == nil || st.starving.laterBorrow(c) {
+			return c
+		}
+		if c.prio > st.starving.prio {
+			// Victim order is by tier first: nothing after it is taken.
+			st.top = nil
+			return nil
+		}
+		st.pop()
+	}
+}
+
+// look reads the next candidate of the stream into top.
+func (st *stream) look() *candidate {
 	st.top, st.known = nil, true
 	var r *candidate
 	if st.all && st.budget > 0 {
@@ -367,7 +390,10 @@ func (st *stream) peek() *candidate {
 
 // pop moves past the head.
 func (st *stream) pop() {
-	c := st.peek()
+	c := st.top
+	if !st.known {
+		c = st.peek()
+	}
 	if c.borrowOnly {
 		st.i.i++
 	} else {
@@ -397,6 +423,12 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 	}
 	for _, st := range vs.reclaim {
 		for c := range st.borrowOnly.from(st.i) {
+			if st.starving != nil && !st.starving.laterBorrow(c) {
+				if c.prio > st.starving.prio {
+					break
+				}
+				continue
+			}
 			if !yield(c) {
 				return
 			}
@@ -406,10 +438,10 @@ func (vs *victimSearch) each(yield func(*candidate) bool) {
 		}
 		budget := st.budget
 		for c := range st.rest.from(st.j) {
-			if budget <= 0 {
+			if budget <= 0 || (st.starving != nil && c.prio > st.starving.prio) {
 				break
 			}
-			if !yield(c) {
+			if (st.starving == nil || st.starving.laterBorrow(c)) && !yield(c) {
 				return
 			}
 			budget -= c.gpus
@@ -520,9 +552,13 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 			l := s.teamVictims(f, v, o)
 			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
 			if forStarving {
-				// Only what it may take counts (the stream yields the rest,
-				// which the search passes over).
+				// Only what it may take counts, and the stream yields only
+				// that.
+				st.starving = vs
 				for c := range l.borrowOnly.from(vpos{}) {
+					if c.prio > vs.prio {
+						break
+					}
 					if vs.laterBorrow(c) {
 						room += c.gpus
 					}
@@ -535,7 +571,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 				excess := or.usage - or.borrowOnly - or.nominal
 				st.all, st.budget = true, excess
 				for c := range l.rest.from(vpos{}) {
-					if excess <= 0 {
+					if excess <= 0 || (forStarving && c.prio > vs.prio) {
 						break
 					}
 					if !forStarving || vs.laterBorrow(c) {

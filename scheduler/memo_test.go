@@ -1,0 +1,121 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSearchMemoDecidesAsNoMemo runs random histories (arrivals, ends, node
+// faults and holds, the passing of time across the starving and reserve
+// times) on two schedulers in lockstep, one remembering failed searches
+// and one not (Options.NoSearchMemo), and requires the same decisions every
+// cycle and the same usage at the end. Every search the memo would skip is
+// run anyway (memoCheck) and must fail.
+func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
+	hits := 0
+	for seed := range 120 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 43))
+		rules := seed%2 == 1
+		cfg, nodes := evenWorld(rng, rules)
+		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, StarvationAfter: time.Duration(rng.IntN(4)) * 2 * time.Minute}
+		if rng.IntN(4) == 0 {
+			opts.GangTimeout, opts.Backoff = 2*time.Minute, time.Minute
+		}
+		if rng.IntN(6) == 0 {
+			opts.BorrowFirstAfter = 3 * time.Minute
+		}
+		off := opts
+		off.NoSearchMemo = true
+		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, off)
+		a.s.memoCheck = func(w *workload, ok bool) {
+			hits++
+			if ok {
+				t.Fatalf("seed %d: %s's search failed before and nothing it read changed, yet it finds victims now", seed, w.spec.ID)
+			}
+		}
+		b.s.memoCheck = func(w *workload, _ bool) {
+			t.Fatalf("seed %d: the memo is off, yet %s's search was remembered", seed, w.spec.ID)
+		}
+		// Quiet stretches: time passes and nothing else happens, so that
+		// what changes with time alone (starving, a drained gang's grace)
+		// is what a remembered failure must notice.
+		quiet := rng.IntN(4)
+		next := 0
+		for step := range 200 {
+			sec := step * 30
+			if step%20 >= 20-5*quiet {
+				ra, rb := a.cycle(sec), b.cycle(sec)
+				if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+					t.Fatalf("seed %d step %d (quiet): with the memo %v, without %v", seed, step, decisions(ra), decisions(rb))
+				}
+				continue
+			}
+			next = evenEvents(t, rng, cfg, rules, next, sec, a, b)
+			n := nodes[rng.IntN(len(nodes))]
+			switch rng.IntN(16) {
+			case 0:
+				setHealth(t, n.Name, rng.IntN(2) == 0, a, b)
+			case 1:
+				held := GPUs(rng.IntN(int(n.GPUs) + 1))
+				for _, f := range []*fx{a, b} {
+					if err := f.s.Hold(n.Name, held); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ra, rb := a.cycle(sec), b.cycle(sec)
+			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+				t.Fatalf("seed %d step %d: with the memo %v, without %v", seed, step, decisions(ra), decisions(rb))
+			}
+			if err := a.s.checkInvariants(); err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+		}
+		if ua, ub := a.s.Usage(), b.s.Usage(); !reflect.DeepEqual(ua, ub) {
+			t.Fatalf("seed %d: usage with the memo %+v, without %+v", seed, ua, ub)
+		}
+	}
+	if hits < 1000 {
+		t.Fatalf("only %d searches remembered in all the worlds: the test does not exercise the memo", hits)
+	}
+	t.Logf("%d searches the memo would skip, each run and failed", hits)
+}
+
+// TestSearchMemoSeesTheStarvingTime: a search that failed before its
+// workload starved is not taken as failed once it starves, though nothing
+// else changed in between: a's gang fails to make room from its own lower
+// tier alone, and once it has waited StarvationAfter it takes back b's later
+// borrowed work (ReclaimForStarving), with the memo as without.
+func TestSearchMemoSeesTheStarvingTime(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{
+			teamQ("a", "org", 8, nil, nil), teamQ("b", "org", 8, nil, nil), teamQ("c", "org", 8, nil, nil)}}
+		f := newFx(t, cfg, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: -1, StarvationAfter: 10 * time.Minute, NoSearchMemo: off})
+		f.submit(wl("a1", "a", "research", 1, 8, 0))
+		f.cycle(0)
+		// b borrows c's idle quota with work submitted after the gang;
+		// the fleet's last 8 GPUs are in no quota.
+		f.submit(wl("b1", "b", "production", 1, 8, 2), wl("b2", "b", "production", 1, 8, 2))
+		f.cycle(2)
+		f.submit(wl("gang", "a", "production", 2, 8, 1))
+		searched := 0
+		f.s.searched = func(done bool) {
+			if !done {
+				searched++
+			}
+		}
+		var by []Preemption
+		for sec := 3; sec <= 20*60 && by == nil; sec += 60 {
+			by = f.cycle(sec).Preempted
+		}
+		if searched == 0 {
+			t.Fatalf("memo off %v: the gang never searched before it starved", off)
+		}
+		if len(by) != 2 || by[0].By != "gang" || !slices.ContainsFunc(by, func(p Preemption) bool { return p.Reason == PreemptStarving }) {
+			t.Fatalf("memo off %v: preemptions %+v, want the starving gang to take back b's later work and a1", off, by)
+		}
+	}
+}
