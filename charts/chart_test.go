@@ -58,15 +58,23 @@ func loadChart(t testing.TB) *chart.Chart {
 // --include-crds -n allot-system` does, schema validation included.
 func render(t testing.TB, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	inst := action.NewInstall(&action.Configuration{})
-	inst.DryRun, inst.ClientOnly, inst.IncludeCRDs = true, true, true
-	inst.ReleaseName, inst.Namespace = release, namespace
-	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
+	inst := template(namespace)
+	inst.IncludeCRDs = true
 	rel, err := inst.Run(loadChart(t), vals)
 	if err != nil {
 		return nil, err
 	}
 	return decode(t, []byte(rel.Manifest)), nil
+}
+
+// template is an install that renders only, as `helm template -n ns` (on
+// Kubernetes 1.30, the oldest the chart supports).
+func template(ns string) *action.Install {
+	inst := action.NewInstall(&action.Configuration{})
+	inst.DryRun, inst.ClientOnly = true, true
+	inst.ReleaseName, inst.Namespace = release, ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
+	return inst
 }
 
 func mustRender(t testing.TB, vals map[string]any) []*unstructured.Unstructured {
@@ -477,11 +485,7 @@ func TestBadValues(t *testing.T) {
 // TestBadNamespace: a release namespace that is no DNS label (it is
 // written into the admission policies' CEL) is refused with its reason.
 func TestBadNamespace(t *testing.T) {
-	inst := action.NewInstall(&action.Configuration{})
-	inst.DryRun, inst.ClientOnly = true, true
-	inst.ReleaseName, inst.Namespace = release, `a" || true || "`
-	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
-	_, err := inst.Run(loadChart(t), nil)
+	_, err := template(`a" || true || "`).Run(loadChart(t), nil)
 	if err == nil || !strings.Contains(err.Error(), "want a DNS label") {
 		t.Fatalf("err = %v, want one saying the namespace must be a DNS label", err)
 	}

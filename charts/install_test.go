@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,8 +70,9 @@ func helmConfig(t *testing.T, cfg *rest.Config) *action.Configuration {
 // API server, which validates every object, and finds each object the chart
 // renders there (the CRDs established, the admission policies and their
 // bindings in place, the CapacitySource of capacitySource accepted by its
-// CRD); then uninstalls it and finds every object gone but the CRDs, which
-// Helm keeps, and no release record left.
+// CRD); upgrades it (a new image, the hub on) and finds the change; then
+// uninstalls it and finds every object gone but the CRDs, which Helm keeps,
+// and no release record left.
 func TestInstallUninstall(t *testing.T) {
 	vals := map[string]any{"capacitySource": map[string]any{"create": true, "url": "https://github.com/acme/capacity.git", "ref": map[string]any{"branch": "main"}}}
 	objs := mustRender(t, vals)
@@ -117,6 +119,33 @@ func TestInstallUninstall(t *testing.T) {
 			}
 		}
 	}
+
+	// An upgrade (a new image, the hub on) changes the objects in place and
+	// adds the hub's.
+	up := action.NewUpgrade(ac)
+	up.Namespace, up.Timeout = namespace, 2*time.Minute
+	upVals := map[string]any{"image": map[string]any{"tag": "v2"}, "hub": map[string]any{"enabled": true}, "capacitySource": vals["capacitySource"]}
+	if _, err := up.RunWithContext(ctx, release, loadChart(t), upVals); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	d := &unstructured.Unstructured{}
+	d.SetAPIVersion("apps/v1")
+	d.SetKind("Deployment")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "allot-manager"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if ct := container(t, d); ct["image"] != configImage+":v2" || !slices.Contains(ct["args"].([]any), any("--hub=true")) {
+		t.Errorf("after the upgrade the manager runs %v %v, want %s:v2 with --hub=true", ct["image"], ct["args"], configImage)
+	}
+	upgraded := mustRender(t, upVals)
+	for _, want := range upgraded {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(want.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+			t.Errorf("%s after upgrade: %v", keyOf(want), err)
+		}
+	}
+	objs = append(objs, upgraded...)
 
 	un := action.NewUninstall(ac)
 	un.Timeout = 2 * time.Minute
