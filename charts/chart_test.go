@@ -492,8 +492,14 @@ func TestBadNamespace(t *testing.T) {
 }
 
 // TestLint: `helm lint --strict` finds nothing above INFO, with the default
-// values and with every optional part on.
+// values and with every optional part on; the chart holds no file of this Go
+// package.
 func TestLint(t *testing.T) {
+	for _, f := range loadChart(t).Raw {
+		if strings.HasSuffix(f.Name, ".go") {
+			t.Errorf("the chart holds %s", f.Name)
+		}
+	}
 	for name, vals := range map[string]map[string]any{
 		"default": nil,
 		"all on": {"hub": map[string]any{"enabled": true}, "manager": map[string]any{"scheduler": "kueue"},
