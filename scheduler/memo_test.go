@@ -119,3 +119,16 @@ func TestSearchMemoSeesTheStarvingTime(t *testing.T) {
 		}
 	}
 }
+
+// TestUnixNanosOrdersAsTime: a candidate's submission, as the starving
+// search compares it, orders as the times do, out of an int64's range too.
+func TestUnixNanosOrdersAsTime(t *testing.T) {
+	times := []time.Time{{}, time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(-1, 0), time.Unix(0, 0), time.Unix(0, 1), at(5), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i, a := range times {
+		for _, b := range times[i+1:] {
+			if !(unixNanos(a) < unixNanos(b)) && !(a.Before(minNanos) && b.Before(minNanos)) && !(a.After(maxNanos) && b.After(maxNanos)) {
+				t.Errorf("%v before %v, yet %d >= %d", a, b, unixNanos(a), unixNanos(b))
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -19,6 +20,9 @@ type candidate struct {
 	at                      int64
 	seq                     int64
 	gpus                    GPUs
+	// submitted is w's submission (unixNanos): a starving workload's
+	// search compares it with its own for every candidate it passes.
+	submitted int64
 }
 
 // preempt looks for the smallest set of running workloads whose eviction lets w
@@ -454,9 +458,23 @@ func candidateOf(x *workload, late bool) candidate {
 	return candidate{
 		w: x, prio: x.tier.spec.Priority, late: late,
 		borrowOnly: x.tier.spec.BorrowOnly, preemptible: x.tier.spec.Preemptible,
-		at: x.admittedAt.UnixNano(), seq: x.seq, gpus: x.GPUs(),
+		at: x.admittedAt.UnixNano(), seq: x.seq, gpus: x.GPUs(), submitted: unixNanos(x.spec.Submitted),
 	}
 }
+
+// unixNanos is t in nanoseconds since 1970, held to what an int64 holds
+// (a submission time may come from anywhere), so that it orders as t does.
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64
+	case t.After(maxNanos):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var minNanos, maxNanos = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 // drainedGrace is how long a gang admitted on the nodes drained for it is
 // reclaimed after every other victim of its tier.
@@ -515,23 +533,5 @@ func (s *Scheduler) restoreFlags(e whatIf) {
 	e.w.started, s.dirty = e.started, e.dirty
 	if e.unstarted {
 		s.unstarted[e.w] = struct{}{}
-	}
-}
-
-// WhatIfEvict releases the given admitted workloads as if they were evicted and
-// returns the function that binds them again: usage, quotas and free GPUs as
-// they were (not the order of nodes inside the index, which a failed
-// preemption search restores with its journal).
-func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
-	var restores []whatIf
-	for _, id := range ids {
-		if w, ok := s.workloads[id]; ok && w.state == stateAdmitted {
-			restores = append(restores, s.evictWhatIf(w))
-		}
-	}
-	return func() {
-		for i := len(restores) - 1; i >= 0; i-- {
-			s.rebind(restores[i])
-		}
 	}
 }

@@ -276,7 +276,7 @@ type victimSearch struct {
 	ahead []candidate
 	// after is the submission of a starving workload's search: its reclaim
 	// candidates (PreemptStarving) count only when submitted after it.
-	after time.Time
+	after int64
 	// bounded: the search of a team that would pass its nominal were none
 	// of its own lower tiers evicted. With a reclaim victim evicted (of
 	// reclaimed, the count) the workload fits only while its team, w
@@ -322,7 +322,7 @@ func (vs *victimSearch) takes(c *candidate) bool {
 // laterBorrow says whether c is of the starving workload's tier or lower and
 // submitted after it.
 func (vs *victimSearch) laterBorrow(c *candidate) bool {
-	return c.prio <= vs.prio && c.w.spec.Submitted.After(vs.after)
+	return c.prio <= vs.prio && c.submitted > vs.after
 }
 
 // stream walks one team's two lists in victim order, keeping of the non
@@ -539,7 +539,7 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 	// (reclaims, with reclaimsFor read once).
 	forStarving := starving || !reclaimsFor(t, w.tier, f, w.GPUs())
 	if forStarving {
-		reason, vs.after = PreemptStarving, w.spec.Submitted
+		reason, vs.after = PreemptStarving, unixNanos(w.spec.Submitted)
 	} else if r := t.q.r(f.id); r.usage+w.GPUs() > r.nominal {
 		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, r.nominal-w.GPUs()
 	}

@@ -50,3 +50,21 @@ func (s *Scheduler) state() State {
 	slices.Sort(st.Admitted)
 	return st
 }
+
+// WhatIfEvict releases the given admitted workloads as if they were evicted and
+// returns the function that binds them again: usage, quotas and free GPUs as
+// they were (not the order of nodes inside the index, which a failed
+// preemption search restores with its journal).
+func (s *Scheduler) WhatIfEvict(ids ...WorkloadID) (restore func()) {
+	var restores []whatIf
+	for _, id := range ids {
+		if w, ok := s.workloads[id]; ok && w.state == stateAdmitted {
+			restores = append(restores, s.evictWhatIf(w))
+		}
+	}
+	return func() {
+		for i := len(restores) - 1; i >= 0; i-- {
+			s.rebind(restores[i])
+		}
+	}
+}
