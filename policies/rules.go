@@ -75,7 +75,7 @@ var Rules = []Rule{
 	{RuleSlurmLending, schema.SeverityWarning, "Slurm cannot keep part of a quota from the cohort: a lendingLimit is not enforced in a Slurm cluster"},
 	{RuleSlurmTopology, schema.SeverityWarning, "a Slurm pool's topology becomes topology.conf switches: Slurm prefers the fewest switches, and requires them only for a job asking --switches"},
 	{RuleSlurmBorrowOnly, schema.SeverityWarning, "Slurm counts every job against its account's GrpTRES: a borrowOnly tier's jobs take the team's quota, and are only requeued by higher tiers"},
-	{RuleSlurmUntypedGPUs, schema.SeverityWarning, "a team with quota of several flavors in one Slurm cluster: a job asking for untyped GPUs counts only against gres/gpu (the sum), so it may take the sum of any one flavor"},
+	{RuleSlurmUntypedGPUs, schema.SeverityWarning, "a team with quota in a Slurm cluster of several flavors: a job asking for untyped GPUs counts only against gres/gpu (the sum of the team's limits), so it may run on any flavor beyond the team's quota of it"},
 	{RuleObjectSize, schema.SeverityError, "what the repository writes into one object fits it: a costCenter of at most 256 bytes, a tier's description of at most 2048, at most 64 owners or approvers, 256 namespaces and 64 flavors a team"},
 }
 

@@ -15,16 +15,9 @@ const (
 	slurmRootAccount = "root"
 )
 
-// slurmClusters returns the names of the clusters whose scheduler is Slurm.
-func slurmClusters(cfg *schema.Config) []schema.ClusterName {
-	var out []schema.ClusterName
-	for _, n := range cfg.ClusterNames() {
-		if cfg.Clusters[n].Scheduler == schema.SchedulerSlurm {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+// SlurmApproximations are the rules whose warnings say how Slurm
+// approximates a rule of the repository: --strict makes them errors.
+var SlurmApproximations = []string{RuleSlurmBorrowing, RuleSlurmLending, RuleSlurmTopology, RuleSlurmBorrowOnly, RuleSlurmUntypedGPUs}
 
 // SlurmFlavors returns the flavors the pools of Slurm cluster c carry, sorted.
 func SlurmFlavors(cfg *schema.Config, c schema.ClusterName) []schema.Flavor {
@@ -68,7 +61,7 @@ func checkSlurm(cfg *schema.Config) schema.Findings {
 				"pool %s: Slurm places by the switches of topology.conf (topology/tree), rendered from these levels: it prefers the fewest switches, and requires them only for a job that asks --switches", n)))
 		}
 	}
-	for _, c := range slurmClusters(cfg) {
+	for _, c := range cfg.ClustersRunBy(schema.SchedulerSlurm) {
 		cl := cfg.Clusters[c]
 		if cl.Provider != schema.ProviderOnPrem {
 			out = append(out, finding(RuleSlurmProvider, cfg.Pos("clusters", string(c), "provider"), fmt.Sprintf(
@@ -78,7 +71,7 @@ func checkSlurm(cfg *schema.Config) schema.Findings {
 		out = append(out, checkSlurmGRESTypes(cfg, c)...)
 		out = append(out, checkSlurmTeams(cfg, c)...)
 	}
-	if len(slurmClusters(cfg)) > 0 {
+	if len(cfg.ClustersRunBy(schema.SchedulerSlurm)) > 0 {
 		out = append(out, checkSlurmAccounts(cfg)...)
 	}
 	return out
@@ -138,7 +131,7 @@ func checkSlurmTeams(cfg *schema.Config, c schema.ClusterName) schema.Findings {
 	flavors := SlurmFlavors(cfg, c)
 	for _, n := range cfg.TeamNames() {
 		t := cfg.Teams[n]
-		var mine []schema.Flavor
+		var mine []schema.Flavor // the team's flavors of the cluster
 		for _, f := range flavors {
 			if _, ok := t.Quota[f]; ok {
 				mine = append(mine, f)
@@ -160,10 +153,10 @@ func checkSlurmTeams(cfg *schema.Config, c schema.ClusterName) schema.Findings {
 					"team %s: Slurm cannot keep part of a quota from the cohort: in cluster %s the lendingLimit of %s is not enforced (the cohort's cap is shared first come)", n, c, f)))
 			}
 		}
-		if len(mine) > 1 {
+		if len(mine) > 0 && len(flavors) > 1 {
 			out = append(out, finding(RuleSlurmUntypedGPUs, cfg.Pos("teams", string(n), "quota"), fmt.Sprintf(
-				"team %s: a job of cluster %s asking for untyped GPUs (--gres=gpu:N) counts only against gres/gpu, set to the sum of the team's %s quotas: such a job may take that sum of any one flavor; ask for gpu:<type>",
-				n, c, joinFlavors(mine))))
+				"team %s: a job of cluster %s asking for untyped GPUs (--gres=gpu:N) counts only against gres/gpu, the sum of the team's limits there: it may run on GPUs of any of %s, beyond the team's quota of that flavor; ask for gpu:<type>",
+				n, c, joinFlavors(flavors))))
 		}
 	}
 	return out

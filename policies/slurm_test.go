@@ -10,16 +10,17 @@ import (
 )
 
 // validSlurm passes every rule: a Kubernetes and a Slurm cluster, the Slurm
-// one with two flavors in two partitions.
+// ones with a flavor each.
 const validSlurm = `package capacity
 clusters: {
 	k8s: provider: "kwok"
 	hpc: {provider: "onprem", scheduler: "slurm"}
+	hpc2: {provider: "onprem", scheduler: "slurm"}
 }
 pools: {
 	kh: {cluster: "k8s", flavor: "h100", gpusPerNode: 8, nodes: max: 2, price: onDemandPerNodeHour: 10}
 	sh: {cluster: "hpc", flavor: "h100", gpusPerNode: 8, nodes: max: 4, price: onDemandPerNodeHour: 10, slurm: {nodePrefix: "gpu", nodeDigits: 3, firstIndex: 1}}
-	sa: {cluster: "hpc", flavor: "a100", gpusPerNode: 8, nodes: max: 2, price: onDemandPerNodeHour: 5}
+	sa: {cluster: "hpc2", flavor: "a100", gpusPerNode: 8, nodes: max: 2, price: onDemandPerNodeHour: 5}
 }
 tiers: {
 	prod: priority: 10
@@ -46,24 +47,24 @@ func TestSlurmRules(t *testing.T) {
 		contains string
 	}{
 		"cloud provider":          {[]string{`provider: "onprem"`, `provider: "gke"`}, RuleSlurmProvider, 4, `declare provider "onprem"`},
-		"slurm on kubernetes":     {[]string{`flavor: "h100", gpusPerNode: 8, nodes: max: 2,`, `flavor: "h100", gpusPerNode: 8, nodes: max: 2, slurm: {},`}, RuleSlurmPool, 7, "scheduler is kubernetes"},
-		"partition not a name":    {[]string{`nodeDigits: 3`, `partition: "Gpu", nodeDigits: 3`}, schema.RuleSchema, 8, "slurm.partition"},
-		"prefix with a space":     {[]string{`nodePrefix: "gpu"`, `nodePrefix: "gpu x"`}, schema.RuleSchema, 8, "nodePrefix"},
-		"prefix a hostlist":       {[]string{`nodePrefix: "gpu"`, `nodePrefix: "gpu[1-4]"`}, schema.RuleSchema, 8, "nodePrefix"},
-		"default prefix digit":    {[]string{`sa: {`, `"9a": {`}, RuleSlurmNames, 9, "set slurm.partition"},
-		"gres type from flavor":   {[]string{`flavor: "a100"`, `flavor: "8a100"`, `a100: nominal`, `"8a100": nominal`}, RuleSlurmNames, 9, "slurm.gresType"},
-		"one node twice":          {[]string{`sa: {`, `sa: {slurm: {nodePrefix: "gpu", nodeDigits: 3, firstIndex: 4}, `}, RuleSlurmNames, 8, "node gpu004 of cluster hpc is also a node of pool sa"},
-		"two flavors one type":    {[]string{`price: onDemandPerNodeHour: 5}`, `price: onDemandPerNodeHour: 5, slurm: gresType: "h100"}`}, RuleSlurmNames, 8, "both have GRES type gpu:h100"},
-		"team root":               {[]string{`x: {costCenter`, `root: {costCenter`}, RuleSlurmNames, 17, "account root"},
-		"tier normal":             {[]string{`prod: priority`, `normal: priority`}, RuleSlurmNames, 12, "QOS normal"},
-		"team and cohort":         {[]string{`research: {}`, `x: {}`}, RuleSlurmNames, 17, "both become Slurm accounts"},
-		"team starts with digit":  {[]string{`y: {costCenter`, `"1y": {costCenter`}, RuleSlurmNames, 18, "starts with a letter"},
-		"borrowing":               {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: {nominal: 16, borrowingLimit: 8}}`}, RuleSlurmBorrowing, 17, "nominal + borrowingLimit (24)"},
-		"borrowing without limit": {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: nominal: 16}`}, RuleSlurmBorrowing, 17, "its cohort's total"},
-		"lending":                 {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: {nominal: 16, lendingLimit: 8}}`}, RuleSlurmLending, 17, "lendingLimit of h100 is not enforced"},
-		"topology":                {[]string{`firstIndex: 1}}`, `firstIndex: 1}, topology: levels: ["rack", "host"]}`}, RuleSlurmTopology, 8, "--switches"},
-		"borrow only":             {[]string{`preemptible: true}`, `preemptible: true, borrowOnly: true}`}, RuleSlurmBorrowOnly, 13, "borrowOnly"},
-		"untyped gpus":            {[]string{`quota: a100: nominal: 8`, `quota: {a100: nominal: 8, h100: nominal: 8}`}, RuleSlurmUntypedGPUs, 18, "--gres=gpu:N"},
+		"slurm on kubernetes":     {[]string{`flavor: "h100", gpusPerNode: 8, nodes: max: 2,`, `flavor: "h100", gpusPerNode: 8, nodes: max: 2, slurm: {},`}, RuleSlurmPool, 8, "scheduler is kubernetes"},
+		"partition not a name":    {[]string{`nodeDigits: 3`, `partition: "Gpu", nodeDigits: 3`}, schema.RuleSchema, 9, "slurm.partition"},
+		"prefix with a space":     {[]string{`nodePrefix: "gpu"`, `nodePrefix: "gpu x"`}, schema.RuleSchema, 9, "nodePrefix"},
+		"prefix a hostlist":       {[]string{`nodePrefix: "gpu"`, `nodePrefix: "gpu[1-4]"`}, schema.RuleSchema, 9, "nodePrefix"},
+		"default prefix digit":    {[]string{`sa: {`, `"9a": {`}, RuleSlurmNames, 10, "set slurm.partition"},
+		"gres type from flavor":   {[]string{`flavor: "a100"`, `flavor: "8a100"`, `a100: nominal`, `"8a100": nominal`}, RuleSlurmNames, 10, "slurm.gresType"},
+		"one node twice":          {[]string{`sa: {cluster: "hpc2",`, `sa: {cluster: "hpc", slurm: {nodePrefix: "gpu", nodeDigits: 3, firstIndex: 4}, `}, RuleSlurmNames, 9, "node gpu004 of cluster hpc is also a node of pool sa"},
+		"two flavors one type":    {[]string{`sa: {cluster: "hpc2",`, `sa: {cluster: "hpc",`, `price: onDemandPerNodeHour: 5}`, `price: onDemandPerNodeHour: 5, slurm: gresType: "h100"}`}, RuleSlurmNames, 9, "both have GRES type gpu:h100"},
+		"team root":               {[]string{`x: {costCenter`, `root: {costCenter`}, RuleSlurmNames, 18, "account root"},
+		"tier normal":             {[]string{`prod: priority`, `normal: priority`}, RuleSlurmNames, 13, "QOS normal"},
+		"team and cohort":         {[]string{`research: {}`, `x: {}`}, RuleSlurmNames, 18, "both become Slurm accounts"},
+		"team starts with digit":  {[]string{`y: {costCenter`, `"1y": {costCenter`}, RuleSlurmNames, 19, "starts with a letter"},
+		"borrowing":               {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: {nominal: 16, borrowingLimit: 8}}`}, RuleSlurmBorrowing, 18, "nominal + borrowingLimit (24)"},
+		"borrowing without limit": {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: nominal: 16}`}, RuleSlurmBorrowing, 18, "its cohort's total"},
+		"lending":                 {[]string{`owners: ["@x"], quota: h100: nominal: 16}`, `owners: ["@x"], cohort: "research", quota: h100: {nominal: 16, lendingLimit: 8}}`}, RuleSlurmLending, 18, "lendingLimit of h100 is not enforced"},
+		"topology":                {[]string{`firstIndex: 1}}`, `firstIndex: 1}, topology: levels: ["rack", "host"]}`}, RuleSlurmTopology, 9, "--switches"},
+		"borrow only":             {[]string{`preemptible: true}`, `preemptible: true, borrowOnly: true}`}, RuleSlurmBorrowOnly, 14, "borrowOnly"},
+		"untyped gpus":            {[]string{`sa: {cluster: "hpc2",`, `sa: {cluster: "hpc",`}, RuleSlurmUntypedGPUs, 19, "team y: a job of cluster hpc asking for untyped GPUs (--gres=gpu:N)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := validSlurm

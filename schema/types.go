@@ -187,6 +187,17 @@ type Policy struct {
 // ClusterNames returns the cluster names, sorted.
 func (c *Config) ClusterNames() []ClusterName { return slices.Sorted(maps.Keys(c.Clusters)) }
 
+// ClustersRunBy returns the names of the clusters scheduler runs, sorted.
+func (c *Config) ClustersRunBy(s Scheduler) []ClusterName {
+	var out []ClusterName
+	for _, n := range c.ClusterNames() {
+		if c.Clusters[n].Scheduler == s {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // PoolNames returns the pool names, sorted.
 func (c *Config) PoolNames() []PoolName { return slices.Sorted(maps.Keys(c.Pools)) }
 

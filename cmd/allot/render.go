@@ -66,7 +66,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 			if err != nil {
 				return err
 			}
-			addTargetFindings(&c, tg)
+			target.addFindings(&c, tg)
 			if owners != "" && c.cfg != nil {
 				c.findings = append(c.findings, policies.CheckCodeowners(c.cfg)...)
 			}
@@ -88,6 +88,9 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 				if out == "" {
 					return nil
 				}
+			}
+			if tg == targetSlurm {
+				return renderSlurm(cmd, out, c)
 			}
 			tf, err := backend.options()
 			if err != nil {

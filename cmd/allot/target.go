@@ -3,27 +3,56 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/planner/render"
 	"github.com/allot-dev/allot/planner/render/kueue"
+	"github.com/allot-dev/allot/policies"
+	"github.com/allot-dev/allot/schema"
 )
 
-// targetFlag is --target: the scheduler the quotas are rendered for.
-type targetFlag struct{ value string }
+// targetFlag is --target: the scheduler the quotas are rendered for; and
+// --strict: the rules it can only approximate are errors.
+type targetFlag struct {
+	value  string
+	strict bool
+}
+
+// targetSlurm renders the Slurm clusters' accounting and configuration
+// fragments (planner/slurm) instead of Kubernetes manifests.
+const targetSlurm render.Target = "slurm"
+
+func targets() []render.Target { return append(render.Targets(), targetSlurm) }
 
 func (t *targetFlag) register(c *cobra.Command) {
 	c.Flags().StringVar(&t.value, "target", string(render.TargetAllot),
-		"the scheduler that enforces the quotas: allot (its embedded scheduler) or kueue (Kueue's ClusterQueues; the rules Kueue cannot say are reported as warnings)")
+		"the scheduler that enforces the quotas: allot (its embedded scheduler), kueue (Kueue's ClusterQueues; the rules Kueue cannot say are reported as warnings) or slurm (the Slurm clusters' accounts, QOS, limits and slurm.conf fragments: docs/slurm.md)")
+	c.Flags().BoolVar(&t.strict, "strict", false,
+		"report the rules the scheduler can only approximate (kueue-* with --target kueue, slurm-* for Slurm clusters) as errors, not warnings")
 }
 
 func (t *targetFlag) target() (render.Target, error) {
 	tg := render.Target(t.value)
-	if !slices.Contains(render.Targets(), tg) {
-		return "", usageError{fmt.Errorf("--target %q: want one of %v", t.value, render.Targets())}
+	if !slices.Contains(targets(), tg) {
+		return "", usageError{fmt.Errorf("--target %q: want one of %v", t.value, targets())}
 	}
 	return tg, nil
+}
+
+// addFindings adds the target's findings to c; with --strict, the warnings
+// of the rules a scheduler only approximates become errors.
+func (t *targetFlag) addFindings(c *checked, tg render.Target) {
+	addTargetFindings(c, tg)
+	if !t.strict {
+		return
+	}
+	for i, f := range c.findings {
+		if f.Severity == schema.SeverityWarning && (strings.HasPrefix(f.Rule, "kueue-") || slices.Contains(policies.SlurmApproximations, f.Rule)) {
+			c.findings[i].Severity = schema.SeverityError
+		}
+	}
 }
 
 // addTargetFindings adds to c the findings of the target: for kueue, allot's

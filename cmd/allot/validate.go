@@ -48,7 +48,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 			if err != nil {
 				return err
 			}
-			addTargetFindings(&c, tg)
+			target.addFindings(&c, tg)
 			printFindings(cmd.OutOrStdout(), dir, c.findings)
 			errs, warns := c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning)
 			if errs > 0 {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/slurm"
+	"github.com/allot-dev/allot/schema"
+)
+
+// slurmRepo is planner/slurm's test repository: a GKE and a Slurm cluster.
+var slurmRepo = filepath.Join("..", "..", "planner", "slurm", "testdata", "repo")
+
+// TestRenderSlurm: --target slurm writes OUT/slurm/<cluster>/ (the bytes
+// planner/slurm makes) and nothing else, prints the approximations as
+// warnings, and a second render changes nothing.
+func TestRenderSlurm(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := allot(t, nil, "render", slurmRepo, "-o", out, "--target", "slurm")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if want := out + ": 1 Slurm clusters (hpc); 5 files changed\n"; stdout != want {
+		t.Errorf("stdout = %q, want %q", stdout, want)
+	}
+	if !strings.Contains(stderr, "capacity.cue:45:30: warning: slurm-borrowing: ") {
+		t.Errorf("stderr lacks the borrowing warning at its line:\n%s", stderr)
+	}
+	cfg, findings := schema.Load(os.DirFS(slurmRepo))
+	if findings.HasErrors() {
+		t.Fatal(findings)
+	}
+	files, err := slurm.Render(cfg, planner.Build(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, f := range files {
+		want[f.Path] = string(f.Data)
+	}
+	if diff := cmp.Diff(want, tree(t, out)); diff != "" {
+		t.Errorf("files under OUT (-want +got):\n%s", diff)
+	}
+	if code, stdout, _ := allot(t, nil, "render", slurmRepo, "-o", out, "--target", "slurm"); code != 0 || !strings.HasSuffix(stdout, "; 0 files changed\n") {
+		t.Errorf("second render: exit %d, %q", code, stdout)
+	}
+}
+
+// TestStrict: --strict makes the rules a scheduler only approximates errors
+// (exit 1, nothing rendered), for slurm and kueue alike; other warnings stay.
+func TestStrict(t *testing.T) {
+	for _, args := range [][]string{
+		{"validate", slurmRepo, "--strict"},
+		{"render", slurmRepo, "-o", filepath.Join(t.TempDir(), "out"), "--target", "slurm", "--strict"},
+	} {
+		code, stdout, stderr := allot(t, nil, args...)
+		if code != 1 || !strings.Contains(stdout+stderr, "capacity.cue:45:30: error: slurm-borrowing: ") {
+			t.Errorf("%v: exit %d, want 1 and slurm-borrowing as an error:\n%s%s", args, code, stdout, stderr)
+		}
+		if code, _, stderr := allot(t, nil, args[:len(args)-1]...); code != 0 {
+			t.Errorf("%v without --strict: exit %d\n%s", args[:len(args)-1], code, stderr)
+		}
+	}
+	examples := filepath.Join("..", "..", "examples")
+	code, stdout, _ := allot(t, nil, "validate", examples, "--target", "kueue", "--strict")
+	if code != 1 || !strings.Contains(stdout, "error: kueue-borrow-only: ") {
+		t.Errorf("kueue --strict: exit %d, want 1 and kueue-borrow-only as an error:\n%s", code, stdout)
+	}
+	if code, stdout, _ := allot(t, nil, "validate", examples, "--strict"); code != 0 || strings.Contains(stdout, "error") {
+		t.Errorf("allot target --strict: exit %d (no approximation there)\n%s", code, stdout)
+	}
+}
