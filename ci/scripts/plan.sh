@@ -85,13 +85,14 @@ if [ -n "${ALLOT_CODEOWNERS:-}" ] && [ "$status" -eq 0 ]; then
 	fi
 fi
 
-# GitLab's code-quality report: one entry per finding, paths from the work tree.
-jq --arg dir "${dir#./}" '[.findings[] | {
+# GitLab's code-quality report: one entry per finding; allot names a finding's
+# file relative to the working directory, the work tree here.
+jq '[.findings[] | {
 	description: "\(.rule): \(.message)",
 	check_name: ("allot " + .rule),
 	fingerprint: "\(.rule):\(.file):\(.line):\(.col):\(.message)",
 	severity: (if .severity == "error" then "major" else "minor" end),
-	location: {path: (if $dir == "." or $dir == "" then .file else "\($dir)/\(.file)" end), lines: {begin: ([.line, 1] | max)}}
+	location: {path: .file, lines: {begin: ([.line, 1] | max)}}
 }]' "$ALLOT_OUT/plan.json" >"$ALLOT_OUT/codequality.json"
 
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then

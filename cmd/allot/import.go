@@ -154,7 +154,7 @@ func importAssigner(cmd *cobra.Command, dir string, teams, tiers []string, def s
 		}
 		if c.cfg == nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "allot: %s does not load:\n", dir)
-			printFindings(cmd.ErrOrStderr(), dir, c.findings)
+			printFindings(cmd.ErrOrStderr(), c.findings)
 			return nil, exitError{exitFindings}
 		}
 		q := sim.QuotaFromSchema(c.cfg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -44,13 +45,41 @@ func check(name string, fsys fs.FS, base *schema.Config) checked {
 	return checked{name: name, cfg: r.Config, plan: r.Plan, findings: r.Findings}
 }
 
-// checkDir checks the directory dir.
+// checkDir checks the directory dir. Its findings name their files as
+// compilers do (wdPath), in text, JSON and annotations alike.
 func checkDir(dir string, base *schema.Config) (checked, error) {
 	fsys, err := source.Dir(dir)
 	if err != nil {
 		return checked{}, usageError{err}
 	}
-	return check(dir, fsys, base), nil
+	c := check(dir, fsys, base)
+	for i := range c.findings {
+		c.findings[i].Pos = wdPos(dir, c.findings[i].Pos)
+	}
+	return c, nil
+}
+
+// wdPos is pos, a position in a file of dir, with the file named by wdPath.
+func wdPos(dir string, pos schema.Pos) schema.Pos {
+	if pos.IsValid() {
+		pos.File = wdPath(filepath.Join(dir, pos.File))
+	}
+	return pos
+}
+
+// wdPath names a file as compilers do: relative to the working directory, or
+// absolute when it lies outside it (or the working directory is unknown).
+func wdPath(file string) string {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return filepath.ToSlash(filepath.Clean(file))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.ToSlash(abs)
 }
 
 // A baseSpec is what --base names: a Git ref of the repository that holds
@@ -129,26 +158,31 @@ func (spec baseSpec) load(stderr io.Writer) (checked, error) {
 			return checked{}, usageError{fmt.Errorf("--base %s: %w", spec.ref, err)}
 		}
 		b = check(spec.ref, fsys, nil)
+		for i, f := range b.findings {
+			if f.Pos.IsValid() { // as Git names a file of a commit: REF:path
+				b.findings[i].Pos.File = spec.ref + ":" + path.Join(filepath.ToSlash(spec.sub), f.Pos.File)
+			}
+		}
 	}
 	if b.cfg == nil {
 		fmt.Fprintf(stderr, "allot: the base %s does not load:\n", spec.name())
-		printFindings(stderr, spec.name(), b.findings)
+		printFindings(stderr, b.findings)
 		return b, exitError{exitUsage}
 	}
 	return b, nil
 }
 
 // printFindings writes one line per finding, path:line:col: severity: rule:
-// message, with paths relative to the directory and their control characters
+// message, with the paths as checkDir names them and their control characters
 // escaped (a newline in a file name starts no line); under GitHub Actions it
 // also writes the workflow commands that annotate the pull request.
-func printFindings(w io.Writer, dir string, findings schema.Findings) {
+func printFindings(w io.Writer, findings schema.Findings) {
 	github := os.Getenv("GITHUB_ACTIONS") == "true"
 	for _, f := range findings {
 		f.Pos.File = escapeControl(f.Pos.File)
 		fmt.Fprintln(w, f.String())
 		if github {
-			writeCommand(w, githubAnnotation(dir, f))
+			writeCommand(w, githubAnnotation(f))
 		}
 	}
 }
@@ -254,25 +288,17 @@ func writeCommand(w io.Writer, line string) {
 	fmt.Fprintln(w, line)
 }
 
-// githubAnnotation formats a finding as a GitHub Actions workflow command. GitHub
-// wants the file relative to the repository root: the directory argument is joined
-// in front of the finding's path.
-func githubAnnotation(dir string, f schema.Finding) string {
+// githubAnnotation formats a finding as a GitHub Actions workflow command,
+// naming its file as the text does: relative to the working directory, which
+// in a workflow is the repository root.
+func githubAnnotation(f schema.Finding) string {
 	level := "error"
 	if f.Severity == schema.SeverityWarning {
 		level = "warning"
 	}
 	var props []string
 	if f.Pos.IsValid() {
-		file := filepath.ToSlash(filepath.Join(dir, f.Pos.File))
-		if filepath.IsAbs(dir) {
-			if wd, err := os.Getwd(); err == nil {
-				if rel, err := filepath.Rel(wd, filepath.Join(dir, f.Pos.File)); err == nil && !strings.HasPrefix(rel, "..") {
-					file = filepath.ToSlash(rel)
-				}
-			}
-		}
-		props = append(props, "file="+escapeProperty(file))
+		props = append(props, "file="+escapeProperty(f.Pos.File))
 		if f.Pos.Line > 0 {
 			props = append(props, fmt.Sprintf("line=%d,col=%d", f.Pos.Line, f.Pos.Col))
 		}

@@ -71,7 +71,7 @@ cluster's terraform plan failed).`,
 				return fmt.Errorf("writing the plan: %w", err)
 			}
 			if output != "json" && os.Getenv("GITHUB_ACTIONS") == "true" {
-				printFindingsAnnotationsOnly(cmd.ErrOrStderr(), dir, c.findings)
+				printFindingsAnnotationsOnly(cmd.ErrOrStderr(), c.findings)
 			}
 			if c.findings.HasErrors() {
 				return exitError{exitFindings}
@@ -99,8 +99,8 @@ func planWriter(format string) (func(io.Writer, planreport.Input) error, error) 
 	return nil, usageError{fmt.Errorf("-o %q: want text, markdown or json", format)}
 }
 
-func printFindingsAnnotationsOnly(w io.Writer, dir string, findings schema.Findings) {
+func printFindingsAnnotationsOnly(w io.Writer, findings schema.Findings) {
 	for _, f := range findings {
-		writeCommand(w, githubAnnotation(dir, f))
+		writeCommand(w, githubAnnotation(f))
 	}
 }

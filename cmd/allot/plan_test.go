@@ -135,7 +135,8 @@ func TestPlanBaseGitRef(t *testing.T) {
 func TestPlanOfBrokenConfigStillAnswersInJSON(t *testing.T) {
 	dir := copyExamples(t)
 	edit(t, dir, "pools.cue", "gpusPerNode: 8", "gpusPerNod: 8")
-	code, out, _ := allot(t, nil, "plan", dir, "-o", "json")
+	t.Chdir(dir)
+	code, out, _ := allot(t, nil, "plan", ".", "-o", "json")
 	if code != 1 {
 		t.Fatalf("exit %d", code)
 	}
@@ -169,7 +170,8 @@ func TestPlanCommentEscapesTheRepository(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(head, "a`![y](https:x)`.cue"), []byte("package capacity\ntiers: \"system-x\": priority: 12345\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := allot(t, nil, "plan", head, "--base", base, "-o", "markdown")
+	t.Chdir(head) // the file is named as the working directory sees it
+	code, out, stderr := allot(t, nil, "plan", ".", "--base", base, "-o", "markdown")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (the file's error):\n%s%s", code, out, stderr)
 	}

@@ -82,7 +82,7 @@ broken, 2 bad usage or unreadable input.`,
 			}
 			if ck.cfg == nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "allot: %s does not load:\n", dir)
-				printFindings(cmd.ErrOrStderr(), dir, ck.findings)
+				printFindings(cmd.ErrOrStderr(), ck.findings)
 				return exitError{exitFindings}
 			}
 			in.Config, in.Workload, in.Options = ck.cfg, workloadFile, &opts

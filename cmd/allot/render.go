@@ -71,7 +71,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 				c.findings = append(c.findings, policies.CheckCodeowners(c.cfg)...)
 			}
 			stderr := cmd.ErrOrStderr()
-			printFindings(stderr, dir, c.findings)
+			printFindings(stderr, c.findings)
 			if c.cfg == nil || c.findings.HasErrors() {
 				fmt.Fprintf(stderr, "%s: %d error(s), %d warning(s): nothing rendered\n",
 					dir, c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning))
@@ -100,9 +100,9 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 			if err != nil {
 				var pe *terraform.PoolError
 				if errors.As(err, &pe) {
-					printFindings(stderr, dir, schema.Findings{{
+					printFindings(stderr, schema.Findings{{
 						Severity: schema.SeverityError, Rule: "render",
-						Pos: c.cfg.Pos("pools", string(pe.Pool)), Message: pe.Error(),
+						Pos: wdPos(dir, c.cfg.Pos("pools", string(pe.Pool))), Message: pe.Error(),
 					}})
 				} else {
 					fmt.Fprintf(stderr, "allot: rendering %s: %v\n", dir, err)

@@ -80,7 +80,7 @@ them), 2 bad usage.`,
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), reportSummary(output, rep))
 			}
-			printFindings(cmd.ErrOrStderr(), dir, in.Findings)
+			printFindings(cmd.ErrOrStderr(), in.Findings)
 			if in.Findings.HasErrors() {
 				return exitError{exitFindings}
 			}

@@ -71,7 +71,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			}
 			if c.cfg == nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "allot: %s does not load:\n", dir)
-				printFindings(cmd.ErrOrStderr(), dir, c.findings)
+				printFindings(cmd.ErrOrStderr(), c.findings)
 				return exitError{exitFindings}
 			}
 			in := sim.FromRepository(c.cfg, fleet.Layout(c.cfg, c.plan.NodesTargets()))

@@ -19,7 +19,9 @@ func newValidateCommand() *cobra.Command {
 		Long: `Check a capacity repository against the schema and the organisation's policies.
 
 Every finding is printed as path:line:col: severity: rule: message, with the path
-relative to DIR; under GitHub Actions (GITHUB_ACTIONS=true) also as an annotation.
+relative to the working directory as compilers print it (absolute when the file
+is outside it), in JSON and annotations alike; under GitHub Actions
+(GITHUB_ACTIONS=true) also as an annotation.
 With --base (a directory, or a Git ref of the repository containing DIR), findings
 about sums are also reported at the quotas the change raised.
 With --target kueue, also the rules of the repository that Kueue cannot enforce
@@ -49,7 +51,7 @@ Exit status: 0 valid (warnings allowed), 1 errors found, 2 bad usage.`,
 				return err
 			}
 			target.addFindings(&c, tg)
-			printFindings(cmd.OutOrStdout(), dir, c.findings)
+			printFindings(cmd.OutOrStdout(), c.findings)
 			errs, warns := c.findings.Count(schema.SeverityError), c.findings.Count(schema.SeverityWarning)
 			if errs > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d error(s), %d warning(s)\n", dir, errs, warns)

@@ -106,7 +106,8 @@ func TestValidateCatchesEveryErrorClass(t *testing.T) {
 			for _, c := range tc.changes {
 				edit(t, dir, c.file, c.old, c.new)
 			}
-			code, out, errOut := allot(t, nil, "validate", dir)
+			t.Chdir(dir) // findings name files relative to the working directory
+			code, out, errOut := allot(t, nil, "validate", ".")
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
