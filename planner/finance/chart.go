@@ -78,18 +78,34 @@ func stack(values []float64, classes, titles []string) []part {
 // Layout of every chart, in viewBox units (the SVG scales to the page's width).
 const (
 	chartWidth = 1080.0
-	labelWidth = 170.0
-	valueWidth = 150.0
 	rowHeight  = 28.0
 	barHeight  = 18.0
 	chartTop   = 6.0
 	axisHeight = 22.0
+	// The label and value columns are as wide as their longest text (textWidth),
+	// within these bounds; a longer label is cut with an ellipsis (the row's
+	// title keeps it whole). The plot keeps at least the rest.
+	minLabelWidth, maxLabelWidth = 80.0, 0.3 * chartWidth
+	minValueWidth, maxValueWidth = 60.0, 0.25 * chartWidth
+	textGap                      = 10.0 // between a column's text and the plot
+	fontSize                     = 12.5 // svg text in report.css
+	maxTitleRunes                = 160
 )
 
-// layout scales the bars to a round maximum and places them.
+// layout scales the bars to a round maximum and places them: the label column
+// as wide as the longest label, the value column as the longest value.
 func layout(title string, bars []bar, tickLabel func(float64) string, legend []Legend) Chart {
-	c := Chart{Title: title, Width: chartWidth, PlotX: labelWidth, PlotW: chartWidth - labelWidth - valueWidth, Legend: legend,
-		LabelX: labelWidth - 10, ValueX: chartWidth - valueWidth + 10}
+	labelW, valueW := minLabelWidth, minValueWidth
+	for _, b := range bars {
+		labelW = max(labelW, math.Min(maxLabelWidth, textWidth(b.label)+textGap))
+		valueW = max(valueW, math.Min(maxValueWidth, textWidth(b.value)+textGap))
+	}
+	labelW, valueW = math.Ceil(labelW), math.Ceil(valueW)
+	if rs := []rune(title); len(rs) > maxTitleRunes { // an accessible name, not a page
+		title = string(rs[:maxTitleRunes]) + "…"
+	}
+	c := Chart{Title: title, Width: chartWidth, PlotX: labelW, PlotW: chartWidth - labelW - valueW, Legend: legend,
+		LabelX: labelW - textGap, ValueX: chartWidth - valueW + textGap}
 	var top float64
 	for _, b := range bars {
 		for _, p := range b.parts {
@@ -104,7 +120,10 @@ func layout(title string, bars []bar, tickLabel func(float64) string, legend []L
 	x := func(v float64) float64 { return round1(c.PlotX + v/top*c.PlotW) }
 	for i, b := range bars {
 		y := chartTop + float64(i)*rowHeight
-		row := ChartRow{Label: b.label, Value: b.value, Title: b.title, Highlight: b.highlight, Y: y, TextY: round1(y + barHeight/2 + 4.5)}
+		row := ChartRow{Label: fit(b.label, labelW-textGap), Value: fit(b.value, valueW-textGap), Title: b.title, Highlight: b.highlight, Y: y, TextY: round1(y + barHeight/2 + 4.5)}
+		if row.Title == "" && (row.Label != b.label || row.Value != b.value) {
+			row.Title = b.label + ": " + b.value
+		}
 		for _, p := range b.parts {
 			if p.to <= p.from {
 				continue
@@ -124,6 +143,40 @@ func layout(title string, bars []bar, tickLabel func(float64) string, legend []L
 	c.AxisTextY = c.AxisY + 15
 	c.Height = c.AxisY + axisHeight
 	return c
+}
+
+// textWidth bounds the width of s drawn at fontSize in viewBox units, bold or
+// not, in the fonts report.css names: each character at the widest advance of
+// its class in DejaVu Sans Bold (the widest of them), any other than ASCII at
+// 1.25 em (wider than a CJK ideograph or an arrow). An overestimate only
+// widens a column; it never lets text leave the chart.
+func textWidth(s string) float64 {
+	var em float64
+	for _, r := range s {
+		switch {
+		case strings.ContainsRune("mwMW@%", r):
+			em += 1.11
+		case r >= 'A' && r <= 'Z', strings.ContainsRune("&#+<=>~^", r):
+			em += 0.88
+		case r < 0x80:
+			em += 0.72
+		default:
+			em += 1.25
+		}
+	}
+	return em * fontSize
+}
+
+// fit returns s, or as much of it as fits in width with an ellipsis.
+func fit(s string, width float64) string {
+	if textWidth(s) <= width {
+		return s
+	}
+	rs := []rune(s)
+	for len(rs) > 0 && textWidth(string(rs))+textWidth("…") > width {
+		rs = rs[:len(rs)-1]
+	}
+	return string(rs) + "…"
 }
 
 // niceStep rounds a step up to 1, 2, 2.5 or 5 times a power of ten.

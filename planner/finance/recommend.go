@@ -5,6 +5,7 @@ import (
 
 	"github.com/allot-dev/allot/planner/recommend"
 	"github.com/allot-dev/allot/planner/whatif"
+	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
@@ -30,16 +31,16 @@ func sizing(r *recommend.Result) *Sizing {
 	if r.CurveGridS > 0 {
 		legend += fmt.Sprintf(" (replayed on a %gs grid)", r.CurveGridS)
 	}
-	flush := func() {
+	flush := func(f schema.Flavor) {
 		if len(bars) > 0 {
-			s.Curves = append(s.Curves, layout("p95 wait at each size, "+string(r.Curve[0].Flavor), bars, minutes,
+			s.Curves = append(s.Curves, layout("p95 wait at each size, "+string(f), bars, minutes,
 				[]Legend{{"f-target", legend}, {"m-before", "target"}}))
 		}
 		bars = nil
 	}
 	for i, p := range r.Curve {
 		if i > 0 && p.Flavor != r.Curve[i-1].Flavor {
-			flush()
+			flush(r.Curve[i-1].Flavor)
 		}
 		label := fmt.Sprintf("%s: %d GPUs · %s", p.Flavor, p.GPUs, compactUSD(p.MonthlyUSD.Float64()))
 		b := bar{label: label, highlight: p.Recommended, marker: target}
@@ -56,7 +57,9 @@ func sizing(r *recommend.Result) *Sizing {
 		}
 		bars = append(bars, b)
 	}
-	flush()
+	if len(r.Curve) > 0 {
+		flush(r.Curve[len(r.Curve)-1].Flavor)
+	}
 	return s
 }
 
