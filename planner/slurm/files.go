@@ -120,30 +120,49 @@ func (c *Cluster) topologyConf() string {
 	return b.String()
 }
 
-// accounting is the accounting as the sacctmgr commands that create it from
-// nothing, in the order apply runs them: QOS, accounts, limits.
+// Commands are the sacctmgr commands (argv, never a shell line) that create
+// the accounting from nothing, in the order they must run, each section
+// after the one it names: the QOS, then which QOS each preempts (a QOS can
+// name only QOS that exist), the accounts (parents first), then their
+// limits, shares and QOS.
+func (c *Cluster) Commands() []Section {
+	out := []Section{{Title: "QOS, one per tier"}, {Title: "Which QOS preempt which"},
+		{Title: "Accounts: cohorts and teams"}, {Title: "GPU limits, fair share and QOS"}}
+	for _, q := range c.QOS {
+		out[0].Argv = append(out[0].Argv, append([]string{"sacctmgr", "-i", "add", "qos", q.Name}, q.Settings()...))
+		out[1].Argv = append(out[1].Argv, []string{"sacctmgr", "-i", "modify", "qos", "where", "name=" + q.Name, "set", "Preempt=" + orNone(q.Preempt)})
+	}
+	for _, a := range c.Accounts {
+		out[2].Argv = append(out[2].Argv, append([]string{"sacctmgr", "-i", "add", "account", a.Name}, a.CreateSettings()...))
+		out[3].Argv = append(out[3].Argv, append([]string{"sacctmgr", "-i", "modify", "account", "where", "name=" + a.Name, "set"}, a.Settings(c.TRES)...))
+	}
+	return out
+}
+
+// Section is a step of Commands.
+type Section struct {
+	Title string
+	Argv  [][]string
+}
+
+// accounting is Commands as a file to read.
 func (c *Cluster) accounting() string {
 	var b strings.Builder
 	b.WriteString(header(c, "Accounting"))
-	b.WriteString("# The sacctmgr commands that create it: allot slurm apply runs the difference.\n\n# QOS, one per tier\n")
-	for _, q := range c.QOS {
-		fmt.Fprintln(&b, command(append([]string{"sacctmgr", "-i", "add", "qos", q.Name}, q.Settings()...)...))
-	}
-	b.WriteString("\n# Accounts: cohorts and teams\n")
-	for _, a := range c.Accounts {
-		fmt.Fprintln(&b, command(append([]string{"sacctmgr", "-i", "add", "account", a.Name}, a.CreateSettings()...)...))
-	}
-	b.WriteString("\n# GPU limits, fair share and QOS\n")
-	for _, a := range c.Accounts {
-		fmt.Fprintln(&b, command(append([]string{"sacctmgr", "-i", "modify", "account", "where", "name=" + a.Name, "set"}, a.Settings(c.TRES)...)...))
+	b.WriteString("# The sacctmgr commands that create it: allot slurm apply runs the difference.\n")
+	for _, sec := range c.Commands() {
+		fmt.Fprintf(&b, "\n# %s\n", sec.Title)
+		for _, argv := range sec.Argv {
+			fmt.Fprintln(&b, command(argv...))
+		}
 	}
 	return b.String()
 }
 
-// Settings are the QOS's sacctmgr key=value arguments.
+// Settings are the QOS's sacctmgr key=value arguments but Preempt, which
+// names other QOS.
 func (q QOS) Settings() []string {
-	return []string{"Description=" + q.Description, "Priority=" + strconv.FormatInt(q.Priority, 10),
-		"Preempt=" + orNone(q.Preempt), "PreemptMode=" + q.PreemptMode}
+	return []string{"Description=" + q.Description, "Priority=" + strconv.FormatInt(q.Priority, 10), "PreemptMode=" + q.PreemptMode}
 }
 
 // CreateSettings are the arguments that create the account.

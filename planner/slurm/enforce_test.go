@@ -1,0 +1,76 @@
+package slurm_test
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/allot-dev/allot/internal/slurmtest"
+	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/slurm"
+	"github.com/allot-dev/allot/schema"
+)
+
+// enforceRepo is the harness's cluster (nodes n1, n2 of 4 H100 each, one
+// partition gpu) with two teams of 4 GPUs each.
+const enforceRepo = `package capacity
+clusters: hpc: {provider: "onprem", scheduler: "slurm"}
+pools: h: {cluster: "hpc", flavor: "h100", gpusPerNode: 4, nodes: max: 2, price: onDemandPerNodeHour: 1,
+	slurm: {partition: "gpu", nodePrefix: "n", firstIndex: 1}}
+tiers: {
+	prod: priority: 10
+	spot: {priority: 1, preemptible: true}
+}
+teams: {
+	alpha: {costCenter: "A", owners: ["@a"], quota: h100: nominal: 4}
+	beta: {costCenter: "B", owners: ["@b"], quota: h100: nominal: 4}
+}
+`
+
+// TestRenderedAccountingEnforced runs the rendered sacctmgr commands (argv)
+// against a real Slurm: a team at its GPU limit gets its next job pending
+// with AssocGrpGRES, typed or untyped, while the other team's job runs.
+func TestRenderedAccountingEnforced(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2, GPUsPerNode: 4, GPUType: "h100", Partition: "gpu"})
+	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(enforceRepo)}})
+	if cfg == nil {
+		t.Fatal(findings)
+	}
+	want, err := slurm.Build(cfg, planner.Build(cfg), "hpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range want.Commands() {
+		for _, argv := range sec.Argv {
+			c.Run(t, argv[0], argv[1:]...)
+		}
+	}
+	user := strings.TrimSpace(c.Run(t, "id", "-un"))
+	c.Run(t, "sacctmgr", "-i", "add", "user", user, "account=alpha,beta")
+
+	submit := func(account, gres string) string {
+		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "-p", "gpu", "--gres="+gres, "--wrap", "sleep 300"))
+	}
+	full := submit("alpha", "gpu:h100:4")
+	waitFor(t, c, full, "RUNNING", "")
+	typed := submit("alpha", "gpu:h100:1")
+	untyped := submit("alpha", "gpu:1")
+	other := submit("beta", "gpu:h100:2")
+	waitFor(t, c, other, "RUNNING", "")
+	waitFor(t, c, typed, "PENDING", "AssocGrpGRES")
+	waitFor(t, c, untyped, "PENDING", "AssocGrpGRES")
+}
+
+// waitFor waits until job id is in state (and, when given, pends for reason).
+func waitFor(t *testing.T, c *slurmtest.Cluster, id, state, reason string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		got = strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", id, "-o", "%T %r"))
+		if f := strings.Fields(got); len(f) == 2 && f[0] == state && (reason == "" || f[1] == reason) {
+			return
+		}
+	}
+	t.Fatalf("job %s: %q, want %s %s", id, got, state, reason)
+}
