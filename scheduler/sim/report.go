@@ -1,7 +1,7 @@
 package sim
 
 // Report is the result of a simulation; its JSON is the `allot sim -o json`
-// contract of DESIGN.md.
+// contract of docs/contracts.md.
 type Report struct {
 	Summary Summary      `json:"summary"`
 	Teams   []TeamReport `json:"teams"`
