@@ -331,23 +331,6 @@ func unconstrained(w *workload) bool {
 	return s.Require == "" && s.Prefer == "" && s.Cluster == "" && s.Rules == nil && len(s.Flavors) == 0
 }
 
-// mayReclaim says whether w may take back what other teams borrow on one of
-// its flavors (see candidates).
-func (s *Scheduler) mayReclaim(w *workload) bool {
-	if w.tier.spec.BorrowOnly || w.team.q.parent == nil {
-		return false
-	}
-	if s.starving(w.tier, w.since) {
-		return true
-	}
-	for _, f := range w.cands {
-		if r := w.team.q.r(f.id); r.usage-r.below(w.tier.spec.Priority)+w.GPUs() <= r.nominal {
-			return true
-		}
-	}
-	return false
-}
-
 // failed records that w did not fit: for its shape, and for its class the
 // fewest pods of its tier that did not fit.
 func (s *Scheduler) failed(w *workload, eligible bool) {

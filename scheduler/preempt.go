@@ -253,22 +253,6 @@ func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch
 	return keep, true
 }
 
-// worthSearching is a bound checked before the search is built: a workload
-// that may not reclaim can make room only by evicting its own team's lower,
-// preemptible tiers; when its team runs none on f, or they and what is free
-// on view v are not enough, no search can succeed. The team's sums cover
-// every view of f, so the bound never turns away a search that could.
-func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
-	return s.reclaims(w, f) || ownMayMakeRoom(w.team, w.tier, f, v, w.GPUs())
-}
-
-// ownMayMakeRoom says whether team t's preemptible work below tier p on f
-// and what is free on view v add up to need GPUs.
-func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
-	own := t.q.r(f.id).below(p.spec.Priority)
-	return own > 0 && v.all.free+own >= need
-}
-
 // roomInOneDomain says whether some domain of the level w requires could hold
 // it were every candidate of the search evicted: one with enough free GPUs
 // already (quota may be what it lacks), or whose free GPUs and its
@@ -407,13 +391,6 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods, nil) != nil
 	}
 	return v.all.fits(w.spec.GPUsPerPod, w.spec.Pods)
-}
-
-// borrowing says whether t uses more of f than its nominal quota, not counting
-// its borrowOnly workloads.
-func borrowing(t *team, f *flavorState) bool {
-	r := t.q.r(f.id)
-	return r.usage-r.borrowOnly > r.nominal
 }
 
 // victimLess is victimOrder(a, b) < 0.

@@ -312,19 +312,6 @@ func (vs *victimSearch) back(tr trial, c *candidate, failed bool) {
 	}
 }
 
-// takes says whether the search may evict c, which its streams yield: a
-// starving workload takes back only work of its tier or lower submitted
-// after it.
-func (vs *victimSearch) takes(c *candidate) bool {
-	return c.reason != PreemptStarving || vs.laterBorrow(c)
-}
-
-// laterBorrow says whether c is of the starving workload's tier or lower and
-// submitted after it.
-func (vs *victimSearch) laterBorrow(c *candidate) bool {
-	return c.prio <= vs.prio && c.submitted > vs.after
-}
-
 // stream walks one team's two lists in victim order, keeping of the non
 // borrowOnly ones only a prefix of budget GPUs (what the team borrows).
 type stream struct {
@@ -594,53 +581,6 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 		}
 	}
 	return vs, room >= w.GPUs()
-}
-
-// reclaims says whether a search for w on f has reclaim candidates: w's team
-// would stay within its nominal quota once its own preemptible work of lower
-// tiers is evicted (w's tier is not borrowOnly) and some team of its cohort
-// uses what may be reclaimed; or w is starving and another team of its
-// cohort borrows.
-func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
-	return reclaimsFor(w.team, w.tier, f, w.GPUs()) || s.takesBack(w.team, w.tier, f, w.since)
-}
-
-// takesBack says whether a workload of team t and tier p waiting since then
-// is starving and another team of its cohort borrows of f: what it may take
-// back as a starving one.
-func (s *Scheduler) takesBack(t *team, p *tier, f *flavorState, since time.Time) bool {
-	return s.starving(p, since) && othersBorrow(t, f)
-}
-
-// starving says whether a workload of tier p waiting since then may take
-// back borrowed capacity as a starving one (Options.StarvationAfter).
-func (s *Scheduler) starving(p *tier, since time.Time) bool {
-	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && !since.After(s.starveCut)
-}
-
-// othersBorrow says whether a team of t's cohort other than t uses of f what
-// may be reclaimed.
-func othersBorrow(t *team, f *flavorState) bool {
-	if t.q.parent == nil {
-		return false
-	}
-	root := t.q.root()
-	return f.id < len(root.reclaimable) && root.reclaimable[f.id]-t.reclaimable(f.id) > 0
-}
-
-// reclaimsFor is reclaims for a workload of team t and tier p asking need
-// GPUs. Its bound is the team's usage after the evictions the same decision
-// may make of its own lower tiers: the search (bounded) checks the team ends
-// within its nominal with the victims it keeps.
-func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
-	if p.spec.BorrowOnly || t.q.parent == nil {
-		return false
-	}
-	if r := t.q.r(f.id); r.usage-r.below(p.spec.Priority)+need > r.nominal {
-		return false
-	}
-	root := t.q.root()
-	return f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0
 }
 
 // maxGPUs is a budget no stream reaches.
