@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,4 +71,46 @@ func TestRecommendBadUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecommendCurveSaysWhyItRises: on the examples, every size of the cost-
+// against-wait curve whose p95 is longer than the next smaller size's carries
+// the reason in JSON (why), in the text (a mark on its row and a note) and in
+// the report (the row's title); the sizes that do not rise carry none.
+func TestRecommendCurveSaysWhyItRises(t *testing.T) {
+	args := []string{"recommend", filepath.Join("..", "..", "examples"), "--workload", mixed, "--target", "wait_p95=15m", "--curve", "2"}
+	code, out, errOut := allot(t, nil, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Curve []struct {
+			Flavor   string   `json:"flavor"`
+			GPUs     int      `json:"gpus"`
+			WaitP95S *float64 `json:"wait_p95_s"`
+			Why      string   `json:"why"`
+		} `json:"curve"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	_, text, _ := allot(t, nil, args...)
+	rises := 0
+	for i, p := range doc.Curve {
+		rise := i > 0 && doc.Curve[i-1].Flavor == p.Flavor && (p.WaitP95S == nil && doc.Curve[i-1].WaitP95S != nil ||
+			p.WaitP95S != nil && doc.Curve[i-1].WaitP95S != nil && *p.WaitP95S > *doc.Curve[i-1].WaitP95S)
+		if (p.Why != "") != rise {
+			t.Errorf("%s at %d GPUs: why %q, rises: %v", p.Flavor, p.GPUs, p.Why, rise)
+		}
+		if rise {
+			rises++
+			if !strings.Contains(text, fmt.Sprintf("%s at %d GPUs: ", p.Flavor, p.GPUs)) || !strings.Contains(text, p.Why) {
+				t.Errorf("the text does not say why %s at %d GPUs waits longer:\n%s", p.Flavor, p.GPUs, text)
+			}
+		}
+	}
+	if strings.Count(text, "↑ longer: see below") != rises {
+		t.Errorf("%d rising sizes, %d marked:\n%s", rises, strings.Count(text, "↑ longer: see below"), text)
+	}
+	t.Logf("%d of %d sizes wait longer than the next smaller one", rises, len(doc.Curve))
 }

@@ -55,6 +55,10 @@ func sizing(r *recommend.Result) *Sizing {
 		if p.Recommended {
 			b.value += " ← recommended"
 		}
+		if p.Why != "" { // the whole reason in the row's title
+			b.value += " ↑ why: hover"
+			b.title += ", " + p.Why
+		}
 		bars = append(bars, b)
 	}
 	if len(r.Curve) > 0 {

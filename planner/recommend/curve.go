@@ -1,6 +1,7 @@
 package recommend
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -60,9 +61,45 @@ func (s *searcher) curve(q vector, steps int) ([]CurvePoint, error) {
 			}
 		}
 		out = append(out, CurvePoint{Flavor: p.f, NominalGPUs: fp.NominalGPUs, GPUs: fp.TargetGPUs, MonthlyUSD: cost,
-			WaitP95S: finite(o.flavorP95[p.f]), Recommended: p.recommended})
+			WaitP95S: finite(o.flavorP95[p.f]), Recommended: p.recommended, Preemptions: o.flavorPreempted[p.f], jobs: o.flavorJobs[p.f]})
 	}
+	explainRises(out)
 	return out, nil
+}
+
+// explainRises gives each point whose p95 wait is longer than the next
+// smaller size's of its flavor (points in order of size) the reason: the
+// replay is the scheduler's, which places each job when it arrives and
+// preempts to make room, so more nodes change where gangs land and whom they
+// preempt; and a p95 over a hundred-odd jobs is one job's wait.
+func explainRises(ps []CurvePoint) {
+	longer := func(a, b *float64) bool { return a == nil && b != nil || a != nil && b != nil && *a > *b }
+	for i := 1; i < len(ps); i++ {
+		p, q := &ps[i], ps[i-1]
+		if p.Flavor != q.Flavor || !longer(p.WaitP95S, q.WaitP95S) {
+			continue
+		}
+		rank := p.jobs - (95*p.jobs+99)/100 + 1 // the p95 is the rank-th longest wait
+		p.Why = fmt.Sprintf("longer than at %d GPUs (%s): the replay places each job when it arrives and preempts to make room, so more nodes change where gangs land and whom they preempt (%d preemptions of the flavor's jobs here, %d there); the p95 of %d jobs is its %s longest wait",
+			q.GPUs, wait(q.WaitP95S), p.Preemptions, q.Preemptions, p.jobs, ordinal(rank))
+	}
+}
+
+func ordinal(n int) string {
+	if n == 1 {
+		return "single"
+	}
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }
 
 // scale returns q with the pairs idx (of one flavor, in GPUs, whole nodes of

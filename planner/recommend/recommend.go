@@ -144,6 +144,11 @@ type CurvePoint struct {
 	MonthlyUSD  quantity.Decimal `json:"monthly_usd"`
 	WaitP95S    *float64         `json:"wait_p95_s"`
 	Recommended bool             `json:"recommended,omitempty"`
+	// Preemptions of the flavor's jobs in the replay of this size.
+	Preemptions int `json:"preemptions"`
+	// Why, when the wait is longer than at the next smaller size, says why.
+	Why  string `json:"why,omitempty"`
+	jobs int    // the jobs the p95 is over
 }
 
 // FlavorUsage is a flavor's GPU-hours per hour of the replay.

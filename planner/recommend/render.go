@@ -48,11 +48,15 @@ func (r *Result) tables() []table {
 		c := table{title: "Cost against wait", head: []string{"flavor", "nominal GPUs", "capacity GPUs", "monthly", "wait p95", ""},
 			note: "The searched teams' recommended quotas of one flavor scaled together; monthly cost of the flavor's pools; wait p95 of the flavor's jobs." + r.curveGrid()}
 		for _, p := range r.Curve {
-			mark := ""
+			var marks []string
 			if p.Recommended {
-				mark = "← recommended"
+				marks = append(marks, "← recommended")
 			}
-			c.rows = append(c.rows, []string{string(p.Flavor), fmt.Sprint(p.NominalGPUs), fmt.Sprint(p.GPUs), quantity.USD(p.MonthlyUSD), wait(p.WaitP95S), mark})
+			if p.Why != "" {
+				marks = append(marks, "↑ longer: see below")
+				c.note += fmt.Sprintf("\n%s at %d GPUs: %s %s.", p.Flavor, p.GPUs, wait(p.WaitP95S), p.Why)
+			}
+			c.rows = append(c.rows, []string{string(p.Flavor), fmt.Sprint(p.NominalGPUs), fmt.Sprint(p.GPUs), quantity.USD(p.MonthlyUSD), wait(p.WaitP95S), strings.Join(marks, " ")})
 		}
 		out = append(out, c)
 	}

@@ -71,10 +71,12 @@ type outcome struct {
 	p95  map[pair]float64
 	pass map[pair]bool
 	// margin per pair: the least, over its targets, of (target - p95) / target.
-	margin     map[pair]float64
-	flavorP95  map[schema.Flavor]float64
-	unfinished map[pair]int
-	use        *usage
+	margin    map[pair]float64
+	flavorP95 map[schema.Flavor]float64
+	// per flavor, of the jobs its p95 is over: how many, and their preemptions
+	flavorJobs, flavorPreempted map[schema.Flavor]int
+	unfinished                  map[pair]int
+	use                         *usage
 }
 
 // config returns w.cfg with the pairs' nominal quotas set to v.
@@ -135,6 +137,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 	}
 	waits := map[key][]float64{}
 	byFlavor := map[schema.Flavor][]float64{}
+	preempted := map[schema.Flavor]int{}
 	teamFlavors := map[schema.TeamName][]schema.Flavor{}
 	unfinished := map[pair]int{}
 	add := func(p pair, tier string, s float64) {
@@ -154,6 +157,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 			add(pair{ji.team, f}, ji.tier, *j.WaitS)
 			if !w.borrowOnly[ji.tier] {
 				byFlavor[f] = append(byFlavor[f], *j.WaitS)
+				preempted[f] += j.Preempted
 			}
 			continue
 		}
@@ -170,7 +174,8 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 			}
 		}
 	}
-	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, margin: map[pair]float64{}, flavorP95: map[schema.Flavor]float64{}, unfinished: unfinished}
+	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, margin: map[pair]float64{}, flavorP95: map[schema.Flavor]float64{},
+		flavorJobs: map[schema.Flavor]int{}, flavorPreempted: preempted, unfinished: unfinished}
 	for _, p := range w.pairs {
 		out.p95[p] = p95(waits[key{p, ""}])
 		ok, margin := true, math.Inf(1)
@@ -186,7 +191,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 		out.pass[p], out.margin[p] = ok, margin
 	}
 	for f, ws := range byFlavor {
-		out.flavorP95[f] = p95(ws)
+		out.flavorP95[f], out.flavorJobs[f] = p95(ws), len(ws)
 	}
 	out.use = measure(layout, rep)
 	return out
