@@ -16,16 +16,17 @@ DEADCODE_VERSION       ?= v0.40.0
 # in testdata/ (ALLOT_SHARED=none: as on a bare clone).
 export ALLOT_SHARED ?= $(abspath $(SHARED))
 
-# go-nvml's cgo bindings call NVML functions NVIDIA deprecated: keep the compiler's
-# other warnings, not those (about a hundred lines on every fresh build).
-export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
-
-# fluxcd/pkg/ssa's kstatus poller imports kubectl, and through it kustomize's Go
-# plugin loader (package plugin): a cgo binary that imports plugin is linked with
-# immediate binding (-z now), and then allot, whose NVML calls are bound lazily
-# (go-nvml), no longer starts on a machine without libnvidia-ml. This tag leaves
-# kustomize's Go plugins out; run go build/test by hand with the same GOFLAGS.
-export GOFLAGS += -tags=kustomize_disable_go_plugin_support
+# The CLI and the manager are one static binary (no cgo): it cross-builds for
+# any platform and needs no C library at run time; the module's tests build the
+# same way (plain go test ./... works too, with cgo). The GPU health agent alone
+# needs cgo (go-nvml loads libnvidia-ml at run time); it is its own module,
+# cmd/allot-agent, built and tested with its own targets below.
+export CGO_ENABLED ?= 0
+AGENT     := $(BIN)/allot-agent
+AGENT_DIR := cmd/allot-agent
+# go-nvml's cgo bindings call NVML functions NVIDIA deprecated: keep the C
+# compiler's other warnings, not those (about a hundred lines on a fresh build).
+AGENT_CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 # What allot version prints (cmd/allot/version.go).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -39,8 +40,12 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/allot.
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(ALLOT) ./cmd/allot
+build: ## Build bin/allot (static, CGO_ENABLED=0).
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(ALLOT) ./cmd/allot
+
+.PHONY: build-agent
+build-agent: ## Build bin/allot-agent, the NVML GPU health agent (cgo).
+	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(abspath $(AGENT)) .
 
 .PHONY: demo
 demo: build controlplane terraform ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
@@ -102,30 +107,53 @@ $(KUEUE): config/kueue/go.mod config/kueue/go.sum
 	chmod u+w $(BIN)/kueue-crds/*.yaml
 	rm -f $(BIN)/.kueue-* && touch $@
 
-# The image reference make image tags and make release writes into the manifests.
+# The image references make image tags and make release writes into the
+# manifests: allot's, and the agent's beside it (IMAGE-agent).
 IMAGE ?= ghcr.io/allot-dev/allot
 
 .PHONY: image
-image: build terraform ## bin/allot-image.tar: allot and terraform on an empty base (no git), non-root, no Docker needed (hack/image).
+image: build build-agent terraform ## bin/allot-image.tar and bin/allot-agent-image.tar, on an empty base (no git), non-root, no Docker needed (hack/image).
 	$(GO) run ./hack/image -allot $(ALLOT) -tag $(IMAGE):$(VERSION) -o $(BIN)/allot-image.tar
+	$(GO) run ./hack/image -agent $(AGENT) -tag $(IMAGE)-agent:$(VERSION) -o $(BIN)/allot-agent-image.tar
+
+# The platforms make release builds the CLI for (static: CGO_ENABLED=0). The
+# images are for this machine's architecture (terraform and the agent's C
+# library are taken from it): run make image on each to publish several.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE   := $(BIN)/release
+# Archive times: the commit's, so the same commit gives the same archives.
+EPOCH     := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 .PHONY: release
-release: image ## bin/release/install.yaml (config/default with the image IMAGE:VERSION) and the image.
-	$(GO) run ./hack/manifests -image $(IMAGE):$(VERSION) -o $(BIN)/release/install.yaml config/default
-	@echo "wrote $(BIN)/release/install.yaml for $(IMAGE):$(VERSION): push $(BIN)/allot-image.tar there (crane push, skopeo copy docker-archive:...)"
+release: image ## bin/release/: the CLI for every platform (tar.gz), the images, install.yaml and checksums.txt, named as goreleaser names them.
+	rm -rf $(RELEASE) && mkdir -p $(RELEASE)
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; name=allot_$(VERSION:v%=%)_$${os}_$${arch}; d=$(RELEASE)/$$name; \
+	  echo "  $$name.tar.gz"; mkdir -p $$d; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$d/allot ./cmd/allot; \
+	  cp README.md $$d/; \
+	  tar -C $(RELEASE) --sort=name --mtime=@$(EPOCH) --owner=0 --group=0 --numeric-owner -czf $$d.tar.gz $$name; \
+	  rm -rf $$d; \
+	done
+	$(GO) run ./hack/manifests -image $(IMAGE):$(VERSION) -o $(RELEASE)/install.yaml config/default
+	cp $(BIN)/allot-image.tar $(BIN)/allot-agent-image.tar $(RELEASE)/
+	cd $(RELEASE) && sha256sum *.tar.gz *.tar install.yaml > checksums.txt
+	@echo "wrote $(RELEASE)/ for $(IMAGE):$(VERSION) and $(IMAGE)-agent:$(VERSION): push the image tarballs there (crane push, skopeo copy docker-archive:...)"
 
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet (the module and the agent's).
 	$(GO) vet $(PKGS)
+	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) vet ./...
 
 .PHONY: lint
 lint: vet ## Check formatting, vet, staticcheck, dead code and the architecture rules (pure cores stay pure).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) -test $(PKGS)); if [ -n "$$out" ]; then echo "unreachable code:"; echo "$$out"; exit 1; fi
 	$(GO) test ./ci/ -run 'TestArchitecture|TestLayers' -count=1
 
@@ -137,6 +165,7 @@ generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebu
 .PHONY: test
 test: build controlplane kueue terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 -timeout 30m $(PKGS)
+	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) test -count=1 -timeout 15m ./...
 	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
 	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi
 

@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	cuelang.org/go v0.17.1
-	github.com/NVIDIA/go-nvml v0.13.1-0
 	github.com/fluxcd/cli-utils v1.2.3
 	github.com/fluxcd/pkg/apis/meta v1.30.2
 	github.com/fluxcd/pkg/git v0.38.0

@@ -2,6 +2,7 @@ package ci
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -25,7 +26,6 @@ var pure = []string{
 
 var adapters = map[string]bool{
 	"github.com/allot-dev/allot/schema/source":    true, // reads Git objects through git
-	"github.com/allot-dev/allot/fleet/agent":      true, // reads GPUs through NVML, writes its node
 	"github.com/allot-dev/allot/planner/tfrun":    true, // runs terraform
 	"github.com/allot-dev/allot/scheduler/runner": true, // the in-cluster scheduler: informers and binds
 }
@@ -72,7 +72,7 @@ func list(t *testing.T, patterns ...string) []pkg {
 }
 
 // isAdapter says whether a package is an adapter, or under one (its test
-// fixtures, such as fleet/agent/nvmltest and planner/tfrun/kwok).
+// fixtures, such as planner/tfrun/kwok).
 func isAdapter(path string) bool {
 	for a := range adapters {
 		if path == a || strings.HasPrefix(path, a+"/") {
@@ -163,5 +163,39 @@ func TestArchitecture(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("checked only %d packages: the patterns are wrong", n)
+	}
+}
+
+// TestNoCgoOutsideTheAgent: the module (the CLI, the manager, every test) never
+// links NVML, and the CLI builds with CGO_ENABLED=0 into a static binary. The
+// agent, which needs cgo for NVML, is its own module (cmd/allot-agent).
+func TestNoCgoOutsideTheAgent(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/NVIDIA/go-nvml") {
+			t.Errorf("the module depends on %s: NVML belongs to cmd/allot-agent alone", p)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "allot")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/allot")
+	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build ./cmd/allot: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("allot built with CGO_ENABLED=0 is dynamically linked (%v)", p.Type)
+		}
 	}
 }

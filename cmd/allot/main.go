@@ -1,5 +1,6 @@
 // Command allot is the one binary of allot: validate, plan, render and sim for CI
-// and laptops; manager and agent in the cluster.
+// and laptops; the manager in the cluster. The GPU health agent is its own
+// binary (cmd/allot-agent): it alone needs cgo.
 package main
 
 import (
@@ -35,7 +36,7 @@ func newRootCommand() *cobra.Command {
 		Long: `allot manages GPU capacity and quotas declared as CUE in a Git repository.
 
 validate, plan, render and sim need no cluster and no network: CI and laptops run them.
-manager and agent run in the cluster.`,
+manager runs in the cluster (the GPU health agent is allot-agent).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       readVersion().Version, // --version prints versionTemplate
@@ -70,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runContext(context.Background(), args, stdout, stderr)
 }
 
-// runContext is run until ctx ends (the manager and agent stop with it).
+// runContext is run until ctx ends (the manager stops with it).
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stdout, flushOut := workflowSafe(stdout)
 	defer flushOut()

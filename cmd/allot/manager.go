@@ -39,6 +39,12 @@ import (
 	"github.com/allot-dev/allot/schema"
 )
 
+// Help of the manager's /metrics flags (allot-agent's say the same).
+const (
+	metricsSecureHelp = "serve /metrics over HTTPS to requests whose bearer token may get the non-resource URL /metrics (a TokenReview and a SubjectAccessReview; ClusterRole allot-metrics-reader); false: plain HTTP to anyone, for development only"
+	metricsCertsHelp  = "directory of the metrics server's tls.crt and tls.key (default: a self-signed certificate)"
+)
+
 func init() { commands = append(commands, newManagerCommand) }
 
 // managerOptions are the manager's flags.

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,16 +12,11 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
@@ -42,9 +35,9 @@ func TestManager(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	c := env.Client
-	applyManifests(t, c, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml")
-	scraper := serviceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
-	stranger := serviceAccountToken(t, c, "allot-system", "stranger", "")
+	testenv.ApplyManifests(t, c, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml")
+	scraper := testenv.ServiceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
+	stranger := testenv.ServiceAccountToken(t, c, "allot-system", "stranger", "")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-manager"); err != nil {
 		t.Fatal(err)
@@ -120,7 +113,7 @@ func TestManager(t *testing.T) {
 		return nil
 	})
 	waitFor(t, "usage metrics", func() error {
-		resp, err := scrape("https://"+metrics+"/metrics", scraper)
+		resp, err := testenv.Scrape("https://"+metrics+"/metrics", scraper)
 		if err != nil {
 			return err
 		}
@@ -156,7 +149,7 @@ func TestManager(t *testing.T) {
 		}
 		return nil
 	})
-	metricsRefused(t, "https://"+metrics+"/metrics", stranger)
+	testenv.MetricsRefused(t, "https://"+metrics+"/metrics", stranger)
 	var lease coordinationv1.Lease
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "allot-system", Name: "allot-manager"}, &lease); err != nil || lease.Spec.HolderIdentity == nil {
 		t.Errorf("the manager holds no Lease allot-system/allot-manager: %v", err)
@@ -180,37 +173,16 @@ func TestManager(t *testing.T) {
 	}
 }
 
-// The arguments of the manager's Deployment and the agent's DaemonSet are
-// flags their verbs take.
+// The arguments of the manager's Deployment are flags its verb takes.
 func TestDeploymentArgs(t *testing.T) {
-	for file, verb := range map[string]func() *cobra.Command{
-		"config/manager/manager.yaml": newManagerCommand,
-		"config/agent/daemonset.yaml": newAgentCommand,
-	} {
-		var pod struct {
-			Kind string
-			Spec struct {
-				Template corev1.PodTemplateSpec
-			}
-		}
-		for _, doc := range manifestDocs(t, file) {
-			if strings.Contains(doc, "kind: Deployment") || strings.Contains(doc, "kind: DaemonSet") {
-				if err := yaml.Unmarshal([]byte(doc), &pod); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if len(pod.Spec.Template.Spec.Containers) != 1 {
-			t.Fatalf("%s: no container", file)
-		}
-		c := verb()
-		args := pod.Spec.Template.Spec.Containers[0].Args
-		if len(args) == 0 || args[0] != c.Name() {
-			t.Fatalf("%s: container args %v do not start with the verb %s", file, args, c.Name())
-		}
-		if err := c.ParseFlags(args[1:]); err != nil {
-			t.Errorf("%s: %v", file, err)
-		}
+	const file = "config/manager/manager.yaml"
+	c := newManagerCommand()
+	args := testenv.PodTemplate(t, file).Spec.Containers[0].Args
+	if len(args) == 0 || args[0] != c.Name() {
+		t.Fatalf("%s: container args %v do not start with the verb %s", file, args, c.Name())
+	}
+	if err := c.ParseFlags(args[1:]); err != nil {
+		t.Errorf("%s: %v", file, err)
 	}
 }
 
@@ -219,17 +191,7 @@ func TestDeploymentArgs(t *testing.T) {
 // runtime's default seccomp profile.
 func TestPodsHardened(t *testing.T) {
 	for _, file := range []string{"config/manager/manager.yaml", "config/agent/daemonset.yaml"} {
-		var pod struct {
-			Spec struct{ Template corev1.PodTemplateSpec }
-		}
-		for _, doc := range manifestDocs(t, file) {
-			if strings.Contains(doc, "kind: Deployment") || strings.Contains(doc, "kind: DaemonSet") {
-				if err := yaml.Unmarshal([]byte(doc), &pod); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		spec := pod.Spec.Template.Spec
+		spec := testenv.PodTemplate(t, file).Spec
 		if ps := spec.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot ||
 			ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 			t.Errorf("%s: the pod is not runAsNonRoot with seccomp RuntimeDefault: %+v", file, ps)
@@ -245,103 +207,6 @@ func TestPodsHardened(t *testing.T) {
 			}
 		}
 	}
-}
-
-// manifestDocs splits a YAML file of the repository into its documents.
-func manifestDocs(t *testing.T, rel string) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.Root(), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(string(b), "\n---\n")
-}
-
-// applyManifests creates the objects of YAML files of the repository, and
-// the service account's namespace.
-func applyManifests(t *testing.T, c client.Client, files ...string) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "allot-system"}}
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		for _, doc := range manifestDocs(t, f) {
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if err := c.Create(context.Background(), u); err != nil {
-				t.Fatalf("%s: creating %s %s: %v", f, u.GetKind(), u.GetName(), err)
-			}
-		}
-	}
-}
-
-// serviceAccountToken creates a service account, binds it to clusterRole
-// unless that is empty, and returns a token of it (TokenRequest API).
-func serviceAccountToken(t *testing.T, c client.Client, ns, name, clusterRole string) string {
-	t.Helper()
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := c.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	if clusterRole != "" {
-		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + clusterRole},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
-		if err := c.Create(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("a token of %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
-}
-
-// metricsRefused checks that url serves no metrics to a request without a
-// token, to stranger's token (allowed nothing), to a token the API server does
-// not know (it fails its TokenReview: controller-runtime's filter answers 500),
-// nor over plain HTTP.
-func metricsRefused(t *testing.T, url, stranger string) {
-	t.Helper()
-	for who, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden, "not-a-token": http.StatusInternalServerError} {
-		resp, err := scrape(url, who)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want || strings.Contains(string(body), "allot_") {
-			t.Errorf("scraping %s with token %.12q: %s, want %d and no metrics", url, who, resp.Status, want)
-		}
-	}
-	if resp, err := http.Get("http" + strings.TrimPrefix(url, "https")); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Errorf("%s is served over plain HTTP", url)
-		}
-	}
-}
-
-// scrape GETs url over TLS (the manager's self-signed certificate), with the
-// bearer token unless it is empty.
-func scrape(url, token string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test server's self-signed certificate
-	return hc.Do(req)
 }
 
 func httpOK(url string) error {

@@ -29,7 +29,7 @@ func TestServiceAccountRights(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	admin := env.Client
-	applyManifests(t, admin, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml", "config/rbac/pod_creation_policy.yaml", "config/agent/rbac.yaml")
+	testenv.ApplyManifests(t, admin, "config/rbac/role.yaml", "config/manager/rbac_binding.yaml", "config/rbac/pod_creation_policy.yaml", "config/agent/rbac.yaml")
 	as := func(user string) client.Client {
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}

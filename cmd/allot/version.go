@@ -46,7 +46,6 @@ var mainDependencies = []string{
 	"github.com/fluxcd/pkg/runtime",
 	"cuelang.org/go",
 	"github.com/hashicorp/terraform-exec",
-	"github.com/NVIDIA/go-nvml",
 }
 
 func readVersion() versionInfo {

@@ -54,6 +54,7 @@ func TestFluxGitRepositoryArtifacts(t *testing.T) {
 	if err := env.Client.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, repo)
 	rev1 := "main@sha1:" + strings.Repeat("1", 40)
 	setArtifact(t, repoKey, arts.Put(t, "gitrepository/flux-src/capacity/1.tar.gz", rev1, map[string][]byte{
 		"capacity/capacity.cue": testenv.SmallRepo("flux", 16),
@@ -68,6 +69,7 @@ func TestFluxGitRepositoryArtifacts(t *testing.T) {
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, src)
 	waitRevision(t, key, rev1, true)
 	if got := getTeam(t, "flux-team").Spec.Quota[0].Nominal; got != 16 {
 		t.Fatalf("flux-team nominal = %d, want 16", got)
@@ -178,6 +180,7 @@ func TestFluxSourceNotReady(t *testing.T) {
 	if err := env.Client.Create(ctx, oci); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, oci)
 	key := types.NamespacedName{Namespace: "flux-wait", Name: "from-oci"}
 	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	src.Spec.SourceRef = &allotv1.SourceReference{Kind: sourcev1.OCIRepositoryKind, Name: oci.Name}
@@ -185,6 +188,7 @@ func TestFluxSourceNotReady(t *testing.T) {
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, src)
 	eventually(t, 15*time.Second, "Ready=False: no artifact", func() error {
 		s := getSource(t, key)
 		if msg := conditions.GetMessage(s, allotv1.ReadyCondition); conditions.IsReady(s) || !strings.Contains(msg, "OCIRepository flux-wait/capacity has no artifact yet") {

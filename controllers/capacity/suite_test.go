@@ -203,6 +203,18 @@ func newNamespace(t *testing.T, name string) {
 	}
 }
 
+// deleteAtCleanup deletes objs when the test ends, so that it can run again
+// on the suite's API server (go test -count=2).
+func deleteAtCleanup(t *testing.T, objs ...client.Object) {
+	t.Cleanup(func() {
+		for _, o := range objs {
+			if err := env.Client.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+				t.Errorf("deleting %s: %v", client.ObjectKeyFromObject(o), err)
+			}
+		}
+	})
+}
+
 func init() { ctrl.SetLogger(logr.Discard()) }
 
 var eventually = testenv.Eventually

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -27,6 +29,7 @@ func TestImageRunsWithoutARuntime(t *testing.T) {
 	allot := filepath.Join(dir, "allot")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-imagetest", "-o", allot, "./cmd/allot")
 	build.Dir = testenv.Root()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/allot: %v\n%s", err, out)
 	}
@@ -45,8 +48,7 @@ func TestImageRunsWithoutARuntime(t *testing.T) {
 	if cfg.Config.User != "65532:65532" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/usr/local/bin/allot" {
 		t.Errorf("config user %q, entrypoint %q; want 65532:65532 and /usr/local/bin/allot", cfg.Config.User, cfg.Config.Entrypoint)
 	}
-	root := filepath.Join(dir, "rootfs")
-	unpack(t, mutate.Extract(img), root)
+	root := rootfs(t, img, filepath.Join(dir, "rootfs"))
 	if _, err := os.Stat(filepath.Join(root, "usr/local/bin/allot")); err != nil {
 		t.Fatalf("the image's filesystem: %v", err)
 	}
@@ -55,6 +57,66 @@ func TestImageRunsWithoutARuntime(t *testing.T) {
 			t.Errorf("the image has /%s: the manager needs no git", p)
 		}
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"/usr/local/bin/allot", "version"}, "allot v0.0.0-imagetest"},
+		{[]string{"/usr/local/bin/terraform", "version"}, "Terraform v"},
+	} {
+		out, err := chrootRun(t, root, cfg.Config.Env, c.args...)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s in the image: %v\n%s\nwant %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+}
+
+// TestAgentImageRunsWithoutARuntime builds allot-agent and the agent image as
+// make image does and runs the agent in it: with no NVIDIA driver here it must
+// get as far as loading libnvidia-ml and say on one line that there is none,
+// which shows the image holds the C library and loader the agent needs.
+func TestAgentImageRunsWithoutARuntime(t *testing.T) {
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "allot-agent")
+	build := exec.Command("go", "build", "-o", agent, ".")
+	build.Dir = filepath.Join(testenv.Root(), "cmd", "allot-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/allot-agent: %v\n%s", err, out)
+	}
+	tarPath := filepath.Join(dir, "image.tar")
+	if err := run(Options{Agent: agent, CACerts: "/etc/ssl/certs/ca-certificates.crt"}, "registry.example/allot-agent:test", tarPath); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(tarPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.User != "65532:65532" || fmt.Sprint(cfg.Config.Entrypoint) != "[/usr/local/bin/allot-agent]" {
+		t.Errorf("config user %q, entrypoint %q; want 65532:65532 and /usr/local/bin/allot-agent", cfg.Config.User, cfg.Config.Entrypoint)
+	}
+	root := rootfs(t, img, filepath.Join(dir, "rootfs"))
+	for _, p := range []string{"usr/local/bin/allot", "usr/local/bin/terraform"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			t.Errorf("the agent image has /%s", p)
+		}
+	}
+	out, err := chrootRun(t, root, cfg.Config.Env, "/usr/local/bin/allot-agent", "--dry-run", "--once", "--node", "n1")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, "loading libnvidia-ml.so.1: no NVIDIA driver") {
+		t.Errorf("allot-agent in the image: %v\n%s\nwant exit 2 and no NVIDIA driver", err, out)
+	}
+}
+
+// rootfs unpacks img's filesystem at root, with the /dev/null a container
+// runtime would give it, and returns root.
+func rootfs(t *testing.T, img v1.Image, root string) string {
+	t.Helper()
+	unpack(t, mutate.Extract(img), root)
 	// A container runtime gives the image /dev; terraform may open /dev/null. Root makes
 	// the device, anyone else an empty file that serves the same here.
 	dev := filepath.Join(root, "dev")
@@ -70,33 +132,30 @@ func TestImageRunsWithoutARuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"/usr/local/bin/allot", "version"}, "allot v0.0.0-imagetest"},
-		{[]string{"/usr/local/bin/terraform", "version"}, "Terraform v"},
-	} {
-		cmd := exec.Command(c.args[0], c.args[1:]...)
-		cmd.Env = cfg.Config.Env
-		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-		if os.Geteuid() == 0 {
-			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: User, Gid: User}
-		} else { // a user namespace gives an unprivileged user its chroot
-			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		}
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatalf("%s in the image: %v", c.args[0], err)
-		}
-		if !strings.Contains(string(out), c.want) {
-			t.Errorf("%s in the image: %v\n%s\nwant %q", strings.Join(c.args, " "), err, out, c.want)
-		}
+	return root
+}
+
+// chrootRun runs args in root (chroot, as the image's non-root user) with env
+// and returns what it printed; an exit status other than 0 is an *exec.ExitError.
+func chrootRun(t *testing.T, root string, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: User, Gid: User}
+	} else { // a user namespace gives an unprivileged user its chroot
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s in the image: %v", args[0], err)
+	}
+	return string(out), err
 }
 
 // unpack writes a flattened image filesystem under root.

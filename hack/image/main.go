@@ -1,14 +1,20 @@
-// Command image builds allot's container image without a container daemon or a
-// registry (go-containerregistry): an empty base plus the files the manager and
-// the agent need at run time, taken from this machine: allot and the C library it
-// is linked with (the agent dlopens the driver's libnvidia-ml, so allot stays a
-// cgo binary), terraform and their libraries, the CA certificates, and a
-// non-root user (65532). No git: the manager fetches Git with go-git
+// Command image builds allot's container images without a container daemon or
+// a registry (go-containerregistry): an empty base plus the files a binary needs
+// at run time, taken from this machine, the CA certificates and a non-root user
+// (65532).
+//
+// The allot image holds allot (static: the CLI and the manager) and terraform
+// with its libraries. No git: the manager fetches Git with go-git
 // (fluxcd/pkg/git) and Flux artifacts over HTTP, and the rendered Terraform
-// modules name no Git module sources. It writes a tarball that docker
-// load, podman load, crane push and skopeo copy docker-archive: all read.
+// modules name no Git module sources. The agent image (-agent) holds
+// allot-agent and the C library and loader it is linked with: it dlopens the
+// driver's libnvidia-ml, which the NVIDIA container runtime mounts.
+//
+// It writes a tarball that docker load, podman load, crane push and skopeo copy
+// docker-archive: all read.
 //
 //	go run ./hack/image -allot bin/allot -tag ghcr.io/allot-dev/allot:v1 -o bin/allot-image.tar
+//	go run ./hack/image -agent bin/allot-agent -tag ghcr.io/allot-dev/allot-agent:v1 -o bin/allot-agent-image.tar
 //
 // The image is for the architecture of this machine: build it on each
 // architecture to publish several (crane index append joins them).
@@ -43,7 +49,8 @@ const User = 65532
 // Options name the files the image is made of.
 type Options struct {
 	Allot     string // the allot binary
-	Terraform string // the terraform binary
+	Agent     string // the allot-agent binary: the agent image instead of allot's
+	Terraform string // the terraform binary (the allot image only)
 	CACerts   string // the CA bundle for https (Git, cloud APIs)
 }
 
@@ -52,6 +59,7 @@ func main() {
 	tag := flag.String("tag", "ghcr.io/allot-dev/allot:latest", "the image reference written into the tarball")
 	out := flag.String("o", "bin/allot-image.tar", "the tarball to write")
 	flag.StringVar(&o.Allot, "allot", "bin/allot", "the allot binary")
+	flag.StringVar(&o.Agent, "agent", "", "build the agent image of this allot-agent binary instead")
 	flag.StringVar(&o.Terraform, "terraform", "", "the terraform binary (default: bin/terraform, else the one on PATH)")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "the CA certificate bundle")
 	flag.Parse()
@@ -62,7 +70,7 @@ func main() {
 }
 
 func run(o Options, tag, out string) error {
-	if o.Terraform == "" {
+	if o.Terraform == "" && o.Agent == "" {
 		if _, err := os.Stat("bin/terraform"); err == nil {
 			o.Terraform = "bin/terraform"
 		} else if o.Terraform, err = exec.LookPath("terraform"); err != nil {
@@ -88,20 +96,26 @@ func run(o Options, tag, out string) error {
 	return nil
 }
 
-// Build assembles the image: one layer of files, the non-root user, allot as
-// the entrypoint.
+// Build assembles the image: one layer of files, the non-root user, allot (or
+// allot-agent) as the entrypoint.
 func Build(o Options) (v1.Image, error) {
 	fs := newTree()
 	fs.dir("/tmp", 0o1777, 0)
 	fs.dir("/home/nonroot", 0o755, User)
-	fs.dir("/var/cache/allot", 0o755, User) // the manager's --git-cache-dir
+	entry := "/usr/local/bin/allot"
+	bins := map[string]string{o.Allot: entry, o.Terraform: "/usr/local/bin/terraform"}
+	if o.Agent != "" {
+		entry = "/usr/local/bin/allot-agent"
+		bins = map[string]string{o.Agent: entry}
+	} else {
+		fs.dir("/var/cache/allot", 0o755, User) // the manager's --git-cache-dir
+	}
 	fs.file("/etc/passwd", 0o644, []byte(fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", User, User)))
 	fs.file("/etc/group", 0o644, []byte(fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", User)))
 	fs.file("/etc/nsswitch.conf", 0o644, []byte("hosts: files dns\n"))
 	if err := fs.copy(o.CACerts, "/etc/ssl/certs/ca-certificates.crt"); err != nil {
 		return nil, err
 	}
-	bins := map[string]string{o.Allot: "/usr/local/bin/allot", o.Terraform: "/usr/local/bin/terraform"}
 	for src, dst := range bins {
 		if err := fs.copy(src, dst); err != nil {
 			return nil, err
@@ -127,7 +141,7 @@ func Build(o Options) (v1.Image, error) {
 	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
 	cfg.Config = v1.Config{
 		User:       fmt.Sprintf("%d:%d", User, User),
-		Entrypoint: []string{"/usr/local/bin/allot"},
+		Entrypoint: []string{entry},
 		WorkingDir: "/home/nonroot",
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",

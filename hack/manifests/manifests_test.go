@@ -46,7 +46,7 @@ func TestEveryOverlayBuildsAndListsItsFolder(t *testing.T) {
 	for _, dir := range overlays(t) {
 		name, _ := filepath.Rel(config, dir)
 		t.Run(name, func(t *testing.T) {
-			y, err := Build(dir, "")
+			y, err := Build(dir, "", "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func TestEveryOverlayBuildsAndListsItsFolder(t *testing.T) {
 // validates every object (CRDs, RBAC, Namespace, Deployment, DaemonSet, …).
 func TestDefaultAppliesToTheAPIServer(t *testing.T) {
 	const ref = "registry.example:5000/team/allot:v9.9.9"
-	y, err := Build(filepath.Join(config, "default"), ref)
+	y, err := Build(filepath.Join(config, "default"), ref, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,16 +113,24 @@ func TestDefaultAppliesToTheAPIServer(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "allot-system", Name: "allot-agent"}, &ds); err != nil {
 		t.Fatal(err)
 	}
-	if img := ds.Spec.Template.Spec.Containers[0].Image; img != ref {
-		t.Errorf("agent image %q, want %q", img, ref)
+	if img, want := ds.Spec.Template.Spec.Containers[0].Image, "registry.example:5000/team/allot-agent:v9.9.9"; img != want {
+		t.Errorf("agent image %q, want %q", img, want)
+	}
+	if args := ds.Spec.Template.Spec.Containers[0].Args; len(args) == 0 || !strings.HasPrefix(args[0], "--") {
+		t.Errorf("agent args %q: allot-agent takes flags only", args)
 	}
 }
 
 func TestBadImageReference(t *testing.T) {
 	for _, ref := range []string{"allot", "allot:", "a b:c", ":v1"} {
-		if _, err := Build(filepath.Join(config, "default"), ref); err == nil || !strings.Contains(err.Error(), "-image") {
+		if _, err := Build(filepath.Join(config, "default"), ref, ""); err == nil || !strings.Contains(err.Error(), "-image") {
 			t.Errorf("-image %q: err = %v, want one naming -image", ref, err)
 		}
+	}
+	// A digest names one image: the agent's cannot be derived from it.
+	digest := "registry.example/allot@sha256:" + strings.Repeat("ab", 32)
+	if _, err := Build(filepath.Join(config, "default"), digest, ""); err == nil || !strings.Contains(err.Error(), "-agent-image") {
+		t.Errorf("-image %s alone: err = %v, want one naming -agent-image", digest, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package pool_test
+package agent_test
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
-	"github.com/allot-dev/allot/fleet/agent"
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/health"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"

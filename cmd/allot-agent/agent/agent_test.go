@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/health"
 )
 

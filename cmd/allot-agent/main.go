@@ -1,3 +1,8 @@
+// Command allot-agent is allot's GPU health agent, a DaemonSet on every GPU
+// node: it reads the GPUs through NVML and publishes their health on its node
+// (docs/cluster.md). It is the one part of allot that needs cgo (go-nvml loads
+// libnvidia-ml at run time), so it is its own binary, image and Go module: the
+// allot CLI and manager stay static and build with CGO_ENABLED=0.
 package main
 
 import (
@@ -19,11 +24,9 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/allot-dev/allot/fleet/agent"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent"
 	"github.com/allot-dev/allot/fleet/health"
 )
-
-func init() { commands = append(commands, newAgentCommand) }
 
 // agentWorld is what the agent verb reads the GPUs and the time through; tests
 // replace them with go-nvml's mocks and a fixed clock.
@@ -51,7 +54,7 @@ func newAgentCommand() *cobra.Command {
 	var f agentFlags
 	def := health.DefaultThresholds()
 	c := &cobra.Command{
-		Use:   "agent",
+		Use:   "allot-agent",
 		Short: "Per-node NVML GPU health agent (a DaemonSet); --dry-run prints what it finds",
 		Long: `Check the GPUs of this node through NVML and publish their health on the node:
 the GPUHealthy condition (the failing checks as its reason), the
@@ -71,10 +74,13 @@ the node, every poll, or once with --once.
 
 Exit status: 0 ran (with --dry-run --once: every check passed), 1 with --dry-run
 --once: a check failed, 2 bad usage, no NVIDIA driver, or the node cannot be read.`,
-		Example: `  allot agent --dry-run --once
-  allot agent --dry-run -o json --interval 10s
-  NODE_NAME=gpu-17 allot agent --xid-overrides /etc/allot/xids.yaml`,
-		Args: cobra.NoArgs,
+		Example: `  allot-agent --dry-run --once
+  allot-agent --dry-run -o json --interval 10s
+  NODE_NAME=gpu-17 allot-agent --xid-overrides /etc/allot/xids.yaml`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAgent(cmd, f)
 		},
@@ -160,7 +166,7 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 	}
 	var overrides health.Overrides
 	if f.xidOverrides != "" {
-		b, err := os.ReadFile(f.xidOverrides)
+		b, err := readBounded(f.xidOverrides, maxOverridesBytes)
 		if err != nil {
 			return usageError{fmt.Errorf("reading the XID overrides: %w", err)}
 		}
@@ -259,4 +265,25 @@ func runNodeAgent(ctx context.Context, lib nvml.Interface, p health.Thresholds, 
 	}
 	log.Info("GPU health agent started", "cluster", cluster, "interval", f.interval)
 	return agent.New(agent.NewReader(lib), w, p, pub, agent.Options{Interval: f.interval, ExpectedGPUs: f.expectedGPUs, Now: agentWorld.now, Metrics: m}).Run(logr.NewContext(ctx, log))
+}
+
+// maxOverridesBytes bounds the XID overrides file: a table of a few hundred
+// codes per cluster is a few kilobytes.
+const maxOverridesBytes = 1 << 20
+
+// readBounded reads the file at path, refusing one larger than limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
 }

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/health"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )

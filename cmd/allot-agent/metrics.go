@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 )
 
-// Help of the flags the manager and the agent share for /metrics.
+// Help of the /metrics flags (allot manager's say the same).
 const (
 	metricsSecureHelp = "serve /metrics over HTTPS to requests whose bearer token may get the non-resource URL /metrics (a TokenReview and a SubjectAccessReview; ClusterRole allot-metrics-reader); false: plain HTTP to anyone, for development only"
 	metricsCertsHelp  = "directory of the metrics server's tls.crt and tls.key (default: a self-signed certificate)"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/health"
 )
 

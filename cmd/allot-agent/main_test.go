@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,10 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/cmd/allot-agent/agent"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
-	"github.com/allot-dev/allot/fleet/agent"
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
@@ -74,15 +75,15 @@ func agentOneLine(t *testing.T, stderr, want string) {
 func TestAgentNoDriver(t *testing.T) {
 	const missing = "/nonexistent/libnvidia-ml.so.1"
 	for name, args := range map[string][]string{
-		"dry run": {"agent", "--dry-run", "--once", "--nvml-library", missing},
-		"on node": {"agent", "--node", "gpu-1", "--nvml-library", missing},
+		"dry run": {"--dry-run", "--once", "--nvml-library", missing},
+		"on node": {"--node", "gpu-1", "--nvml-library", missing},
 	} {
 		t.Run(name, func(t *testing.T) {
-			code, stdout, stderr := allot(t, map[string]string{"KUBECONFIG": "/nonexistent/kubeconfig"}, args...)
+			code, stdout, stderr := runAgentCLI(t, map[string]string{"KUBECONFIG": "/nonexistent/kubeconfig"}, args...)
 			if code != exitUsage || stdout != "" {
 				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, stdout)
 			}
-			agentOneLine(t, stderr, "allot: loading "+missing+": no NVIDIA driver on this node (or it is not mounted into the container)")
+			agentOneLine(t, stderr, "allot-agent: loading "+missing+": no NVIDIA driver on this node (or it is not mounted into the container)")
 		})
 	}
 }
@@ -93,7 +94,7 @@ func TestAgentNoDriver(t *testing.T) {
 // must get past loading it.
 func TestAgentDefaultLibrary(t *testing.T) {
 	loadable := dl.New(agent.Library, dl.RTLD_LAZY|dl.RTLD_GLOBAL).Open() == nil
-	code, _, stderr := allot(t, nil, "agent", "--dry-run", "--once", "--node", "n1")
+	code, _, stderr := runAgentCLI(t, nil, "--dry-run", "--once", "--node", "n1")
 	if loadable {
 		if strings.Contains(stderr, "no NVIDIA driver") {
 			t.Errorf("the driver loads here, yet the agent says %q", stderr)
@@ -103,7 +104,7 @@ func TestAgentDefaultLibrary(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit %d, want 2", code)
 	}
-	agentOneLine(t, stderr, "allot: loading libnvidia-ml.so.1: no NVIDIA driver on this node")
+	agentOneLine(t, stderr, "allot-agent: loading libnvidia-ml.so.1: no NVIDIA driver on this node")
 }
 
 func TestAgentUsage(t *testing.T) {
@@ -112,23 +113,23 @@ func TestAgentUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no node":             {[]string{"agent"}, "agent needs --node or NODE_NAME"},
-		"once without dry":    {[]string{"agent", "--node", "n1", "--once"}, "--once needs --dry-run"},
-		"bad output":          {[]string{"agent", "--dry-run", "-o", "yaml"}, "-o yaml: want text or json"},
-		"zero interval":       {[]string{"agent", "--dry-run", "--interval", "0s"}, "--interval 0s: must be positive"},
-		"bad throttle reason": {[]string{"agent", "--dry-run", "--throttle-faults", "HwSlowdown,Hot"}, `--throttle-faults: throttle reason "Hot"`},
-		"negative recovery":   {[]string{"agent", "--dry-run", "--recover-after", "-1m"}, "recover-after -1m0s: must not be negative"},
-		"too many NVLinks":    {[]string{"agent", "--dry-run", "--nvlinks-per-gpu", "19"}, "nvlinks per GPU 19"},
-		"missing overrides":   {[]string{"agent", "--dry-run", "--xid-overrides", overrides + ".missing"}, "reading the XID overrides: "},
-		"bad overrides":       {[]string{"agent", "--dry-run", "--xid-overrides", overrides}, overrides + ": "},
-		"unknown flag":        {[]string{"agent", "--gpus", "8"}, "unknown flag: --gpus"},
-		"argument":            {[]string{"agent", "gpu-1"}, `unknown command "gpu-1"`},
+		"no node":             {[]string{}, "agent needs --node or NODE_NAME"},
+		"once without dry":    {[]string{"--node", "n1", "--once"}, "--once needs --dry-run"},
+		"bad output":          {[]string{"--dry-run", "-o", "yaml"}, "-o yaml: want text or json"},
+		"zero interval":       {[]string{"--dry-run", "--interval", "0s"}, "--interval 0s: must be positive"},
+		"bad throttle reason": {[]string{"--dry-run", "--throttle-faults", "HwSlowdown,Hot"}, `--throttle-faults: throttle reason "Hot"`},
+		"negative recovery":   {[]string{"--dry-run", "--recover-after", "-1m"}, "recover-after -1m0s: must not be negative"},
+		"too many NVLinks":    {[]string{"--dry-run", "--nvlinks-per-gpu", "19"}, "nvlinks per GPU 19"},
+		"missing overrides":   {[]string{"--dry-run", "--xid-overrides", overrides + ".missing"}, "reading the XID overrides: "},
+		"bad overrides":       {[]string{"--dry-run", "--xid-overrides", overrides}, overrides + ": "},
+		"unknown flag":        {[]string{"--gpus", "8"}, "unknown flag: --gpus"},
+		"argument":            {[]string{"gpu-1"}, `unknown command "gpu-1"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			srv := nvmltest.New()
 			withMockNVML(t, srv)
-			code, stdout, stderr := allot(t, map[string]string{"NODE_NAME": ""}, tc.args...)
+			code, stdout, stderr := runAgentCLI(t, map[string]string{"NODE_NAME": ""}, tc.args...)
 			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, tc.want)
 			}
@@ -144,7 +145,7 @@ func TestAgentUsage(t *testing.T) {
 func TestAgentDryRunOnce(t *testing.T) {
 	t.Run("healthy", func(t *testing.T) {
 		withMockNVML(t, nvmltest.New())
-		code, stdout, stderr := allot(t, nil, "agent", "--dry-run", "--once", "--node", "gpu-1", "--boot-id-file", agentBootID(t))
+		code, stdout, stderr := runAgentCLI(t, nil, "--dry-run", "--once", "--node", "gpu-1", "--boot-id-file", agentBootID(t))
 		if code != exitOK || stderr != "" {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
@@ -164,7 +165,7 @@ func TestAgentDryRunOnce(t *testing.T) {
 		srv := nvmltest.New()
 		srv.Edit(5, func(g *nvmltest.GPU) { g.RemapFailed, g.RemapUncorrected = true, 2 })
 		withMockNVML(t, srv)
-		code, stdout, _ := allot(t, map[string]string{"NODE_NAME": "gpu-2"}, "agent", "--dry-run", "--once", "-o", "json", "--boot-id-file", agentBootID(t))
+		code, stdout, _ := runAgentCLI(t, map[string]string{"NODE_NAME": "gpu-2"}, "--dry-run", "--once", "-o", "json", "--boot-id-file", agentBootID(t))
 		if code != exitFindings {
 			t.Errorf("exit %d, want 1", code)
 		}
@@ -180,26 +181,26 @@ func TestAgentDryRunOnce(t *testing.T) {
 	t.Run("thresholds from flags", func(t *testing.T) {
 		withMockNVML(t, nvmltest.New())
 		// 55 C is over --max-temperature 50; with no debounce it counts at once.
-		code, stdout, _ := allot(t, nil, "agent", "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--max-temperature", "50", "--debounce", "0s")
+		code, stdout, _ := runAgentCLI(t, nil, "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--max-temperature", "50", "--debounce", "0s")
 		if code != exitFindings || !strings.Contains(stdout, "GPU 0 Temperature: 55 C, at or above 50 C (Active)") {
 			t.Errorf("exit %d:\n%s", code, stdout)
 		}
 		// The same with the default debounce: failing, not yet counted.
-		code, stdout, _ = allot(t, nil, "agent", "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--max-temperature", "50")
+		code, stdout, _ = runAgentCLI(t, nil, "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--max-temperature", "50")
 		if code != exitOK || !strings.Contains(stdout, "GPU 0 Temperature: 55 C, at or above 50 C (Pending)") {
 			t.Errorf("exit %d:\n%s", code, stdout)
 		}
 	})
 	t.Run("expected GPUs", func(t *testing.T) {
 		withMockNVML(t, nvmltest.New())
-		code, stdout, _ := allot(t, nil, "agent", "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--expected-gpus", "9")
+		code, stdout, _ := runAgentCLI(t, nil, "--dry-run", "--once", "--node", "n", "--boot-id-file", agentBootID(t), "--expected-gpus", "9")
 		if code != exitFindings || !strings.Contains(stdout, "node GPUCount: Fail 8 of 9 GPUs visible: a GPU fell off the bus") {
 			t.Errorf("exit %d:\n%s", code, stdout)
 		}
 	})
 	t.Run("unreadable boot ID", func(t *testing.T) {
 		withMockNVML(t, nvmltest.New())
-		code, _, stderr := allot(t, nil, "agent", "--dry-run", "--once", "--node", "n", "--boot-id-file", "/nonexistent/boot_id")
+		code, _, stderr := runAgentCLI(t, nil, "--dry-run", "--once", "--node", "n", "--boot-id-file", "/nonexistent/boot_id")
 		if code != exitUsage {
 			t.Errorf("exit %d, want 2", code)
 		}
@@ -220,7 +221,7 @@ func TestAgentDryRunWatches(t *testing.T) {
 	var stdout, stderr testenv.SyncBuffer
 	done := make(chan int)
 	go func() {
-		done <- runContext(ctx, []string{"agent", "--dry-run", "--node", "gpu-3", "--boot-id-file", agentBootID(t), "--interval", "1h",
+		done <- runContext(ctx, []string{"--dry-run", "--node", "gpu-3", "--boot-id-file", agentBootID(t), "--interval", "1h",
 			"--xid-overrides", overrides, "--cluster", "onprem-a"}, &stdout, &stderr)
 	}()
 	printed := func(want string) func() error {
@@ -265,9 +266,9 @@ func TestAgentOnNode(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	ctx := context.Background()
-	applyManifests(t, c, "config/agent/rbac.yaml", "config/manager/rbac_binding.yaml")
-	scraper := serviceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
-	stranger := serviceAccountToken(t, c, "allot-system", "stranger", "")
+	testenv.ApplyManifests(t, c, "config/agent/rbac.yaml", "config/manager/rbac_binding.yaml")
+	scraper := testenv.ServiceAccountToken(t, c, "allot-system", "prometheus", "allot-metrics-reader")
+	stranger := testenv.ServiceAccountToken(t, c, "allot-system", "stranger", "")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := env.WriteKubeconfigAs(kubeconfig, "system:serviceaccount:allot-system:allot-agent"); err != nil {
 		t.Fatal(err)
@@ -285,13 +286,16 @@ func TestAgentOnNode(t *testing.T) {
 	srv := nvmltest.New()
 	withMockNVML(t, srv)
 
-	metrics := freePort(t)
+	metrics, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- runContext(runCtx, []string{"agent", "--kubeconfig", kubeconfig, "--node", name, "--interval", "200ms",
+		code <- runContext(runCtx, []string{"--kubeconfig", kubeconfig, "--node", name, "--interval", "200ms",
 			"--metrics-bind-address", metrics, "--xid-overrides", overrides}, io.Discard, &stderr)
 	}()
 
@@ -359,14 +363,14 @@ func TestAgentOnNode(t *testing.T) {
 	}
 	// Metrics name the node and its faults: only for scrapers allowed /metrics
 	// (the refused scrapes are logged as errors, so after the check above).
-	metricsRefused(t, "https://"+metrics+"/metrics", stranger)
+	testenv.MetricsRefused(t, "https://"+metrics+"/metrics", stranger)
 	agentStops(t, cancel, code, &stderr)
 }
 
 // scrapeAgent fetches url with token and parses the text exposition: series -> value.
 func scrapeAgent(t *testing.T, url, token string) map[string]float64 {
 	t.Helper()
-	resp, err := scrape(url, token)
+	resp, err := testenv.Scrape(url, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,4 +391,33 @@ func scrapeAgent(t *testing.T, url, token string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// runAgentCLI runs the agent with args and env and returns its exit code,
+// stdout and stderr.
+func runAgentCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out, errb bytes.Buffer
+	code := runContext(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func waitFor(t *testing.T, what string, f func() error) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, what, f)
+}
+
+// The arguments of the agent's DaemonSet are flags allot-agent takes.
+func TestDaemonSetArgs(t *testing.T) {
+	const file = "config/agent/daemonset.yaml"
+	tmpl := testenv.PodTemplate(t, file)
+	if img := tmpl.Spec.Containers[0].Image; !strings.Contains(img, "/allot-agent:") {
+		t.Errorf("%s: image %q, want allot-agent's", file, img)
+	}
+	if err := newAgentCommand().ParseFlags(tmpl.Spec.Containers[0].Args); err != nil {
+		t.Errorf("%s: %v", file, err)
+	}
 }

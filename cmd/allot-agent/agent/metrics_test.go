@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/allot-dev/allot/fleet/agent/nvmltest"
+	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 )
 
 type testMetrics struct {
