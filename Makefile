@@ -148,6 +148,7 @@ fmt: ## Format the Go code.
 vet: ## Run go vet (the module and the agent's).
 	$(GO) vet $(PKGS)
 	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) vet ./...
+	cd charts && $(GO) vet ./...
 
 .PHONY: lint
 lint: vet ## Check formatting, vet, staticcheck, dead code and the architecture rules (pure cores stay pure).
@@ -161,11 +162,13 @@ lint: vet ## Check formatting, vet, staticcheck, dead code and the architecture 
 generate: ## Regenerate deepcopy, CRD YAML (api/) and the manager's RBAC (kubebuilder:rbac markers).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) object paths=./api/... crd:allowDangerousTypes=false paths=./api/... output:crd:dir=config/crd
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) rbac:roleName=allot-manager paths=./controllers/... paths=./scheduler/runner/... output:rbac:dir=config/rbac
+	cd charts && $(GO) generate ./...
 
 .PHONY: test
-test: build controlplane kueue terraform ## Build the control plane if needed, run every test, then the contract check (when ../shared/contract is there).
+test: build controlplane kueue terraform ## Build the control plane if needed, run every test (the module, then cmd/allot-agent's and charts/'s), then the contract check (when ../shared/contract is there).
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) test -count=1 -timeout 30m $(PKGS)
 	cd $(AGENT_DIR) && CGO_ENABLED=1 CGO_CFLAGS="$(AGENT_CGO_CFLAGS)" $(GO) test -count=1 -timeout 15m ./...
+	cd charts && $(GO) test -count=1 -timeout 15m ./...
 	@if [ -f $(SHARED)/contract/check.py ]; then echo "python3 $(SHARED)/contract/check.py $(ALLOT)"; python3 $(SHARED)/contract/check.py $(ALLOT); \
 	else echo "$(SHARED)/contract is not beside this clone: contract check skipped (.ci/run runs it)"; fi
 
