@@ -643,3 +643,17 @@ func (c *Cluster) logTail() string {
 	}
 	return b.String()
 }
+
+// WaitJob waits up to 30 s until job id is in state (RUNNING, PENDING, ...)
+// and, when reason is not empty, pends for that reason (AssocGrpGRES, ...).
+func (c *Cluster) WaitJob(t testing.TB, id, state, reason string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		got = strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", id, "-o", "%T %r"))
+		if f := strings.Fields(got); len(f) == 2 && f[0] == state && (reason == "" || f[1] == reason) {
+			return
+		}
+	}
+	t.Fatalf("job %s: %q, want %s %s", id, got, state, reason)
+}

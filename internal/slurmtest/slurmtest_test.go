@@ -23,7 +23,7 @@ func TestStartRunStop(t *testing.T) {
 	c.Run(t, "sacctmgr", "-i", "add", "account", "a")
 	c.Run(t, "sacctmgr", "-i", "add", "user", currentUser(), "account=a")
 	id := strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", "a", "--gres=gpu:h100:2", "--wrap", "sleep 300"))
-	waitState(t, c, id, "RUNNING")
+	c.WaitJob(t, id, "RUNNING", "")
 	for deadline := time.Now().Add(10 * time.Second); len(c.stepds()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -57,18 +57,6 @@ func TestTwoAtOnce(t *testing.T) {
 	if out := a.Run(t, "sacctmgr", "-nP", "show", "account", "format=account"); strings.Contains(out, "only-b") {
 		t.Errorf("cluster a sees cluster b's account: %q", out)
 	}
-}
-
-func waitState(t *testing.T, c *Cluster, id, state string) {
-	t.Helper()
-	var out string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		out = strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", id, "-o", "%T %r"))
-		if strings.HasPrefix(out, state) {
-			return
-		}
-	}
-	t.Fatalf("job %s: %q, want %s", id, out, state)
 }
 
 // recorder is a testing.TB that records Skip and Fatal instead of acting.

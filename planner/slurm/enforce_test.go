@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/allot-dev/allot/internal/slurmtest"
 	"github.com/allot-dev/allot/planner"
@@ -53,24 +52,11 @@ func TestRenderedAccountingEnforced(t *testing.T) {
 		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "-p", "gpu", "--gres="+gres, "--wrap", "sleep 300"))
 	}
 	full := submit("alpha", "gpu:h100:4")
-	waitFor(t, c, full, "RUNNING", "")
+	c.WaitJob(t, full, "RUNNING", "")
 	typed := submit("alpha", "gpu:h100:1")
 	untyped := submit("alpha", "gpu:1")
 	other := submit("beta", "gpu:h100:2")
-	waitFor(t, c, other, "RUNNING", "")
-	waitFor(t, c, typed, "PENDING", "AssocGrpGRES")
-	waitFor(t, c, untyped, "PENDING", "AssocGrpGRES")
-}
-
-// waitFor waits until job id is in state (and, when given, pends for reason).
-func waitFor(t *testing.T, c *slurmtest.Cluster, id, state, reason string) {
-	t.Helper()
-	var got string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		got = strings.TrimSpace(c.Run(t, "squeue", "-h", "-j", id, "-o", "%T %r"))
-		if f := strings.Fields(got); len(f) == 2 && f[0] == state && (reason == "" || f[1] == reason) {
-			return
-		}
-	}
-	t.Fatalf("job %s: %q, want %s %s", id, got, state, reason)
+	c.WaitJob(t, other, "RUNNING", "")
+	c.WaitJob(t, typed, "PENDING", "AssocGrpGRES")
+	c.WaitJob(t, untyped, "PENDING", "AssocGrpGRES")
 }

@@ -1,0 +1,120 @@
+// Package slurm converges a live Slurm cluster's accounting to what
+// planner/slurm renders from the capacity repository: it reads the QOS and
+// account associations with sacctmgr -nP and runs planner/slurm's Diff with
+// sacctmgr -i, each command as argv, never through a shell.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	planner "github.com/allot-dev/allot/planner/slurm"
+)
+
+// Runner runs sacctmgr against one cluster.
+type Runner struct {
+	// Env is the commands' environment (SLURM_CONF); nil is this process's.
+	Env []string
+	// Cluster, when set, restricts what is read to that cluster.
+	Cluster string
+}
+
+func (r Runner) run(ctx context.Context, argv []string) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = r.Env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// Read returns the cluster's QOS and account associations, parents first.
+func (r Runner) Read(ctx context.Context) (*planner.Live, error) {
+	live := &planner.Live{}
+	out, err := r.run(ctx, []string{"sacctmgr", "-nP", "show", "qos", "format=name,description,priority,preempt,preemptmode"})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range rows(out, 5) {
+		prio, _ := strconv.ParseInt(f[2], 10, 64)
+		live.QOS = append(live.QOS, planner.QOS{Name: f[0], Description: f[1], Priority: prio, Preempt: list(f[3]), PreemptMode: strings.ToLower(f[4])})
+	}
+	out, err = r.run(ctx, []string{"sacctmgr", "-nP", "show", "account", "format=account,description,organization"})
+	if err != nil {
+		return nil, err
+	}
+	meta := map[string][2]string{}
+	for _, f := range rows(out, 3) {
+		meta[f[0]] = [2]string{f[1], f[2]}
+	}
+	args := []string{"sacctmgr", "-nP", "show", "association", "format=account,user,parentname,grptres,fairshare,qos,defaultqos"}
+	if r.Cluster != "" {
+		args = append(args, "where", "cluster="+r.Cluster)
+	}
+	out, err = r.run(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range rows(out, 7) {
+		if f[1] != "" || f[0] == "root" {
+			continue // a user's association, or Slurm's root
+		}
+		share, _ := strconv.ParseInt(f[4], 10, 64)
+		a := planner.Account{Name: f[0], Parent: f[2], Description: meta[f[0]][0], Organization: meta[f[0]][1],
+			GrpTRES: tres(f[3]), Fairshare: share, QOS: list(f[5]), DefaultQOS: f[6]}
+		a.Team = len(a.QOS) > 0
+		live.Accounts = append(live.Accounts, a)
+	}
+	return live, nil
+}
+
+// Apply runs changes in order, stopping at the first failure; conflicts are
+// not run.
+func (r Runner) Apply(ctx context.Context, changes []planner.Change) error {
+	for _, c := range changes {
+		if c.Argv == nil {
+			continue
+		}
+		if _, err := r.run(ctx, c.Argv); err != nil {
+			return fmt.Errorf("%s %s %s: %w", c.Op, c.Kind, c.Name, err)
+		}
+	}
+	return nil
+}
+
+// rows splits sacctmgr's parseable output into rows of n fields.
+func rows(out string, n int) [][]string {
+	var rs [][]string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Split(l, "|"); len(f) >= n {
+			rs = append(rs, f[:n])
+		}
+	}
+	return rs
+}
+
+func list(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// tres parses a GrpTRES, e.g. gres/gpu:h100=8,gres/gpu=8.
+func tres(s string) map[string]int64 {
+	m := map[string]int64{}
+	for _, kv := range list(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			m[k] = n
+		}
+	}
+	return m
+}
