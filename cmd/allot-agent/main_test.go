@@ -109,6 +109,7 @@ func TestAgentDefaultLibrary(t *testing.T) {
 
 func TestAgentUsage(t *testing.T) {
 	overrides := agentFile(t, "xids.yaml", "xids:\n  \"43\": {class: hardware, fatl: true}\n")
+	huge := agentFile(t, "huge.yaml", "xids: {}\n"+strings.Repeat("#", maxOverridesBytes))
 	tests := map[string]struct {
 		args []string
 		want string
@@ -122,6 +123,7 @@ func TestAgentUsage(t *testing.T) {
 		"too many NVLinks":    {[]string{"--dry-run", "--nvlinks-per-gpu", "19"}, "nvlinks per GPU 19"},
 		"missing overrides":   {[]string{"--dry-run", "--xid-overrides", overrides + ".missing"}, "reading the XID overrides: "},
 		"bad overrides":       {[]string{"--dry-run", "--xid-overrides", overrides}, overrides + ": "},
+		"huge overrides":      {[]string{"--dry-run", "--xid-overrides", huge}, huge + ": larger than 1048576 bytes"},
 		"unknown flag":        {[]string{"--gpus", "8"}, "unknown flag: --gpus"},
 		"argument":            {[]string{"gpu-1"}, `unknown command "gpu-1"`},
 	}
