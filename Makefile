@@ -199,6 +199,10 @@ bench: build ## Run the benchmarks, then time the CLI on a generated 500-team re
 	$${t:+$$t -f "validate --base, 500 teams/50 pools/10 clusters: $$f"} $(ALLOT) validate "$$d/head" --base "$$d/base" >/dev/null && \
 	$${t:+$$t -f "plan --base -o markdown, same repository: $$f"} $(ALLOT) plan "$$d/head" --base "$$d/base" -o markdown >/dev/null
 
+.PHONY: bench-scheduler
+bench-scheduler: ## Starving replays (BenchmarkSimStarving), this tree against BASE (default 02ee642): least user CPU of RUNS runs each.
+	scheduler/bench/sidebyside.sh $(BASE) $(RUNS)
+
 .PHONY: verify
 verify: generate fmt ## Regenerate and format, then fail if anything changed.
 	@git diff --exit-code || { echo "generated or formatted files are out of date: run make generate fmt and commit"; exit 1; }

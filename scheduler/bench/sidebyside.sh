@@ -18,6 +18,8 @@ bench=${3:-'SimStarving/(busy/nodes=(156|625)$|helios)'}
 root=$(git rev-parse --show-toplevel)
 tmp=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$tmp/base" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+# Bases before the agent had its own module (624a032) link NVML: they need the
+# tag and the C flags, which the working tree ignores.
 : "${GOFLAGS:=-tags=kustomize_disable_go_plugin_support}"
 : "${CGO_CFLAGS:=-O2 -g -Wno-deprecated-declarations}"
 : "${ALLOT_SHARED:=$root/../shared}"
