@@ -33,18 +33,7 @@ func TestImageRunsWithoutARuntime(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/allot: %v\n%s", err, out)
 	}
-	tarPath := filepath.Join(dir, "image.tar")
-	if err := run(Options{Allot: allot, CACerts: "/etc/ssl/certs/ca-certificates.crt"}, "registry.example/allot:test", tarPath); err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(tarPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, cfg := writeAndRead(t, Options{Allot: allot, CACerts: "/etc/ssl/certs/ca-certificates.crt"}, "registry.example/allot:test", filepath.Join(dir, "image.tar"))
 	if cfg.Config.User != "65532:65532" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/usr/local/bin/allot" {
 		t.Errorf("config user %q, entrypoint %q; want 65532:65532 and /usr/local/bin/allot", cfg.Config.User, cfg.Config.Entrypoint)
 	}
@@ -84,18 +73,7 @@ func TestAgentImageRunsWithoutARuntime(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/allot-agent: %v\n%s", err, out)
 	}
-	tarPath := filepath.Join(dir, "image.tar")
-	if err := run(Options{Agent: agent, CACerts: "/etc/ssl/certs/ca-certificates.crt"}, "registry.example/allot-agent:test", tarPath); err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.ImageFromPath(tarPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, cfg := writeAndRead(t, Options{Agent: agent, CACerts: "/etc/ssl/certs/ca-certificates.crt"}, "registry.example/allot-agent:test", filepath.Join(dir, "image.tar"))
 	if cfg.Config.User != "65532:65532" || fmt.Sprint(cfg.Config.Entrypoint) != "[/usr/local/bin/allot-agent]" {
 		t.Errorf("config user %q, entrypoint %q; want 65532:65532 and /usr/local/bin/allot-agent", cfg.Config.User, cfg.Config.Entrypoint)
 	}
@@ -110,6 +88,24 @@ func TestAgentImageRunsWithoutARuntime(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, "loading libnvidia-ml.so.1: no NVIDIA driver") {
 		t.Errorf("allot-agent in the image: %v\n%s\nwant exit 2 and no NVIDIA driver", err, out)
 	}
+}
+
+// writeAndRead writes the image of o to tarPath, as make image does, and reads
+// it back with its config.
+func writeAndRead(t *testing.T, o Options, tag, tarPath string) (v1.Image, *v1.ConfigFile) {
+	t.Helper()
+	if err := run(o, tag, tarPath); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(tarPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, cfg
 }
 
 // rootfs unpacks img's filesystem at root, with the /dev/null a container
