@@ -17,12 +17,49 @@ import (
 // what it does not change.
 func ForCluster(cfg *schema.Config, plan *Plan, cluster schema.ClusterName) *schema.Config {
 	out := ClusterPools(cfg, cluster)
+	share := shares(plan, func(c schema.ClusterName) bool { return c == cluster })
+	out.Teams = splitQuotas(cfg, share)
+	return out
+}
+
+// Kubernetes returns the part of cfg its Kubernetes clusters enforce: cfg
+// without the clusters Slurm runs and their pools, and each team's quota less
+// the share ForCluster gives those clusters, so that a Slurm cluster's share
+// and the Kubernetes part add up to the team's quota. Without a Slurm cluster
+// it is cfg itself. cfg is not changed.
+func Kubernetes(cfg *schema.Config, plan *Plan) *schema.Config {
+	slurm := cfg.ClustersRunBy(schema.SchedulerSlurm)
+	if len(slurm) == 0 {
+		return cfg
+	}
+	out := *cfg
+	out.Clusters = map[schema.ClusterName]*schema.Cluster{}
+	for name, c := range cfg.Clusters {
+		if c.Scheduler != schema.SchedulerSlurm {
+			out.Clusters[name] = c
+		}
+	}
+	out.Pools = map[schema.PoolName]*schema.Pool{}
+	for name, p := range cfg.Pools {
+		if out.Clusters[p.Cluster] != nil {
+			out.Pools[name] = p
+		}
+	}
+	slurmShare := shares(plan, func(c schema.ClusterName) bool { return slices.Contains(slurm, c) })
+	out.Teams = splitQuotas(cfg, func(f schema.Flavor, n int64) int64 { return n - slurmShare(f, n) })
+	return &out
+}
+
+// shares returns the part of n GPUs of flavor f that falls to the clusters
+// in(c) holds, each cluster's share in proportion to its planned GPUs of f
+// (largest remainder, so the shares of all clusters add up to n); 0 for a
+// flavor no cluster has planned GPUs of.
+func shares(plan *Plan, in func(schema.ClusterName) bool) func(f schema.Flavor, n int64) int64 {
 	// Per flavor: the clusters carrying it, in name order, and their GPUs.
 	type split struct {
-		clusters []schema.ClusterName
-		gpus     []int64
-		sum      int64
-		mine     int // index of cluster, -1 if it has none
+		gpus []int64
+		sum  int64
+		mine []int // indexes of the clusters in holds
 	}
 	splits := map[schema.Flavor]*split{}
 	byCluster := map[schema.Flavor]map[schema.ClusterName]int64{}
@@ -33,25 +70,35 @@ func ForCluster(cfg *schema.Config, plan *Plan, cluster schema.ClusterName) *sch
 		byCluster[pp.Flavor][pp.Cluster] += pp.GPUsTarget
 	}
 	for f, m := range byCluster {
-		s := &split{mine: -1}
+		s := &split{}
 		for i, c := range slices.Sorted(maps.Keys(m)) {
-			s.clusters = append(s.clusters, c)
 			s.gpus = append(s.gpus, m[c])
 			s.sum += m[c]
-			if c == cluster {
-				s.mine = i
+			if in(c) {
+				s.mine = append(s.mine, i)
 			}
 		}
 		splits[f] = s
 	}
-	part := func(f schema.Flavor, n int64) int64 {
+	return func(f schema.Flavor, n int64) int64 {
 		s := splits[f]
-		if s == nil || s.mine < 0 || s.sum == 0 {
+		if s == nil || len(s.mine) == 0 || s.sum == 0 {
 			return 0
 		}
-		return apportion(n, s.gpus, s.sum)[s.mine]
+		parts := apportion(n, s.gpus, s.sum)
+		var sum int64
+		for _, i := range s.mine {
+			sum += parts[i]
+		}
+		return sum
 	}
-	out.Teams = map[schema.TeamName]*schema.Team{}
+}
+
+// splitQuotas returns cfg's teams with each quota, borrowing and lending
+// limit of flavor f replaced by part(f, it); an unlimited one stays
+// unlimited.
+func splitQuotas(cfg *schema.Config, part func(f schema.Flavor, n int64) int64) map[schema.TeamName]*schema.Team {
+	teams := map[schema.TeamName]*schema.Team{}
 	for name, t := range cfg.Teams {
 		ct := *t
 		ct.Quota = map[schema.Flavor]schema.Quota{}
@@ -67,9 +114,9 @@ func ForCluster(cfg *schema.Config, plan *Plan, cluster schema.ClusterName) *sch
 			}
 			ct.Quota[f] = cq
 		}
-		out.Teams[name] = &ct
+		teams[name] = &ct
 	}
-	return out
+	return teams
 }
 
 // ClusterPools returns cfg with only the pools of one cluster and every

@@ -43,12 +43,21 @@ func (f *terraformFlags) run(cmd *cobra.Command, c checked) (*planreport.Terrafo
 	if err != nil {
 		return nil, usageError{err}
 	}
-	clusters := c.cfg.ClusterNames()
+	// A Slurm cluster's nodes are the site's: it has no module.
+	var clusters []schema.ClusterName
+	for _, name := range c.cfg.ClusterNames() {
+		if c.cfg.Clusters[name].Scheduler != schema.SchedulerSlurm {
+			clusters = append(clusters, name)
+		}
+	}
 	if len(f.clusters) > 0 {
 		clusters = nil
 		for _, name := range f.clusters {
-			if c.cfg.Clusters[schema.ClusterName(name)] == nil {
+			switch cl := c.cfg.Clusters[schema.ClusterName(name)]; {
+			case cl == nil:
 				return nil, usageError{fmt.Errorf("--terraform-cluster %s: no such cluster in %s", name, c.name)}
+			case cl.Scheduler == schema.SchedulerSlurm:
+				return nil, usageError{fmt.Errorf("--terraform-cluster %s: Slurm runs it, and its nodes are not made with Terraform", name)}
 			}
 			clusters = append(clusters, schema.ClusterName(name))
 		}

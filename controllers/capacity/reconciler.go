@@ -205,15 +205,21 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))
 		return interval, nil
 	}
-	here := judged.Config
+	// The clusters Slurm runs are not a manager's: their pools and their
+	// share of the quotas are converged by allot slurm apply.
+	here := planner.Kubernetes(judged.Config, judged.Plan)
 	if r.Cluster != "" {
-		if judged.Config.Clusters[r.Cluster] == nil {
+		switch cl := judged.Config.Clusters[r.Cluster]; {
+		case cl == nil:
 			r.stall(src, ReasonInvalidSpec, fmt.Sprintf("revision %s declares no cluster %s, the cluster this manager runs in (--cluster)", art.Revision, r.Cluster))
+			return interval, nil
+		case cl.Scheduler == schema.SchedulerSlurm:
+			r.stall(src, ReasonInvalidSpec, fmt.Sprintf("revision %s: Slurm runs cluster %s (--cluster): allot slurm apply converges it, not a manager", art.Revision, r.Cluster))
 			return interval, nil
 		}
 		here = planner.ForCluster(judged.Config, judged.Plan, r.Cluster)
 		if r.FleetQuotas {
-			here = planner.ClusterPools(judged.Config, r.Cluster)
+			here = planner.ClusterPools(planner.Kubernetes(judged.Config, judged.Plan), r.Cluster)
 		}
 	}
 	objs, err := kube.Build(here, judged.Plan)

@@ -132,16 +132,20 @@ func (e *NotReadyError) Error() string {
 
 // Resize implements Capacity.
 func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev Revision, step Step) error {
-	if len(t.Clusters) == 0 && len(rev.Config.Clusters) > 1 {
+	if n := len(terraformClusters(rev.Config)); len(t.Clusters) == 0 && n > 1 {
 		// The nodes of other clusters are not visible from here: their growth
 		// could not be waited for, nor their shrinks checked for running work.
-		return &ClusterScopeError{Clusters: len(rev.Config.Clusters)}
+		return &ClusterScopeError{Clusters: n}
 	}
 	targets := t.targets(rev, step.Phase)
 	clusters := map[schema.ClusterName]bool{}
 	var resized []TargetChange
 	for _, c := range step.Resize {
-		if cl := schema.ClusterName(c.Pool.Spec.Cluster); len(t.Clusters) == 0 || t.Clusters[cl] {
+		cl := schema.ClusterName(c.Pool.Spec.Cluster)
+		if slurm := rev.Config.Clusters[cl]; slurm != nil && slurm.Scheduler == schema.SchedulerSlurm {
+			continue // the site's nodes, never Terraform's (a Pool object left from before)
+		}
+		if len(t.Clusters) == 0 || t.Clusters[cl] {
 			clusters[cl] = true
 			resized = append(resized, c)
 		}
@@ -174,6 +178,18 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		}
 	}
 	return nil
+}
+
+// terraformClusters are the clusters of cfg whose nodes Terraform makes: all
+// but those Slurm runs.
+func terraformClusters(cfg *schema.Config) []schema.ClusterName {
+	var out []schema.ClusterName
+	for _, name := range cfg.ClusterNames() {
+		if cfg.Clusters[name].Scheduler != schema.SchedulerSlurm {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // ClusterScopeError is Terraform asked to size the pools of a fleet of several
@@ -503,8 +519,8 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 		for c := range t.Clusters {
 			cluster = c
 		}
-	case len(t.Clusters) == 0 && len(rev.Config.Clusters) == 1:
-		cluster = rev.Config.ClusterNames()[0]
+	case len(t.Clusters) == 0 && len(terraformClusters(rev.Config)) == 1:
+		cluster = terraformClusters(rev.Config)[0]
 	default:
 		return nil, nil // the nodes of several clusters are not all seen from here
 	}

@@ -50,12 +50,14 @@ const (
 )
 
 // Render returns the Kubernetes manifests (for opts.Target) and the Terraform
-// root modules of cfg sized by plan, sorted by path.
+// root modules of cfg sized by plan, sorted by path. The clusters Slurm runs
+// are not Kubernetes': nothing of them is rendered here (their pools, their
+// share of the teams' quotas, a module), as planner/slurm renders them.
 func Render(cfg *schema.Config, plan *planner.Plan, opts Options) ([]File, error) {
 	var out []File
 	switch opts.Target {
 	case "", TargetAllot:
-		objs, err := kube.Build(cfg, plan)
+		objs, err := kube.Build(planner.Kubernetes(cfg, plan), plan)
 		if err != nil {
 			return nil, fmt.Errorf("rendering kubernetes objects: %w", err)
 		}

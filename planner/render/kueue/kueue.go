@@ -54,9 +54,9 @@ func FileNames() []string {
 		CohortsFile, ClusterQueuesFile, LocalQueuesFile}
 }
 
-// Build returns the Kueue objects of every cluster of cfg, in cluster name
-// order; each team's quota is split among the clusters as plan places its
-// flavors (planner.ForCluster), so a team's nominal quotas of a flavor over
+// Build returns the Kueue objects of every Kubernetes cluster of cfg (not
+// those Slurm runs), in cluster name order; each team's quota is split among
+// the clusters as plan places its flavors (planner.ForCluster), so a team's nominal quotas of a flavor over
 // all clusters add up to its quota.
 func Build(cfg *schema.Config, plan *planner.Plan) ([]*Objects, error) {
 	k, err := kube.Build(cfg, plan) // checks the team namespaces and tier names
@@ -75,6 +75,9 @@ func Build(cfg *schema.Config, plan *planner.Plan) ([]*Objects, error) {
 	}
 	var out []*Objects
 	for _, cluster := range cfg.ClusterNames() {
+		if cfg.Clusters[cluster].Scheduler == schema.SchedulerSlurm {
+			continue
+		}
 		o := &Objects{Cluster: cluster, Namespaces: k.Namespaces}
 		cc := planner.ForCluster(cfg, plan, cluster)
 		flavors := clusterFlavors(cfg, cluster)

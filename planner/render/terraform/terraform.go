@@ -90,12 +90,16 @@ type PoolError struct {
 
 func (e *PoolError) Error() string { return fmt.Sprintf("pool %s: %s", e.Pool, e.Reason) }
 
-// Modules returns the root module of every cluster of cfg, keyed by cluster.
+// Modules returns the root module of every cluster of cfg, keyed by cluster,
+// but the clusters Slurm runs, whose nodes are the site's (Module refuses them).
 // Clusters without pools get a module too, so that removing a cluster's last pool
 // destroys its resources rather than leaving them behind.
 func Modules(cfg *schema.Config, plan *planner.Plan, opts Options) (map[schema.ClusterName][]byte, error) {
 	out := make(map[schema.ClusterName][]byte, len(cfg.Clusters))
 	for _, name := range cfg.ClusterNames() {
+		if cfg.Clusters[name].Scheduler == schema.SchedulerSlurm {
+			continue
+		}
 		m, err := Module(cfg, plan, name, opts)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", name, err)
@@ -127,6 +131,9 @@ func Module(cfg *schema.Config, plan *planner.Plan, cluster schema.ClusterName, 
 	c := cfg.Clusters[cluster]
 	if c == nil {
 		return nil, fmt.Errorf("unknown cluster %q", cluster)
+	}
+	if c.Scheduler == schema.SchedulerSlurm {
+		return nil, fmt.Errorf("cluster %s is run by Slurm: its nodes are not made with Terraform", cluster)
 	}
 	var pools []*schema.Pool
 	for _, n := range cfg.PoolNames() {
