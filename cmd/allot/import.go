@@ -9,6 +9,7 @@ import (
 
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
+	"github.com/allot-dev/allot/schema"
 )
 
 func init() { commands = append(commands, newImportCommand) }
@@ -17,14 +18,15 @@ func newImportCommand() *cobra.Command {
 	var dir, teams, tiers, def string
 	c := &cobra.Command{
 		Use:   "import FILE",
-		Short: "Convert a trace (normalized, Helios, openb, Alibaba PAI) into allot's workload CSV",
+		Short: "Convert a trace (sacct, normalized, Helios, openb, Alibaba PAI) into allot's workload CSV",
 		Long: `Convert a job trace into the workload CSV that allot sim reads
 (id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer), on stdout.
 The layout is told by the header (any column order, unknown columns ignored):
 the normalized trace schema, HeliosData's cluster_log.csv (Venus, Earth,
 Saturn, Uranus: a job's vc is its team), the Helios DIR-LAB layout, openb's pod
-list, or Alibaba's cluster-trace-gpu-v2020 pai_task_table (with or without its
-header), separated by commas, tabs or semicolons. FILE may be
+list, Alibaba's cluster-trace-gpu-v2020 pai_task_table (with or without its
+header), or Slurm's sacct -P / -p output, separated by commas, tabs,
+semicolons or pipes. FILE may be
 gzip-compressed or a .tar.gz of one file. Times are
 seconds, or dates and times (2020-06-09 18:41:01, ISO 8601 with or without a
 zone) counted from the file's earliest submit time. Jobs that span several
@@ -36,13 +38,23 @@ Users are dealt round-robin onto teams (--teams, or the teams of the capacity
 repository --repo), one user staying in one team; the jobs of a trace that
 names no users (openb's pod lists) are dealt one by one; priorities map onto tiers by
 rank (openb's Guaranteed/LS, Burstable, BE).
+
+From sacct (sacct -a -X -P -o JobID,Account,User,Partition,QOS,Submit,Start,
+End,State,NNodes,AllocTRES): only allocations are jobs (steps such as
+123.batch are left out; array tasks 123_4 and het components 123+0 are jobs);
+a job's Slurm account is its team when the repository has that team, else
+its user is dealt; its QOS is its tier when the repository has that tier;
+its GPUs' GRES type (gres/gpu:h100=8), else its partition, gives its flavor
+when a pool of the repository has that Slurm GRES type or partition.
 The file is read twice and the jobs are written as they are read, so a trace
 of any length converts in bounded memory; an error writes nothing to stdout.
 Exit status: 0 converted, 2 bad usage or unreadable input (file:line: what is
 wrong, and the layout the header was read as).`,
 		Example: `  allot import ../shared/traces/helios/helios_15k_users.csv --repo examples > helios.csv
   allot import Venus/cluster_log.csv --teams vision,nlp,speech > venus.csv
-  allot import openb_pod_list_default.csv --teams vision,nlp --tiers production,research`,
+  allot import openb_pod_list_default.csv --teams vision,nlp --tiers production,research
+  sacct -a -X -P -S 2026-01-01 -o JobID,Account,User,Partition,QOS,Submit,Start,End,State,NNodes,AllocTRES > jobs.txt
+  allot import jobs.txt --repo capacity > slurm.csv`,
 		Args: exactArgs(1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := args[0]
@@ -165,9 +177,11 @@ func importAssigner(cmd *cobra.Command, dir string, teams, tiers []string, def s
 		// Dealt first, the jobs' teams are the repository's: AssignToConfig
 		// then maps only their tiers, which needs nothing from other batches.
 		dealer := workload.NewDealer(names)
+		byGRES, byPartition := slurmFlavors(c.cfg)
 		return func(b []workload.Spec) {
 			dealer.Deal(b)
 			sim.AssignToConfig(b, q)
+			workload.SlurmFlavors(b, byGRES, byPartition)
 		}, nil
 	}
 	if def == "" && len(tiers) > 0 {
@@ -189,6 +203,31 @@ func importAssigner(cmd *cobra.Command, dir string, teams, tiers []string, def s
 			}
 		}
 	}, nil
+}
+
+// slurmFlavors maps the GRES types and partitions of cfg's pools to their
+// flavors, for jobs read from sacct: a Slurm pool's GRES type and
+// partition, and the flavor's own name for a pool not on Slurm (the GRES
+// type a Slurm pool of it takes by default). A name that two flavors share
+// maps to none.
+func slurmFlavors(cfg *schema.Config) (byGRES, byPartition map[string]string) {
+	byGRES, byPartition = map[string]string{}, map[string]string{}
+	add := func(m map[string]string, name string, f schema.Flavor) {
+		if prev, ok := m[name]; ok && prev != string(f) {
+			m[name] = ""
+			return
+		}
+		m[name] = string(f)
+	}
+	for _, p := range cfg.Pools {
+		if p.Slurm == nil {
+			add(byGRES, string(p.Flavor), p.Flavor)
+			continue
+		}
+		add(byGRES, p.Slurm.GRESType, p.Flavor)
+		add(byPartition, p.Slurm.Partition, p.Flavor)
+	}
+	return byGRES, byPartition
 }
 
 func split(s string) []string {

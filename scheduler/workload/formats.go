@@ -37,6 +37,8 @@ var layouts = []*layout{
 		hint: "; the openb_pod_list_multigpu* files have no times: a replay needs each pod's creation and deletion time"},
 	{format: FormatPAI, name: "the pai_task_table of Alibaba's cluster-trace-gpu-v2020", need: []string{"job_name", "task_name", "inst_num", "start_time", "end_time", "plan_gpu"}, parse: parsePAI,
 		hint: "; pai_job_table has no GPU counts: import pai_task_table"},
+	{format: FormatSacct, name: "Slurm's sacct -P output", need: []string{"jobid", "submit", "start"}, also: sacctNeed, parse: parseSacct,
+		hint: "; run sacct -a -X -P -o JobID,Account,User,Partition,QOS,Submit,Start,End,State,NNodes,AllocTRES"},
 }
 
 // paiColumns is pai_task_table's header, which the trace ships apart

@@ -58,6 +58,10 @@ func FuzzRead(f *testing.F) {
 		gzipped("job_id,submit_time,duration,num_gpus\nj1,0,1,1,\"a\nb\"\n"),
 		gzipped(tarred("t.csv", "job_id,submit_time,duration,num_gpus\n\"j\n1\",0,1,1\n")),
 		gzipped("job_id,submit_time,duration,num_gpus\n" + strings.Repeat("\n", 1<<20)),
+		// Slurm's sacct -P and -p, steps and all.
+		sacctEdges,
+		"JobID|Account|User|Submit|Start|End|State|NNodes|AllocTRES|\n1|a|u|2026-11-28T10:00:00|2026-11-28T10:00:00|2026-11-28T10:01:00|COMPLETED|1|gres/gpu:h100=8,node=1|\n1.0|||x|x|x|||\n",
+		"JobID|Submit|Start|ElapsedRaw|ReqTRES|State\n2_1|0|5|60|gres/gpu=2,node=2|TIMEOUT\n3+1|1|Unknown|0|gres/gpu=1|PENDING\n",
 	} {
 		f.Add(seed)
 	}

@@ -96,14 +96,14 @@ func isJSON(br *bufio.Reader) bool {
 }
 
 // separator tells the fields' separator from the header line: a comma,
-// else a tab (TSV) or a semicolon (what a spreadsheet writes for CSV where
-// the comma is the decimal sign).
+// else a tab (TSV), a semicolon (what a spreadsheet writes for CSV where
+// the comma is the decimal sign) or a pipe (sacct -P).
 func separator(br *bufio.Reader) rune {
 	head, _ := br.Peek(br.Size())
 	if i := bytes.IndexByte(head, '\n'); i >= 0 {
 		head = head[:i]
 	}
-	for _, c := range []byte{',', '\t', ';'} {
+	for _, c := range []byte{',', '\t', ';', '|'} {
 		if bytes.IndexByte(head, c) >= 0 {
 			return rune(c)
 		}

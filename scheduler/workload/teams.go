@@ -37,7 +37,8 @@ func NewDealer(teams []string) *Dealer {
 }
 
 // Deal gives every job whose team is not one of the dealer's teams the
-// team its user (its Team) was dealt; a job with no team (its trace names no
+// team its user (its Team; for a job of sacct's, whose Team is its Slurm
+// account, its User) was dealt; a job with no team (its trace names no
 // user) the next team in turn.
 func (d *Dealer) Deal(jobs []Spec) {
 	if len(d.teams) == 0 {
@@ -53,11 +54,15 @@ func (d *Dealer) Deal(jobs []Spec) {
 			d.next++
 			continue
 		}
-		t, ok := d.users[j.Team]
+		user := j.Team
+		if j.Slurm != nil && j.User != "" {
+			user = j.User // a Slurm account that is no team: its users are dealt
+		}
+		t, ok := d.users[user]
 		if !ok {
 			t = d.teams[d.next%len(d.teams)]
 			d.next++
-			d.users[j.Team] = t
+			d.users[user] = t
 		}
 		j.Team = t
 	}

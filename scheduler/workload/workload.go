@@ -32,6 +32,9 @@ type Spec struct {
 	Cluster string
 	// User is the trace's user, when the source has one.
 	User string
+	// Slurm is what Slurm's accounting says of a job read from sacct's
+	// output; nil for other layouts.
+	Slurm *SlurmJob
 }
 
 // GPUs returns the job's GPUs in all.
@@ -53,6 +56,10 @@ const (
 	// FormatPAI is Alibaba's cluster-trace-gpu-v2020 pai_task_table, with its
 	// header or without it (as the trace ships).
 	FormatPAI Format = "pai-task"
+	// FormatSacct is the output of Slurm's sacct --parsable2 (-P) or
+	// --parsable (-p): its jobs' accounts, partitions and GRES types in
+	// Spec.Slurm.
+	FormatSacct Format = "sacct"
 )
 
 // Error is a problem at one line of a workload file.

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allot-dev/allot/internal/slurmtest"
+)
+
+// sacctFields are the fields docs/cli.md tells an admin to export, and
+// ElapsedRaw, which the test checks durations against.
+const sacctFields = "JobID,JobName,Account,User,Partition,QOS,Submit,Start,End,State,NNodes,AllocTRES,ElapsedRaw"
+
+// TestImportRealSacct runs jobs on a real Slurm (typed and untyped GPUs, an
+// array, two nodes, one still running, one cancelled while pending, one of
+// an account that is no team), imports what sacct -P says of them (steps
+// included, as without -X) and checks every job against Slurm's own
+// record; then allot sim replays the import against the repository.
+func TestImportRealSacct(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2, GPUsPerNode: 4, GPUType: "h100", Partition: "gpu"})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "capacity.cue"), []byte(`package capacity
+clusters: hpc: {provider: "onprem", scheduler: "slurm"}
+pools: h: {cluster: "hpc", flavor: "hopper", gpusPerNode: 4, nodes: {min: 2, max: 2}, price: onDemandPerNodeHour: 8,
+	slurm: {partition: "gpu", nodePrefix: "n", firstIndex: 1, gresType: "h100"}}
+tiers: {prod: priority: 10, normal: priority: 5}
+teams: vision: {costCenter: "V", owners: ["@v"], quota: hopper: nominal: 8}
+teams: nlp: {costCenter: "N", owners: ["@n"], quota: hopper: nominal: 4}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	user := strings.TrimSpace(c.Run(t, "id", "-un"))
+	for _, acct := range []string{"vision", "ops"} {
+		c.Run(t, "sacctmgr", "-i", "add", "account", acct)
+		c.Run(t, "sacctmgr", "-i", "add", "user", user, "account="+acct)
+	}
+	since := time.Now().Add(-time.Minute).Format("2006-01-02T15:04:05")
+	sbatch := func(args ...string) string {
+		return strings.TrimSpace(c.Run(t, "sbatch", append([]string{"--parsable"}, args...)...))
+	}
+	typed := sbatch("-A", "vision", "--gres=gpu:h100:2", "--wrap", "sleep 1")
+	untyped := sbatch("-A", "vision", "--gres=gpu:1", "--wrap", "sleep 1")
+	array := sbatch("-A", "vision", "--array=0-1", "--gres=gpu:h100:1", "--wrap", "sleep 1")
+	multi := sbatch("-A", "vision", "-N", "2", "--gres=gpu:h100:4", "--wrap", "srun sleep 1")
+	ops := sbatch("-A", "ops", "--gres=gpu:h100:1", "--wrap", "sleep 1")
+	want := map[string]struct {
+		team      string
+		pods, gpp int64
+	}{
+		typed: {"vision", 1, 2}, untyped: {"vision", 1, 1}, array + "_0": {"vision", 1, 1}, array + "_1": {"vision", 1, 1},
+		multi: {"vision", 2, 4}, ops: {"", 1, 1},
+	}
+	// Wait until every job has ended, then start one that is still
+	// running when sacct is read.
+	var text string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		text = c.Run(t, "sacct", "-a", "-X", "-n", "-P", "-S", since, "-o", "JobID,State")
+		if n := strings.Count(text, "|COMPLETED"); n == len(want) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("jobs not done after 60 s:\n%s", text)
+		}
+	}
+	running := sbatch("-A", "vision", "--gres=gpu:h100:1", "--wrap", "sleep 300")
+	c.WaitJob(t, running, "RUNNING", "")
+	// Both nodes' four GPUs: it waits for the running one, and is cancelled
+	// while it does.
+	pending := sbatch("-A", "vision", "-N", "2", "--gres=gpu:h100:4", "--wrap", "sleep 1")
+	c.WaitJob(t, pending, "PENDING", "Resources")
+	c.Run(t, "scancel", pending)
+
+	// slurmctld tells slurmdbd of a job's start and end a moment later.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		text = c.Run(t, "sacct", "-a", "-P", "-S", since, "-o", sacctFields)
+		if strings.Contains(text, "\n"+running+"|") && strings.Contains(text, "\n"+pending+"|") && strings.Contains(text, "\n"+typed+".batch|") {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("sacct lacks the steps, the running or the cancelled job after 30 s:\n%s", text)
+		}
+	}
+	t.Logf("sacct -P:\n%s", text)
+	file := filepath.Join(t.TempDir(), "sacct.txt")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := allot(t, nil, "import", file, "--repo", dir)
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s\nsacct:\n%s", code, stderr, text)
+	}
+
+	// Slurm's record of each job, read here apart from the importer: its
+	// submit time and ElapsedRaw.
+	slurm := map[string][]string{}
+	var earliest time.Time
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n")[1:] {
+		f := strings.Split(line, "|")
+		slurm[f[0]] = f
+		if s, err := time.Parse("2006-01-02T15:04:05", f[6]); err == nil && f[0] != pending && !strings.Contains(f[0], ".") && (earliest.IsZero() || s.Before(earliest)) {
+			earliest = s
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if lines[0] != "id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer" || len(lines)-1 != len(want) {
+		t.Fatalf("import wrote %d jobs, want %d (not %s, cancelled, nor %s, running, nor steps):\n%s", len(lines)-1, len(want), pending, running, stdout)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		w, ok := want[f[0]]
+		if !ok {
+			t.Errorf("job %s imported; Slurm has only %v", f[0], want)
+			continue
+		}
+		s := slurm[f[0]]
+		submit, _ := time.Parse("2006-01-02T15:04:05", s[6])
+		if got := f[1]; got != strconv.Itoa(int(submit.Sub(earliest).Seconds())) {
+			t.Errorf("job %s: submit %s, Slurm's is %s (%v after the earliest)", f[0], got, s[6], submit.Sub(earliest))
+		}
+		if f[2] != s[12] {
+			t.Errorf("job %s: duration %s, Slurm's ElapsedRaw %s", f[0], f[2], s[12])
+		}
+		team := w.team
+		if team == "" {
+			team = f[3] // account ops is no team: its user is dealt onto one
+			if team != "vision" && team != "nlp" {
+				t.Errorf("job %s: team %s, want one of the repository's", f[0], team)
+			}
+		}
+		if f[3] != team || f[4] != "normal" || f[5] != strconv.FormatInt(w.pods, 10) || f[6] != strconv.FormatInt(w.gpp, 10) || f[7] != "hopper" {
+			t.Errorf("job %s: %s; want team %s, tier normal (the QOS), %d pods of %d GPUs of hopper (GRES h100)\nSlurm: %v", f[0], l, team, w.pods, w.gpp, s)
+		}
+	}
+
+	// The round trip: sim replays the imported history.
+	workloadFile := filepath.Join(t.TempDir(), "slurm.csv")
+	if err := os.WriteFile(workloadFile, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = allot(t, nil, "sim", dir, "--workload", workloadFile, "-o", "json")
+	if code != 0 {
+		t.Fatalf("sim: exit %d\n%s", code, stderr)
+	}
+	var rep struct {
+		Summary struct{ Jobs, Completed int } `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Jobs != len(want) || rep.Summary.Completed != len(want) {
+		t.Errorf("sim: %d jobs, %d completed; want %d of each\n%s", rep.Summary.Jobs, rep.Summary.Completed, len(want), stdout)
+	}
+}
