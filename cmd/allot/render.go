@@ -180,7 +180,11 @@ func writeRendered(out string, files []render.File) (int, error) {
 	return changed, nil
 }
 
-func writeAtomic(path string, data []byte) error {
+func writeAtomic(path string, data []byte) error { return writeAtomicMode(path, data, 0o644) }
+
+// writeAtomicMode writes data to path through a temporary file of mode perm
+// and a rename, so a reader never sees half a file.
+func writeAtomicMode(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -201,7 +205,7 @@ func writeAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)

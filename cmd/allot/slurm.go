@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,19 +30,24 @@ through sacctmgr on this host (SLURM_CONF names the cluster's slurm.conf).
   plan   shows what apply would add (+), change (~) and remove (-), and the
          names the repository wants that exist but are not allot's (!)
   apply  makes it so: QOS before accounts before limits; removes only what
-         allot created; a second apply changes nothing`,
+         allot created; a second apply changes nothing. With --interval, again
+         every interval (a head node with no Kubernetes), recording each
+         attempt in a status file
+  status prints that status file: revisions, conditions, changes`,
 	}
 	for _, apply := range []bool{false, true} {
 		c.AddCommand(newSlurmConvergeCommand(apply))
 	}
+	c.AddCommand(newSlurmStatusCommand())
 	return c
 }
 
 func newSlurmConvergeCommand(apply bool) *cobra.Command {
-	var cluster string
+	var cluster, statusFile string
+	var interval time.Duration
 	use, short := "plan DIR --cluster NAME", "Show the difference between the repository and the live accounting"
 	if apply {
-		use, short = "apply DIR --cluster NAME", "Make the live accounting what the repository says"
+		use, short = "apply DIR --cluster NAME [--interval D]", "Make the live accounting what the repository says, once or every interval"
 	}
 	c := &cobra.Command{
 		Use:   use,
@@ -46,6 +56,9 @@ func newSlurmConvergeCommand(apply bool) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cluster == "" {
 				return usageHint(cmd, errors.New("--cluster NAME: the Slurm cluster of the repository to converge"))
+			}
+			if apply && (interval > 0 || statusFile != "") {
+				return slurmApplyRecorded(cmd, args[0], cluster, statusFile, interval)
 			}
 			c, err := checkDir(args[0], nil)
 			if err != nil {
@@ -81,7 +94,62 @@ func newSlurmConvergeCommand(apply bool) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&cluster, "cluster", "", "the Slurm cluster of the repository (required)")
+	if apply {
+		c.Flags().DurationVar(&interval, "interval", 0, "converge again every interval until SIGINT or SIGTERM, reading DIR anew each time (0: once)")
+		c.Flags().StringVar(&statusFile, "status-file", "", "record each attempt here (default with --interval: $XDG_STATE_HOME/allot/slurm-<cluster>.json)")
+	}
 	return c
+}
+
+// slurmApplyRecorded is apply with a status file: once, or every interval
+// until SIGINT or SIGTERM (exit 0). Once, it exits 1 when the attempt failed.
+func slurmApplyRecorded(cmd *cobra.Command, dir, cluster, statusFile string, interval time.Duration) error {
+	file, err := slurmStatusFile(cluster, statusFile)
+	if err != nil {
+		return err
+	}
+	o := slurmLoopOptions{dir: dir, cluster: cluster, statusFile: file, interval: interval,
+		attemptTimeout: 10 * time.Minute, now: time.Now}
+	if interval > 0 {
+		if interval < time.Second {
+			return usageError{fmt.Errorf("--interval %s: at least 1s", interval)}
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: converging %s every %s; status in %s\n", cluster, dir, interval, file)
+		return slurmLoop(ctx, o, cmd.ErrOrStderr())
+	}
+	st, err := readSlurmStatus(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return usageError{err}
+	}
+	st.Cluster, st.Source = cluster, dir
+	changes, _, aerr := slurmAttempt(context.Background(), dir, cluster, o.runner, &st, o.now)
+	if err := writeSlurmStatus(file, st); err != nil {
+		return fmt.Errorf("writing the status: %w", err)
+	}
+	if aerr != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "allot: %s: %s\n", cluster, safeMessage(aerr.Error()))
+		return exitError{exitFindings}
+	}
+	printChanges(cmd.OutOrStdout(), changes)
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d change(s) applied\n", cluster, runnable(changes))
+	return nil
+}
+
+// slurmStatusFile is file, or the default one of cluster.
+func slurmStatusFile(cluster, file string) (string, error) {
+	if !schema.SlurmName.MatchString(cluster) {
+		return "", usageError{fmt.Errorf("--cluster %q: not a Slurm cluster name", cluster)}
+	}
+	if file != "" {
+		return file, nil
+	}
+	f, err := defaultStatusFile(cluster)
+	if err != nil {
+		return "", usageError{err}
+	}
+	return f, nil
 }
 
 func printChanges(w io.Writer, changes []slurm.Change) {
