@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/scanner"
+	gotoken "go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -197,5 +203,94 @@ func TestNoCgoOutsideTheAgent(t *testing.T) {
 		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
 			t.Errorf("allot built with CGO_ENABLED=0 is dynamically linked (%v)", p.Type)
 		}
+	}
+}
+
+// contractPkg holds the names allot reads and writes on cluster objects
+// (docs/contracts.md, "Names on nodes and pods").
+const contractPkg = "github.com/allot-dev/allot/api/contract"
+
+// TestContract: the contract package imports nothing, so every layer may
+// import it, and no other Go source of the repository (nested modules
+// included; tests, which pin the wire values, excepted) spells one of its
+// label or annotation keys: a key has one definition.
+func TestContract(t *testing.T) {
+	pkgs := list(t, "./api/contract")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list ./api/contract: %d packages", len(pkgs))
+	}
+	if imp := pkgs[0].Imports; len(imp) != 0 {
+		t.Errorf("%s imports %v: the contract imports nothing", contractPkg, imp)
+	}
+	keys := map[string]string{} // value: constant
+	fset := gotoken.NewFileSet()
+	for _, f := range pkgs[0].GoFiles {
+		file, err := parser.ParseFile(fset, filepath.Join(pkgs[0].Dir, f), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, v := range vs.Values {
+				if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == gotoken.STRING {
+					if val, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(val, "allot.dev/") {
+						keys[val] = vs.Names[i].Name
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(keys) < 10 {
+		t.Fatalf("found %d keys in %s: the parse is wrong", len(keys), contractPkg)
+	}
+	own, err := filepath.Abs(pkgs[0].Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if abs, _ := filepath.Abs(path); abs == own || path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		var s scanner.Scanner
+		file := fset.AddFile(path, -1, len(src))
+		s.Init(file, src, nil, 0)
+		for {
+			pos, tok, lit := s.Scan()
+			if tok == gotoken.EOF {
+				break
+			}
+			if tok != gotoken.STRING {
+				continue
+			}
+			if val, err := strconv.Unquote(lit); err == nil && keys[val] != "" {
+				t.Errorf("%s: spells %q: use contract.%s", fset.Position(pos), val, keys[val])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d files", checked)
 	}
 }

@@ -3,20 +3,9 @@ package fleet
 import (
 	"fmt"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/schema"
 )
-
-// Node labels allot sets on the nodes of a pool, and reads back.
-const (
-	LabelPool    = "allot.dev/pool"
-	LabelFlavor  = "allot.dev/flavor"
-	LabelCluster = "allot.dev/cluster"
-	// TopologyLabelPrefix + level is the label that names a node's domain at level.
-	TopologyLabelPrefix = "topology.allot.dev/"
-)
-
-// TopologyLabel returns the node label that names the domain of level.
-func TopologyLabel(level string) string { return TopologyLabelPrefix + level }
 
 // Domain is one topology domain a node belongs to.
 type Domain struct {
@@ -35,15 +24,15 @@ type Node struct {
 	Domains []Domain
 }
 
-// Labels returns the node labels that describe n.
+// Labels returns the node labels that describe n (package contract).
 func (n Node) Labels() map[string]string {
 	l := map[string]string{
-		LabelPool:    string(n.Pool),
-		LabelFlavor:  string(n.Flavor),
-		LabelCluster: string(n.Cluster),
+		contract.LabelPool:    string(n.Pool),
+		contract.LabelFlavor:  string(n.Flavor),
+		contract.LabelCluster: string(n.Cluster),
 	}
 	for _, d := range n.Domains {
-		l[TopologyLabel(d.Level)] = d.Name
+		l[contract.TopologyLabel(d.Level)] = d.Name
 	}
 	return l
 }

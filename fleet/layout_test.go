@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -60,7 +61,7 @@ func TestLayoutNamesAndDomains(t *testing.T) {
 	if nodes[5].Name != "t4-0" || nodes[5].Domains != nil || nodes[5].GPUs != 4 {
 		t.Fatalf("t4 node = %+v", nodes[5])
 	}
-	if got := n4.Labels()[TopologyLabel("rack")]; got != "a100-rack-2" {
+	if got := n4.Labels()[contract.TopologyLabel("rack")]; got != "a100-rack-2" {
 		t.Fatalf("rack label = %q", got)
 	}
 }

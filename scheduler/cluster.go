@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/allot-dev/allot/api/contract"
+
 // Clusters. A fleet may span several clusters (Node.Cluster); a cluster is a
 // hard boundary: no gang spans two. The core keeps a cluster as the widest
 // topology domain of its nodes, at ClusterLevel, above the levels the nodes
@@ -11,9 +13,9 @@ package scheduler
 // the cluster, with the least free GPUs); a pinned one (Workload.Cluster) goes
 // to its cluster or waits. Reservations stay inside one cluster too.
 
-// ClusterLevel is the level of the cluster domains (a name no node label can
-// give a topology level).
-const ClusterLevel = "allot.dev/cluster"
+// ClusterLevel is the level of the cluster domains, named as the node label
+// that names a node's cluster (a name no topology label can give a level).
+const ClusterLevel = contract.LabelCluster
 
 // domains are n's topology domains as the core indexes them: its cluster's
 // first, when it names one.

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/contract"
+)
 
 // Labels and annotations allot sets on the objects it renders.
 const (
@@ -10,13 +14,13 @@ const (
 	// ManagedByAllot is the value of LabelManagedBy.
 	ManagedByAllot = "allot"
 	// LabelTeam names the team a Namespace (or a Team) belongs to.
-	LabelTeam = "allot.dev/team"
+	LabelTeam = contract.LabelTeam
 	// LabelCostCenter names the team's cost centre when it is a valid label value.
 	LabelCostCenter = "allot.dev/cost-center"
 	// LabelCohort names the cohort of a Team.
 	LabelCohort = "allot.dev/cohort"
 	// LabelTier names the tier a PriorityClass (or a Tier) stands for.
-	LabelTier = "allot.dev/tier"
+	LabelTier = contract.LabelTier
 	// AnnotationCostCenter carries the cost centre verbatim, whatever its characters.
 	AnnotationCostCenter = "allot.dev/cost-center"
 	// AnnotationOwners carries the team's owners, comma-separated.

@@ -20,10 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/cmd/allot-agent/agent"
 	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
@@ -276,7 +276,7 @@ func TestAgentOnNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "gpu-7"
-	n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{fleet.LabelCluster: "onprem-a"})
+	n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{contract.LabelCluster: "onprem-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet"
@@ -405,7 +406,7 @@ func (d *demo) ensureNodes(ctx context.Context) ([]allotv1.Pool, map[string]int6
 		if p.Spec.Cluster == labCluster {
 			// Terraform made these.
 			var nodes corev1.NodeList
-			if err := d.c.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: p.Name}); err != nil {
+			if err := d.c.List(ctx, &nodes, client.MatchingLabels{contract.LabelPool: p.Name}); err != nil {
 				return nil, nil, err
 			}
 			have[p.Name] = int64(len(nodes.Items))

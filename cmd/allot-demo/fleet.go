@@ -21,12 +21,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // The fleet demo's clusters: two workers at two prices, and the team whose
@@ -147,7 +146,7 @@ func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
 			}
 		}
 		for i := range w.nodes {
-			if _, err := testenv.CreateNode(ctx, c, fmt.Sprintf("%s-%d", w.name, i), 8, map[string]string{fleet.LabelPool: w.name + "-h100"}); err != nil {
+			if _, err := testenv.CreateNode(ctx, c, fmt.Sprintf("%s-%d", w.name, i), 8, map[string]string{contract.LabelPool: w.name + "-h100"}); err != nil {
 				return nil, err
 			}
 		}
@@ -213,7 +212,7 @@ func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
 	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fleetTeam, Name: fleetJob}, Spec: batchv1.JobSpec{
 		ManagedBy: ptr.To(hub.ManagedBy), Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2),
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "train", Image: "trainer:demo", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus}}}}}},
 	}}
@@ -251,7 +250,7 @@ func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
 	}
 	d.say("%s's scheduler bound its pods: %s", moved, strings.Join(res.movedNodes, ", "))
 	d.say("(were %s to come back, the hub would delete its stale copy first; its fence, %s, has passed, so its manager would not start it)",
-		res.first, runner.AnnotationHubFence)
+		res.first, contract.AnnotationHubFence)
 
 	d.header("allot explain job/" + fleetJob + " -n " + fleetTeam + " on the hub")
 	cmd := exec.CommandContext(ctx, d.bin, "explain", "job/"+fleetJob, "-n", fleetTeam, "--kubeconfig", clusters["hub"].kc)

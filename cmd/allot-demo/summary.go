@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
@@ -85,7 +85,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 			return nil, "", err
 		}
 	}
-	if err := d.c.List(ctx, &pods, client.HasLabels{runner.LabelTeam}); err != nil {
+	if err := d.c.List(ctx, &pods, client.HasLabels{contract.LabelTeam}); err != nil {
 		return nil, "", err
 	}
 	nodeByName := map[string]*corev1.Node{}
@@ -103,7 +103,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 		poolUse[p.Name] = &poolRow{pool: p.Name, flavor: p.Spec.Flavor, target: p.Spec.NodesTarget}
 	}
 	for _, n := range nodes.Items {
-		if r := poolUse[n.Labels[fleet.LabelPool]]; r != nil {
+		if r := poolUse[n.Labels[contract.LabelPool]]; r != nil {
 			q := n.Status.Allocatable[nodestate.ResourceGPU]
 			r.nodes++
 			r.gpus += q.Value()
@@ -114,7 +114,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		name := p.Name
-		if g := p.Labels[runner.LabelGang]; g != "" {
+		if g := p.Labels[contract.LabelGang]; g != "" {
 			name = g
 		}
 		id := p.Namespace + "/" + name
@@ -123,9 +123,9 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 	for _, id := range slices.Sorted(maps.Keys(byWorkload)) {
 		ps := byWorkload[id]
 		first := ps[0]
-		team := first.Labels[runner.LabelTeam]
-		w := workloadRow{id: id, tier: first.Labels[runner.LabelTier], pods: int64(len(ps)), gpusPerPod: runner.PodGPUs(first)}
-		if n, err := strconv.ParseInt(first.Labels[runner.LabelGangSize], 10, 64); err == nil {
+		team := first.Labels[contract.LabelTeam]
+		w := workloadRow{id: id, tier: first.Labels[contract.LabelTier], pods: int64(len(ps)), gpusPerPod: runner.PodGPUs(first)}
+		if n, err := strconv.ParseInt(first.Labels[contract.LabelGangSize], 10, 64); err == nil {
 			w.pods = n
 		}
 		inPool := map[string]int64{}
@@ -144,7 +144,7 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 			if n == nil {
 				continue
 			}
-			pool, flavor := n.Labels[fleet.LabelPool], n.Labels[fleet.LabelFlavor]
+			pool, flavor := n.Labels[contract.LabelPool], n.Labels[contract.LabelFlavor]
 			inPool[pool]++
 			if u := used[team]; u == nil {
 				used[team] = map[string]int64{}
@@ -154,8 +154,8 @@ func (d *demo) snapshot(ctx context.Context) (*snapshot, string, error) {
 				r.used += runner.PodGPUs(p)
 				r.pods++
 			}
-			if lvl := first.Labels[runner.LabelRequire]; lvl != "" {
-				domains[lvl+" "+n.Labels[fleet.TopologyLabel(lvl)]] = true
+			if lvl := first.Labels[contract.LabelRequire]; lvl != "" {
+				domains[lvl+" "+n.Labels[contract.TopologyLabel(lvl)]] = true
 			}
 		}
 		if w.bound == 0 {

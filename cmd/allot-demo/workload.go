@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // job is one workload of the demo: a single pod, or a gang of pods that run
@@ -52,20 +52,20 @@ func (j job) id() string { return j.team + "/" + j.name }
 func (j job) create(ctx context.Context, c client.Client) error {
 	gpus := *resource.NewQuantity(j.gpus, resource.DecimalSI)
 	for i := range j.pods {
-		labels := map[string]string{runner.LabelTeam: j.team, runner.LabelTier: j.tier, runner.LabelFlavor: j.flavor}
+		labels := map[string]string{contract.LabelTeam: j.team, contract.LabelTier: j.tier, contract.LabelFlavor: j.flavor}
 		name := j.name
 		if j.pods > 1 {
-			labels[runner.LabelGang] = j.name
-			labels[runner.LabelGangSize] = strconv.FormatInt(j.pods, 10)
+			labels[contract.LabelGang] = j.name
+			labels[contract.LabelGangSize] = strconv.FormatInt(j.pods, 10)
 			name = fmt.Sprintf("%s-%d", j.name, i)
 		}
 		if j.require != "" {
-			labels[runner.LabelRequire] = j.require
+			labels[contract.LabelRequire] = j.require
 		}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: j.team, Name: name, Labels: labels},
 			Spec: corev1.PodSpec{
-				SchedulerName: runner.SchedulerName,
+				SchedulerName: contract.SchedulerName,
 				Containers: []corev1.Container{{
 					Name: "train", Image: "trainer:demo",
 					Resources: corev1.ResourceRequirements{

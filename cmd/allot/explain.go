@@ -21,10 +21,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
-	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
 
@@ -118,7 +118,7 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 		for _, p := range list.Items {
 			ctl := metav1.GetControllerOf(&p)
 			if kind == "job" && ctl != nil && ctl.Kind == "Job" && ctl.Name == name ||
-				kind == "gang" && p.Labels[runner.LabelGang] == name {
+				kind == "gang" && p.Labels[contract.LabelGang] == name {
 				pods = append(pods, p)
 			}
 		}
@@ -131,8 +131,8 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
 	first := pods[0]
 	fmt.Fprintf(out, "%s in namespace %s: team %s, tier %s, %d pod(s) of %d GPUs\n", ref, ns,
-		orDash(first.Labels[runner.LabelTeam]), orDash(first.Labels[runner.LabelTier]), len(pods), podGPUCount(&first))
-	if first.Spec.SchedulerName != runner.SchedulerName {
+		orDash(first.Labels[contract.LabelTeam]), orDash(first.Labels[contract.LabelTier]), len(pods), podGPUCount(&first))
+	if first.Spec.SchedulerName != contract.SchedulerName {
 		fmt.Fprintf(out, "  it is scheduled by %q, not by allot\n", first.Spec.SchedulerName)
 		return nil
 	}

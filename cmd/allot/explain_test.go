@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
 
@@ -88,14 +88,14 @@ func TestExplainCluster(t *testing.T) {
 	pod := func(name string, labels map[string]string) *corev1.Pod {
 		q := *resource.NewQuantity(8, resource.DecimalSI)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: name, Labels: labels},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+			Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}}}
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	gang := map[string]string{runner.LabelTeam: "nlp", runner.LabelTier: "research", runner.LabelGang: "pretrain", runner.LabelGangSize: "2"}
+	gang := map[string]string{contract.LabelTeam: "nlp", contract.LabelTier: "research", contract.LabelGang: "pretrain", contract.LabelGangSize: "2"}
 	const msg = "over quota on h100-80gb: requests 16 GPUs, 8 available to the team, limit 64 (nominal + borrowing limit)"
 	for _, name := range []string{"pretrain-0", "pretrain-1"} {
 		p := pod(name, gang)
@@ -111,7 +111,7 @@ func TestExplainCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	solo := pod("eval", map[string]string{runner.LabelTeam: "nlp"})
+	solo := pod("eval", map[string]string{contract.LabelTeam: "nlp"})
 	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: "eval"}, Target: corev1.ObjectReference{Kind: "Node", Name: "h100-3"}}
 	if err := c.SubResource("binding").Create(ctx, solo, b); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/hub"
@@ -121,7 +122,7 @@ in-cluster service account.`,
 	f.StringVar(&o.leaderID, "leader-election-id", "allot-manager", "name of the leader Lease")
 	f.StringVar(&o.gitCache, "git-cache-dir", filepath.Join(os.TempDir(), "allot-git"), "directory of the Git mirrors of CapacitySources")
 	f.Int64Var(&o.gitMaxBytes, "git-max-bytes", capacity.DefaultMaxCloneBytes, "most bytes a clone of a CapacitySource's repository may take on disk; a larger one fails the fetch (the last good revision stays in force)")
-	f.StringVar(&o.schedulerName, "scheduler-name", runner.SchedulerName, "spec.schedulerName of the pods allot schedules")
+	f.StringVar(&o.schedulerName, "scheduler-name", contract.SchedulerName, "spec.schedulerName of the pods allot schedules")
 	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
 	f.StringVar(&o.scheduler, "scheduler", "allot", "what admits the workloads: allot (the embedded scheduler) or kueue (Kueue, already in the cluster: the manager applies its ClusterQueues and the rest in the safe order, and reads the teams' usage from their status; docs/kueue.md)")
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")

@@ -18,11 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // allot manager, started as the binary would be, against a real API server, as
@@ -52,7 +51,7 @@ func TestManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := testenv.CreateNode(ctx, c, "n0", 8, map[string]string{runner.LabelFlavor: "h100", fleet.LabelPool: "p"}); err != nil {
+	if _, err := testenv.CreateNode(ctx, c, "n0", 8, map[string]string{contract.LabelFlavor: "h100", contract.LabelPool: "p"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -77,7 +76,7 @@ func TestManager(t *testing.T) {
 	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "alpha", Name: "train"}, // the team's namespace names its team (--strict-tenancy)
-		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{
 			Name: "train", Image: "trainer:1",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus}},
 		}}},
@@ -85,7 +84,7 @@ func TestManager(t *testing.T) {
 	// A pod of a namespace no team owns, naming alpha, is refused by default
 	// (--strict-tenancy): it would have taken n0 first.
 	stray := pod.DeepCopy()
-	stray.Namespace, stray.Name, stray.Labels = "jobs", "stray", map[string]string{runner.LabelTeam: "alpha"}
+	stray.Namespace, stray.Name, stray.Labels = "jobs", "stray", map[string]string{contract.LabelTeam: "alpha"}
 	if err := c.Create(ctx, stray); err != nil {
 		t.Fatal(err)
 	}

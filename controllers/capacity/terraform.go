@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/internal/apilimits"
 	"io"
 	"maps"
@@ -771,7 +772,7 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 // nodesOf lists the Node objects of a pool.
 func (t *Terraform) nodesOf(ctx context.Context, pool string) ([]corev1.Node, error) {
 	var nodes corev1.NodeList
-	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+	if err := t.Reader.List(ctx, &nodes, client.MatchingLabels{contract.LabelPool: pool}); err != nil {
 		return nil, fmt.Errorf("listing the nodes of pool %s: %w", pool, err)
 	}
 	return nodes.Items, nil

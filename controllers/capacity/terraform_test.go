@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/capacity"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
@@ -233,7 +233,7 @@ policy: allowDisruption: true
 	waitEvent(t, c, key, "NodesLost", "b_nodes")
 	// A node made outside Terraform is drift it cannot remove: reported as a
 	// finding, the revision still applied.
-	if _, err := testenv.CreateNode(ctx, c, "b-extra", 8, map[string]string{fleet.LabelPool: "b"}); err != nil {
+	if _, err := testenv.CreateNode(ctx, c, "b-extra", 8, map[string]string{contract.LabelPool: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "a pool-drift finding", func() error {
@@ -382,8 +382,8 @@ func submitGang(t *testing.T, c client.Client, ns, name string, pods, gpus int64
 		q := *resource.NewQuantity(gpus, resource.DecimalSI)
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), Labels: map[string]string{
-				runner.LabelTeam: "alpha", runner.LabelGang: name, runner.LabelGangSize: fmt.Sprint(pods)}},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+				contract.LabelTeam: "alpha", contract.LabelGang: name, contract.LabelGangSize: fmt.Sprint(pods)}},
+			Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}},
 		}
 		if err := c.Create(context.Background(), p); err != nil {

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -35,7 +35,7 @@ func benchFleet(clusters, nodes, pending int) (scheduler.Config, []snapshot, []a
 		w := snapshot{name: name, state: Ready}
 		for i := range nodes {
 			n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-n%d", name, i), Labels: map[string]string{
-				fleet.LabelPool: name, fleet.TopologyLabelPrefix + "rack": fmt.Sprintf("r%d", i/16)}}}
+				contract.LabelPool: name, contract.TopologyLabelPrefix + "rack": fmt.Sprintf("r%d", i/16)}}}
 			n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 			w.nodes = append(w.nodes, n)

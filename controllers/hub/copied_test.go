@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestRoutedJobReadAsCopied: a routed Job edited since (its template's team
@@ -24,13 +24,13 @@ func TestRoutedJobReadAsCopied(t *testing.T) {
 		[]allotv1.Tier{{ObjectMeta: metav1.ObjectMeta{Name: "research"}}})
 	routed := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "wide", UID: types.UID("u1")}, Spec: batchv1.JobSpec{
 		Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2),
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{runner.LabelTier: "research"}}, Spec: corev1.PodSpec{
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.LabelTier: "research"}}, Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(8, resource.DecimalSI)}}}}}},
 	}}
 	cp := workerCopy(routed, "c0", 1, "c0-n0=2", time.Unix(1e6, 0))
 	edited := routed.DeepCopy()
 	edited.Spec.Parallelism = ptr.To[int32](1)
-	edited.Spec.Template.Labels[runner.LabelTeam] = "other"
+	edited.Spec.Template.Labels[contract.LabelTeam] = "other"
 	for name, tc := range map[string]struct {
 		listed   map[types.UID]*batchv1.Job
 		wantPods int64

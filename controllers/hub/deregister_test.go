@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestDeregisteredWorkerKeepsItsJobsUntilTheFence: a worker whose Cluster is
@@ -52,7 +52,7 @@ func TestDeregisteredWorkerKeepsItsJobsUntilTheFence(t *testing.T) {
 	if cp == nil {
 		t.Fatal("no copy of ml/j in east")
 	}
-	fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence])
+	fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence])
 	if err != nil {
 		t.Fatal(err)
 	}

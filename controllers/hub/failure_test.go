@@ -20,11 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // fleetSpec is one worker of a failure test: its price per node-hour, its
@@ -91,7 +90,7 @@ func startWorker(t *testing.T, ctx context.Context, name string, nodes int) *fle
 		t.Fatal(err)
 	}
 	for i := range nodes {
-		if _, err := testenv.CreateNode(ctx, env.Client, fmt.Sprintf("%s-%d", name, i), 8, map[string]string{fleet.LabelPool: name, fleet.LabelFlavor: "h100"}); err != nil {
+		if _, err := testenv.CreateNode(ctx, env.Client, fmt.Sprintf("%s-%d", name, i), 8, map[string]string{contract.LabelPool: name, contract.LabelFlavor: "h100"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +103,7 @@ func gpuJob(name string, pods int32, gpus int64, labels, annotations map[string]
 	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Annotations: annotations}, Spec: batchv1.JobSpec{
 		ManagedBy: ptr.To(hub.ManagedBy), Parallelism: ptr.To(pods), Completions: ptr.To(pods),
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			SchedulerName: runner.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+			SchedulerName: contract.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "train", Image: "trainer", Resources: corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}},
 		}},
@@ -287,7 +286,7 @@ func TestHungWorkerStallsNoOtherCluster(t *testing.T) {
 	// Eight jobs run in the frozen cluster, which then freezes.
 	const n = 8
 	for i := range n {
-		if err := c.Create(ctx, gpuJob(fmt.Sprintf("cheap-%d", i), 1, 1, map[string]string{runner.LabelCluster: "frozen"}, nil)); err != nil {
+		if err := c.Create(ctx, gpuJob(fmt.Sprintf("cheap-%d", i), 1, 1, map[string]string{contract.LabelCluster: "frozen"}, nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,7 +300,7 @@ func TestHungWorkerStallsNoOtherCluster(t *testing.T) {
 	})
 	hangs["frozen"].hang()
 	start := time.Now()
-	if err := c.Create(ctx, gpuJob("urgent", 1, 8, map[string]string{runner.LabelCluster: "good"}, nil)); err != nil {
+	if err := c.Create(ctx, gpuJob("urgent", 1, 8, map[string]string{contract.LabelCluster: "good"}, nil)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 60*time.Second, "urgent routed to good", func() error {
@@ -370,7 +369,7 @@ func TestTheRoutingIsTheHubs(t *testing.T) {
 		if cp == nil {
 			return false
 		}
-		fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence])
+		fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence])
 		return err == nil && fence.After(time.Now())
 	}
 

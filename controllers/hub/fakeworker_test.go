@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
@@ -33,7 +33,7 @@ type fakeWorker struct {
 
 func newFakeWorker(t *testing.T, name string, other http.HandlerFunc) *fakeWorker {
 	t.Helper()
-	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-0", Labels: map[string]string{fleet.LabelPool: name, fleet.LabelFlavor: "h100"}}}
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-0", Labels: map[string]string{contract.LabelPool: name, contract.LabelFlavor: "h100"}}}
 	gpus := corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 	node.Status.Capacity, node.Status.Allocatable = gpus, gpus
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}

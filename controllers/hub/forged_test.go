@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -25,7 +25,7 @@ import (
 // copy, or is lost, may then take it).
 func TestForgedRoutingToAnUnreachableWorker(t *testing.T) {
 	pools := []allotv1.Pool{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}, Spec: allotv1.PoolSpec{Cluster: "c0", Flavor: "h100", GPUsPerNode: 8, Price: allotv1.Price{OnDemandPerNodeHour: "20"}}}}
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c0-n0", Labels: map[string]string{fleet.LabelPool: "c0"}}}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c0-n0", Labels: map[string]string{contract.LabelPool: "c0"}}}
 	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	clusters := []allotv1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}}, {ObjectMeta: metav1.ObjectMeta{Name: "c1"}}}

@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/scheduler"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestJobWorkload reads hub Jobs as workloads: the namespace decides the
@@ -51,10 +51,10 @@ func TestJobWorkload(t *testing.T) {
 	}{
 		"own namespace, lowest tier": {job: job("nlp", 4, 4, 8, nil), team: "nlp", tier: "scratch", pods: 4, gpp: 8},
 		"mapped: first team by name": {job: job("shared", 2, 2, 1, nil), team: "cv", tier: "research", pods: 2, gpp: 1},
-		"mapped, spaces trimmed":     {job: job("cv-batch", 3, 1, 2, map[string]string{runner.LabelTier: "production"}), team: "cv", tier: "production", pods: 1, gpp: 2},
-		"a label that agrees":        {job: job("nlp", 1, 1, 8, map[string]string{runner.LabelTeam: "nlp"}), team: "nlp", tier: "scratch", pods: 1, gpp: 8},
-		"a label that disagrees":     {job: job("nlp", 1, 1, 8, map[string]string{runner.LabelTeam: "cv"}), errHas: "belongs to team nlp"},
-		"a namespace of no team":     {job: job("default", 1, 1, 8, map[string]string{runner.LabelTeam: "nlp"}), errHas: "belongs to no team"},
+		"mapped, spaces trimmed":     {job: job("cv-batch", 3, 1, 2, map[string]string{contract.LabelTier: "production"}), team: "cv", tier: "production", pods: 1, gpp: 2},
+		"a label that agrees":        {job: job("nlp", 1, 1, 8, map[string]string{contract.LabelTeam: "nlp"}), team: "nlp", tier: "scratch", pods: 1, gpp: 8},
+		"a label that disagrees":     {job: job("nlp", 1, 1, 8, map[string]string{contract.LabelTeam: "cv"}), errHas: "belongs to team nlp"},
+		"a namespace of no team":     {job: job("default", 1, 1, 8, map[string]string{contract.LabelTeam: "nlp"}), errHas: "belongs to no team"},
 		"no GPUs":                    {job: job("nlp", 1, 1, 0, nil), errHas: "no nvidia.com/gpu"},
 		"nothing to run":             {job: job("nlp", 0, 1, 8, nil), errHas: "nothing to run"},
 	} {

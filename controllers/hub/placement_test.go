@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 )
 
 // TestRoutedJobCountsWhateverItsNodes: a job routed to east keeps running
@@ -129,7 +129,7 @@ func TestRoutedJobCountsWhateverItsNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(n.DeepCopy())
-	n.Labels[fleet.LabelFlavor] = "a100"
+	n.Labels[contract.LabelFlavor] = "a100"
 	if err := east.Patch(ctx, &n, patch); err != nil {
 		t.Fatal(err)
 	}

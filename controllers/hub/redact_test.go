@@ -15,10 +15,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestEchoedTokenIsRedacted: a worker (or whatever answers at its address)
@@ -48,7 +48,7 @@ func TestEchoedTokenIsRedacted(t *testing.T) {
 		&allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "echo"}, Spec: allotv1.PoolSpec{Cluster: "echo", Flavor: "h100", GPUsPerNode: 8, Nodes: allotv1.NodeBounds{Max: 1}, NodesTarget: 1, Price: allotv1.Price{OnDemandPerNodeHour: "10"}}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Data: map[string][]byte{"kubeconfig": echo.kubeconfig(t, token)}},
 		&allotv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "echo"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "echo"}, FailoverAfter: &metav1.Duration{Duration: time.Minute}}},
-		gpuJob("pinned", 1, 8, map[string]string{runner.LabelCluster: "echo"}, nil),
+		gpuJob("pinned", 1, 8, map[string]string{contract.LabelCluster: "echo"}, nil),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestEditedJobCountsAsItRuns: whoever submitted a Job the hub routed edits
@@ -51,7 +51,7 @@ func TestEditedJobCountsAsItRuns(t *testing.T) {
 		name string
 		f    func(*batchv1.Job)
 	}{
-		{"team label", func(j *batchv1.Job) { j.Spec.Template.Labels[runner.LabelTeam] = "other" }},
+		{"team label", func(j *batchv1.Job) { j.Spec.Template.Labels[contract.LabelTeam] = "other" }},
 		{"parallelism", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](1) }},
 	} {
 		var j batchv1.Job

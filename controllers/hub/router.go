@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
@@ -817,12 +818,12 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	// the worker's last successful probe (snapshot.fence): it always passes
 	// before the hub could move the job, so a copy never starts after its
 	// job went elsewhere.
-	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 && w.fence.After(fence) {
+	if fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 && w.fence.After(fence) {
 		p := client.MergeFrom(cp.DeepCopy())
 		if cp.Annotations == nil { // stripped in the worker
 			cp.Annotations = map[string]string{}
 		}
-		cp.Annotations[runner.AnnotationHubFence] = w.fence.UTC().Format(fenceLayout)
+		cp.Annotations[contract.AnnotationHubFence] = w.fence.UTC().Format(fenceLayout)
 		if err := w.client.Patch(ctx, &cp, p); err != nil {
 			return fmt.Errorf("renewing the fence of job %s/%s in %s: %w", cp.Namespace, cp.Name, w.name, err)
 		}
@@ -928,7 +929,7 @@ func (t noRetryAfter) RoundTrip(req *http.Request) (*http.Response, error) {
 // worker, labelled with the hub Job's UID and annotated with the attempt,
 // the placement the hub counted it on (read back by a hub that has just
 // become the leader) and the fence (until when the hub vouches for it:
-// runner.AnnotationHubFence).
+// contract.AnnotationHubFence).
 func workerCopy(j *batchv1.Job, cluster string, attempt int, placement string, fence time.Time) *batchv1.Job {
 	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 	for k, v := range j.Labels {
@@ -937,12 +938,12 @@ func workerCopy(j *batchv1.Job, cluster string, attempt int, placement string, f
 		}
 	}
 	cp.Labels[LabelHubJob] = string(j.UID)
-	cp.Labels[runner.LabelCluster] = cluster
+	cp.Labels[contract.LabelCluster] = cluster
 	cp.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
 	if placement != "" {
 		cp.Annotations[AnnotationPlacement] = placement
 	}
-	cp.Annotations[runner.AnnotationHubFence] = fence.UTC().Format(fenceLayout)
+	cp.Annotations[contract.AnnotationHubFence] = fence.UTC().Format(fenceLayout)
 	cp.Spec = *j.Spec.DeepCopy()
 	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector, cp.Spec.Suspend = nil, nil, nil, nil
 	labels := map[string]string{}
@@ -951,7 +952,7 @@ func workerCopy(j *batchv1.Job, cluster string, attempt int, placement string, f
 			labels[k] = v
 		}
 	}
-	labels[runner.LabelCluster] = cluster
+	labels[contract.LabelCluster] = cluster
 	cp.Spec.Template.Labels = labels
 	return cp
 }
@@ -999,7 +1000,7 @@ func jobWorkload(j *batchv1.Job, ten *tenancy) (scheduler.Workload, error) {
 	if ten.teams[team] == nil {
 		team = ten.nsTeams[j.Namespace]
 	}
-	switch l := labels[runner.LabelTeam]; {
+	switch l := labels[contract.LabelTeam]; {
 	case team == "":
 		// As the workers' schedulers (--strict-tenancy): the hub copies a
 		// Job into the same namespace of a worker, so only a team's own
@@ -1009,16 +1010,16 @@ func jobWorkload(j *batchv1.Job, ten *tenancy) (scheduler.Workload, error) {
 		return w, fmt.Errorf("the pod template names team %s but namespace %s belongs to team %s", l, j.Namespace, team)
 	}
 	w.Team = scheduler.TeamName(team)
-	tier := labels[runner.LabelTier]
+	tier := labels[contract.LabelTier]
 	if tier == "" {
 		tier = runner.DefaultTier(ten.teams[team], slices.Values(ten.tiers))
 	}
 	if tier == "" {
-		return w, fmt.Errorf("the pod template has no label %s and team %s has no default tier", runner.LabelTier, team)
+		return w, fmt.Errorf("the pod template has no label %s and team %s has no default tier", contract.LabelTier, team)
 	}
 	w.Tier = scheduler.TierName(tier)
-	w.Require, w.Prefer, w.Cluster = labels[runner.LabelRequire], labels[runner.LabelPrefer], labels[runner.LabelCluster]
-	for f := range strings.SplitSeq(labels[runner.LabelFlavor], ",") {
+	w.Require, w.Prefer, w.Cluster = labels[contract.LabelRequire], labels[contract.LabelPrefer], labels[contract.LabelCluster]
+	for f := range strings.SplitSeq(labels[contract.LabelFlavor], ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			w.Flavors = append(w.Flavors, scheduler.Flavor(f))
 		}
@@ -1173,7 +1174,7 @@ func (rs *rooms) why(a scheduler.Admission, w scheduler.Workload) string {
 	rm := rs.by[a.Cluster][a.Flavor]
 	var b strings.Builder
 	if w.Cluster != "" {
-		fmt.Fprintf(&b, "routed to %s: its pod template names it (%s)", a.Cluster, runner.LabelCluster)
+		fmt.Fprintf(&b, "routed to %s: its pod template names it (%s)", a.Cluster, contract.LabelCluster)
 	} else {
 		fmt.Fprintf(&b, "routed to %s: the cheapest cluster where %d GPUs of %s fit now, then the best fit", a.Cluster, need, a.Flavor)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
@@ -101,7 +102,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: name}, Spec: batchv1.JobSpec{
 			ManagedBy: ptr.To(hub.ManagedBy), Parallelism: ptr.To(pods), Completions: ptr.To(pods),
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				SchedulerName: runner.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+				SchedulerName: contract.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{Name: "train", Image: "trainer", Resources: corev1.ResourceRequirements{
 					Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(8, resource.DecimalSI)}}}},
 			}},
@@ -130,11 +131,11 @@ func TestFleetRoutesJobs(t *testing.T) {
 			if err := workers[cluster].env.Client.Get(ctx, client.ObjectKey{Namespace: team, Name: name}, &cp); err != nil {
 				return err
 			}
-			fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence])
+			fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence])
 			if err != nil || time.Until(fence) <= 0 || time.Until(fence) > 2*time.Second {
-				return fmt.Errorf("copy in %s: fence %q, want within failoverAfter (2s) from now", cluster, cp.Annotations[runner.AnnotationHubFence])
+				return fmt.Errorf("copy in %s: fence %q, want within failoverAfter (2s) from now", cluster, cp.Annotations[contract.AnnotationHubFence])
 			}
-			if cp.Spec.Template.Labels[runner.LabelCluster] != cluster || cp.Labels[hub.LabelHubJob] != string(j.UID) || cp.Annotations[hub.AnnotationAttempt] != attempt || cp.Spec.ManagedBy != nil {
+			if cp.Spec.Template.Labels[contract.LabelCluster] != cluster || cp.Labels[hub.LabelHubJob] != string(j.UID) || cp.Annotations[hub.AnnotationAttempt] != attempt || cp.Spec.ManagedBy != nil {
 				return fmt.Errorf("copy in %s: labels %v, template labels %v, annotations %v, managedBy %v", cluster, cp.Labels, cp.Spec.Template.Labels, cp.Annotations, cp.Spec.ManagedBy)
 			}
 			return nil
@@ -150,7 +151,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 		t.Errorf("ml/a: why %q", why)
 	}
 	// Pinned: the cheap cluster has room, the job names the dear one.
-	hubJob("ml", "c", 1, map[string]string{runner.LabelCluster: "dear"})
+	hubJob("ml", "c", 1, map[string]string{contract.LabelCluster: "dear"})
 	routedTo("ml", "c", "dear", "1")
 	// The cheap cluster's last 40 GPUs.
 	hubJob("ml", "b", 5, nil)
@@ -193,7 +194,7 @@ func TestFleetRoutesJobs(t *testing.T) {
 	if err := dear.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	hubJob("ml", "x", 1, map[string]string{runner.LabelCluster: "dear"})
+	hubJob("ml", "x", 1, map[string]string{contract.LabelCluster: "dear"})
 	testenv.Eventually(t, 30*time.Second, "ml/x says its copy cannot be made", func() error {
 		j := getHub("ml", "x")
 		if c := j.Annotations[hub.AnnotationConflict]; j.Annotations[hub.AnnotationCluster] != "dear" || !strings.Contains(c, "cluster dear has a Job ml/x this hub did not make") {
@@ -259,8 +260,8 @@ func TestFleetRoutesJobs(t *testing.T) {
 	}
 	// Its fence passed before the job moved: the worker's manager does not
 	// start it (TestHubFence in scheduler/runner).
-	if fence, err := time.Parse(time.RFC3339, cp.Annotations[runner.AnnotationHubFence]); err != nil || fence.After(time.Now()) {
-		t.Errorf("the stale copy's fence %q has not passed though its job moved", cp.Annotations[runner.AnnotationHubFence])
+	if fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence]); err != nil || fence.After(time.Now()) {
+		t.Errorf("the stale copy's fence %q has not passed though its job moved", cp.Annotations[contract.AnnotationHubFence])
 	}
 	// Counted before the cheap worker is back (ml/b goes there then).
 	for _, m := range []struct {

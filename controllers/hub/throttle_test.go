@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // TestThrottlingWorkerStallsNoOtherCluster: a worker whose API server
@@ -42,7 +42,7 @@ func TestThrottlingWorkerStallsNoOtherCluster(t *testing.T) {
 		&allotv1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Spec: allotv1.PoolSpec{Cluster: "busy", Flavor: "h100", GPUsPerNode: 8, Nodes: allotv1.NodeBounds{Max: 1}, NodesTarget: 1, Price: allotv1.Price{OnDemandPerNodeHour: "10"}}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "busy"}, Data: map[string][]byte{"kubeconfig": busy.kubeconfig(t, "t0ken")}},
 		&allotv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Spec: allotv1.ClusterSpec{KubeconfigSecretRef: allotv1.SecretKeyRef{Name: "busy"}, FailoverAfter: &metav1.Duration{Duration: time.Minute}}},
-		gpuJob("stuck", 1, 8, map[string]string{runner.LabelCluster: "busy"}, nil),
+		gpuJob("stuck", 1, 8, map[string]string{contract.LabelCluster: "busy"}, nil),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestThrottlingWorkerStallsNoOtherCluster(t *testing.T) {
 	r.PassTimeout = 4 * time.Second
 	pass := func(r *hub.Router, name string, bound time.Duration) {
 		t.Helper()
-		if err := c.Create(ctx, gpuJob(name, 1, 8, map[string]string{runner.LabelCluster: "good"}, nil)); err != nil {
+		if err := c.Create(ctx, gpuJob(name, 1, 8, map[string]string{contract.LabelCluster: "good"}, nil)); err != nil {
 			t.Fatal(err)
 		}
 		asked := busy.others.Load()

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	rkueue "github.com/allot-dev/allot/planner/render/kueue"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -84,7 +84,7 @@ func parallel(b *testing.B, n int, f func(i int) error) {
 func tpCreateNodes(b *testing.B, c client.Client) {
 	b.Helper()
 	parallel(b, tpNodes, func(i int) error {
-		_, err := testenv.CreateNode(context.Background(), c, fmt.Sprintf("n%04d", i), 8, map[string]string{fleet.LabelFlavor: "l4", fleet.LabelPool: "l4"})
+		_, err := testenv.CreateNode(context.Background(), c, fmt.Sprintf("n%04d", i), 8, map[string]string{contract.LabelFlavor: "l4", contract.LabelPool: "l4"})
 		return err
 	})
 }
@@ -121,7 +121,7 @@ func throughputAllot(b *testing.B) time.Duration {
 	one := *resource.NewQuantity(1, resource.DecimalSI)
 	pod := func(name string, labels map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "solo", Name: name, Labels: labels},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+			Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{rkueue.ResourceGPU: one}}}}}}
 	}
 	start := time.Now()
@@ -131,7 +131,7 @@ func throughputAllot(b *testing.B) time.Duration {
 		}
 		g := (i - tpSingles) / tpGang
 		return c.Create(ctx, pod(fmt.Sprintf("g%d-%d", g, (i-tpSingles)%tpGang),
-			map[string]string{runner.LabelGang: fmt.Sprintf("g%d", g), runner.LabelGangSize: fmt.Sprint(tpGang)}))
+			map[string]string{contract.LabelGang: fmt.Sprintf("g%d", g), contract.LabelGangSize: fmt.Sprint(tpGang)}))
 	})
 	want := tpSingles + tpGangs*tpGang
 	testenv.Eventually(b, 10*time.Minute, "every pod bound", func() error {

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/internal/apilimits"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
@@ -18,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 )
 
 // Condition reasons of a Pool.
@@ -47,7 +47,7 @@ type Reconciler struct {
 // changes and when one of its nodes does.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Node{}, indexPool, func(o client.Object) []string {
-		if p := o.GetLabels()[fleet.LabelPool]; p != "" {
+		if p := o.GetLabels()[contract.LabelPool]; p != "" {
 			return []string{p}
 		}
 		return nil
@@ -57,7 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&allotv1.Pool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if p := o.GetLabels()[fleet.LabelPool]; p != "" {
+			if p := o.GetLabels()[contract.LabelPool]; p != "" {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p}}}
 			}
 			return nil

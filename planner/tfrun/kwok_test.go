@@ -19,8 +19,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/planner/render/terraform"
 	"github.com/allot-dev/allot/planner/tfrun/kwok"
@@ -111,7 +111,7 @@ func kwokLab(t *testing.T) (*lab, client.Client, []Option) {
 func poolNodes(t *testing.T, c client.Client, pool string) map[string]corev1.Node {
 	t.Helper()
 	var list corev1.NodeList
-	if err := c.List(context.Background(), &list, client.MatchingLabels{fleet.LabelPool: pool}); err != nil {
+	if err := c.List(context.Background(), &list, client.MatchingLabels{contract.LabelPool: pool}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]corev1.Node{}
@@ -135,7 +135,7 @@ func checkNodes(t *testing.T, l *lab, c client.Client, pool string, want []strin
 		}) || gpus.Value() != 8 || len(n.Spec.Taints) != 0 {
 			t.Errorf("node %s is not a Ready node with 8 GPUs: conditions %v, GPUs %v, taints %v", name, n.Status.Conditions, gpus.Value(), n.Spec.Taints)
 		}
-		if n.Labels[fleet.LabelFlavor] != "a100-40gb" || n.Labels[fleet.LabelCluster] != "lab" || n.Labels[fleet.TopologyLabel("host")] != name || n.Labels[fleet.TopologyLabel("rack")] == "" {
+		if n.Labels[contract.LabelFlavor] != "a100-40gb" || n.Labels[contract.LabelCluster] != "lab" || n.Labels[contract.TopologyLabel("host")] != name || n.Labels[contract.TopologyLabel("rack")] == "" {
 			t.Errorf("node %s labels: %v", name, n.Labels)
 		}
 	}
@@ -255,13 +255,13 @@ func TestKwokHook(t *testing.T) {
 			t.Fatalf("create: %v", err)
 		}
 	}
-	if n := poolNodes(t, c, "h"); len(n) != 1 || len(n["h-0"].Spec.Taints) != 0 || n["h-0"].Labels[fleet.LabelFlavor] != "h100-80gb" {
+	if n := poolNodes(t, c, "h"); len(n) != 1 || len(n["h-0"].Spec.Taints) != 0 || n["h-0"].Labels[contract.LabelFlavor] != "h100-80gb" {
 		t.Errorf("nodes after two creates: %+v", n)
 	}
 
 	// Half made: the object exists, not Ready, still tainted.
 	half := &corev1.Node{ObjectMeta: metaName("h-1")}
-	half.Labels = map[string]string{fleet.LabelPool: "h"}
+	half.Labels = map[string]string{contract.LabelPool: "h"}
 	if err := c.Create(ctx, half); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // as is a client that acts as user, with the pod rights of a team's
@@ -59,12 +59,12 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 		gpus := *resource.NewQuantity(4, resource.DecimalSI)
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "alpha", Name: name, Labels: labels, Annotations: annotations},
-			Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "train", Image: "trainer:1",
+			Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{Name: "train", Image: "trainer:1",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus}}}}},
 		}
 	}
-	labels := map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production", runner.LabelGang: "g",
-		runner.LabelGangSize: "1", runner.LabelRequire: "rack", "app": "trainer"}
+	labels := map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production", contract.LabelGang: "g",
+		contract.LabelGangSize: "1", contract.LabelRequire: "rack", "app": "trainer"}
 	if err := tenant.Create(ctx, pod("run", labels, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 		return c.Update(ctx, &p, opts...)
 	}
 	eventually(t, 20*time.Second, "the accounting policy in force", func() error {
-		if err := update(tenant, func(p *corev1.Pod) { p.Labels[runner.LabelTeam] = "beta" }, client.DryRunAll); err == nil {
+		if err := update(tenant, func(p *corev1.Pod) { p.Labels[contract.LabelTeam] = "beta" }, client.DryRunAll); err == nil {
 			return errors.New("the tenant relabelled its pod's team")
 		}
 		return nil
@@ -87,20 +87,20 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 		f    func(*corev1.Pod)
 		want string
 	}{
-		"team changed":        {func(p *corev1.Pod) { p.Labels[runner.LabelTeam] = "beta" }, runner.LabelTeam},
-		"team removed":        {func(p *corev1.Pod) { delete(p.Labels, runner.LabelTeam) }, runner.LabelTeam},
-		"tier raised":         {func(p *corev1.Pod) { p.Labels[runner.LabelTier] = "research" }, runner.LabelTier},
-		"gang left":           {func(p *corev1.Pod) { delete(p.Labels, runner.LabelGang) }, runner.LabelGang},
-		"gang size changed":   {func(p *corev1.Pod) { p.Labels[runner.LabelGangSize] = "8" }, runner.LabelGangSize},
-		"flavor added":        {func(p *corev1.Pod) { p.Labels[runner.LabelFlavor] = "a100" }, runner.LabelFlavor},
-		"cluster added":       {func(p *corev1.Pod) { p.Labels[runner.LabelCluster] = "mars" }, runner.LabelCluster},
-		"placement changed":   {func(p *corev1.Pod) { p.Labels[runner.LabelRequire] = "host" }, runner.LabelRequire},
+		"team changed":        {func(p *corev1.Pod) { p.Labels[contract.LabelTeam] = "beta" }, contract.LabelTeam},
+		"team removed":        {func(p *corev1.Pod) { delete(p.Labels, contract.LabelTeam) }, contract.LabelTeam},
+		"tier raised":         {func(p *corev1.Pod) { p.Labels[contract.LabelTier] = "research" }, contract.LabelTier},
+		"gang left":           {func(p *corev1.Pod) { delete(p.Labels, contract.LabelGang) }, contract.LabelGang},
+		"gang size changed":   {func(p *corev1.Pod) { p.Labels[contract.LabelGangSize] = "8" }, contract.LabelGangSize},
+		"flavor added":        {func(p *corev1.Pod) { p.Labels[contract.LabelFlavor] = "a100" }, contract.LabelFlavor},
+		"cluster added":       {func(p *corev1.Pod) { p.Labels[contract.LabelCluster] = "mars" }, contract.LabelCluster},
+		"placement changed":   {func(p *corev1.Pod) { p.Labels[contract.LabelRequire] = "host" }, contract.LabelRequire},
 		"a subdomain's label": {func(p *corev1.Pod) { p.Labels["hub.allot.dev/job"] = "x" }, "hub.allot.dev/job"},
-		"bound-as written":    {func(p *corev1.Pod) { p.Annotations = map[string]string{runner.AnnotationBoundAs: `{}`} }, runner.AnnotationBoundAs},
+		"bound-as written":    {func(p *corev1.Pod) { p.Annotations = map[string]string{contract.AnnotationBoundAs: `{}`} }, contract.AnnotationBoundAs},
 		"a hub annotation": {func(p *corev1.Pod) {
 			p.Annotations = map[string]string{"hub.allot.dev/fence-until": "2099-01-01T00:00:00Z"}
 		}, "hub.allot.dev/fence-until"},
-		"labels of both kinds": {func(p *corev1.Pod) { p.Labels[runner.LabelTeam], p.Labels["app"] = "beta", "x" }, runner.LabelTeam},
+		"labels of both kinds": {func(p *corev1.Pod) { p.Labels[contract.LabelTeam], p.Labels["app"] = "beta", "x" }, contract.LabelTeam},
 	} {
 		err := update(tenant, tc.f)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
@@ -110,8 +110,8 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 	if err := update(tenant, func(p *corev1.Pod) { p.Labels["app"] = "evaluator" }); err != nil {
 		t.Errorf("a label of the tenant's own refused: %v", err)
 	}
-	for key, v := range map[string]string{runner.AnnotationBoundAs: `{"gang":"alpha/pod/x","team":"beta","tier":"production","pods":1}`, "hub.allot.dev/placement": "x"} {
-		err := tenant.Create(ctx, pod("forged", map[string]string{runner.LabelTeam: "alpha"}, map[string]string{key: v}))
+	for key, v := range map[string]string{contract.AnnotationBoundAs: `{"gang":"alpha/pod/x","team":"beta","tier":"production","pods":1}`, "hub.allot.dev/placement": "x"} {
+		err := tenant.Create(ctx, pod("forged", map[string]string{contract.LabelTeam: "alpha"}, map[string]string{key: v}))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), key) {
 			t.Errorf("a pod created with annotation %s: got %v, want refused", key, err)
 		}
@@ -125,17 +125,17 @@ func TestAdmissionPolicyKeepsAccounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	var as map[string]any
-	if err := json.Unmarshal([]byte(p.Annotations[runner.AnnotationBoundAs]), &as); err != nil ||
+	if err := json.Unmarshal([]byte(p.Annotations[contract.AnnotationBoundAs]), &as); err != nil ||
 		as["gang"] != "alpha/gang/g" || as["team"] != "alpha" || as["tier"] != "production" || as["pods"] != float64(1) {
-		t.Errorf("bound as %q (%v)", p.Annotations[runner.AnnotationBoundAs], err)
+		t.Errorf("bound as %q (%v)", p.Annotations[contract.AnnotationBoundAs], err)
 	}
-	if err := update(tenant, func(p *corev1.Pod) { delete(p.Annotations, runner.AnnotationBoundAs) }); !apierrors.IsForbidden(err) {
+	if err := update(tenant, func(p *corev1.Pod) { delete(p.Annotations, contract.AnnotationBoundAs) }); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant removed what its pod was bound as: %v", err)
 	}
 
 	// allot's identity (ClusterRole allot-pod-accounting) may.
 	manager := cl.as("system:serviceaccount:allot-system:allot-manager", "alpha")
-	if err := update(manager, func(p *corev1.Pod) { p.Labels[runner.LabelRequire] = "host" }); err != nil {
+	if err := update(manager, func(p *corev1.Pod) { p.Labels[contract.LabelRequire] = "host" }); err != nil {
 		t.Errorf("allot's identity refused: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
@@ -332,7 +333,7 @@ func (r *Runner) bindPods(ctx context.Context, t bindTask, opts ...client.SubRes
 		go func() {
 			defer func() { <-r.sem; wg.Done() }()
 			b := &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid, Annotations: map[string]string{AnnotationBoundAs: t.as.encode()}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, UID: p.uid, Annotations: map[string]string{contract.AnnotationBoundAs: t.as.encode()}},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: t.nodes[i]},
 			}
 			errs[i] = r.client.SubResource("binding").Create(ctx, p.object(), b, opts...)
@@ -599,7 +600,7 @@ func (r *Runner) summarizeHeldEvents() {
 		}
 		r.mu.Unlock()
 		if team != nil {
-			r.events.Eventf(team, nil, corev1.EventTypeWarning, ReasonEventsSuppressed, "Schedule", "%s", h.note())
+			r.events.Eventf(team, nil, corev1.EventTypeWarning, contract.ReasonEventsSuppressed, "Schedule", "%s", h.note())
 		}
 	}
 }

@@ -15,10 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // Issue 4's figure: through one real API server, on 1,000 Nodes of 8 GPUs,
@@ -38,15 +37,15 @@ func BenchmarkBindThroughAPI(b *testing.B) {
 	cl.team("alpha", "", "h100", 8*nodes)
 	parallel(b, nodes, func(i int) error {
 		_, err := testenv.CreateNode(ctx, cl.c, fmt.Sprintf("a-%d", i), 8, map[string]string{
-			fleet.LabelPool: "a", runner.LabelFlavor: "h100",
-			fleet.TopologyLabelPrefix + "rack": fmt.Sprintf("r%d", i/16),
-			fleet.TopologyLabelPrefix + "host": fmt.Sprintf("a-%d", i),
+			contract.LabelPool: "a", contract.LabelFlavor: "h100",
+			contract.TopologyLabelPrefix + "rack": fmt.Sprintf("r%d", i/16),
+			contract.TopologyLabelPrefix + "host": fmt.Sprintf("a-%d", i),
 		})
 		return err
 	})
 	for b.Loop() {
 		s := cl.start(schedOptions{})
-		b.ReportMetric(bindAll(b, cl, cl.ns, runner.SchedulerName, singles, gangs, gangSize), "allot-pods/s")
+		b.ReportMetric(bindAll(b, cl, cl.ns, contract.SchedulerName, singles, gangs, gangSize), "allot-pods/s")
 		s.stop()
 		deleteAll(b, cl, cl.ns)
 
@@ -65,14 +64,14 @@ func bindAll(b *testing.B, cl *cluster, ns, schedulerName string, singles, gangs
 	total := singles + gangs*gangSize
 	start := time.Now()
 	go parallel(b, total, func(i int) error {
-		labels := map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}
+		labels := map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production"}
 		name := fmt.Sprintf("s%d", i)
 		if i >= singles {
 			g := (i - singles) / gangSize
 			name = fmt.Sprintf("g%d-%d", g, (i-singles)%gangSize)
-			if schedulerName == runner.SchedulerName {
-				labels[runner.LabelGang] = fmt.Sprintf("g%d", g)
-				labels[runner.LabelGangSize] = fmt.Sprint(gangSize)
+			if schedulerName == contract.SchedulerName {
+				labels[contract.LabelGang] = fmt.Sprintf("g%d", g)
+				labels[contract.LabelGangSize] = fmt.Sprint(gangSize)
 			}
 		}
 		one := *resource.NewQuantity(1, resource.DecimalSI)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
 )
@@ -546,7 +546,7 @@ func TestNodeRemovedAndRelabelledInPlace(t *testing.T) {
 	if err := cl.c.Get(ctx, client.ObjectKey{Name: other}, &on); err != nil {
 		t.Fatal(err)
 	}
-	nd.Labels[fleet.TopologyLabelPrefix+"rack"] = on.Labels[fleet.TopologyLabelPrefix+"rack"]
+	nd.Labels[contract.TopologyLabelPrefix+"rack"] = on.Labels[contract.TopologyLabelPrefix+"rack"]
 	if err := cl.c.Update(ctx, &nd); err != nil {
 		t.Fatal(err)
 	}

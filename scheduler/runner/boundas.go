@@ -3,23 +3,17 @@ package runner
 import (
 	"encoding/json"
 	"strings"
-)
 
-// AnnotationBoundAs on a pod allot bound is what the scheduler bound it as: its
-// gang, the gang's size, team and tier, as JSON ({"gang":"ns/gang/x",
-// "team":"a","tier":"b","pods":4}). The scheduler writes it with the bind
-// (the Binding's annotations), so it is there from the moment the pod is on
-// its node. A pod's labels can be changed while it runs; this cannot
-// (config/admission refuses its writes by anyone but allot): a gang found
-// bound at a restart or a leader change is accounted as it was bound, not as
-// its labels say since.
-const AnnotationBoundAs = "allot.dev/bound-as"
+	"github.com/allot-dev/allot/api/contract"
+)
 
 // maxBoundAs bounds the annotation read: a gang ID, a team and a tier, each
 // at most a label value or a name long, fit well within it.
 const maxBoundAs = 1024
 
-// boundAs is the record AnnotationBoundAs holds.
+// boundAs is the record contract.AnnotationBoundAs holds: the scheduler writes
+// it with the bind, and a gang found bound at a restart or a leader change is
+// accounted as it was bound, not as its labels say since.
 type boundAs struct {
 	Gang string `json:"gang"`
 	Team string `json:"team"`
@@ -38,7 +32,7 @@ func (b boundAs) encode() string {
 // namespace, no tier, a size out of bounds): such a pod is taken as one
 // without a record.
 func parseBoundAs(ns string, annotations map[string]string) *boundAs {
-	v, ok := annotations[AnnotationBoundAs]
+	v, ok := annotations[contract.AnnotationBoundAs]
 	if !ok || len(v) > maxBoundAs {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -37,7 +38,7 @@ func TestParseBoundAs(t *testing.T) {
 		"too long":             {`{"gang":"alpha/gang/g","team":"` + strings.Repeat("a", maxBoundAs) + `","tier":"production","pods":4}`, nil},
 		"empty":                {``, nil},
 	} {
-		got := parseBoundAs("alpha", map[string]string{AnnotationBoundAs: tc.value})
+		got := parseBoundAs("alpha", map[string]string{contract.AnnotationBoundAs: tc.value})
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s: (-want +got)\n%s", name, diff)
 		}
@@ -56,12 +57,12 @@ func TestBoundPodIsWhatItWasBoundAs(t *testing.T) {
 	r.upsertConfig(&allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: "beta"}})
 	for _, ns := range []string{"alpha", "jobs"} {
 		as := boundAs{Gang: ns + "/gang/run", Team: "alpha", Tier: "production", Pods: 2}
-		relabelled := map[string]string{LabelTeam: "beta", LabelTier: "research", LabelGang: "other", LabelGangSize: "1", LabelFlavor: "a100"}
+		relabelled := map[string]string{contract.LabelTeam: "beta", contract.LabelTier: "research", contract.LabelGang: "other", contract.LabelGangSize: "1", contract.LabelFlavor: "a100"}
 		for i, name := range []string{"run-0", "run-1"} {
 			r.upsertPod(&corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + name), Labels: relabelled,
-					Annotations: map[string]string{AnnotationBoundAs: as.encode()}},
-				Spec: corev1.PodSpec{SchedulerName: SchedulerName, NodeName: fmt.Sprintf("n%d", i), Containers: []corev1.Container{{Name: "c",
+					Annotations: map[string]string{contract.AnnotationBoundAs: as.encode()}},
+				Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, NodeName: fmt.Sprintf("n%d", i), Containers: []corev1.Container{{Name: "c",
 					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: resource.MustParse("4")}}}}},
 			})
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -24,7 +25,7 @@ type podInfo struct {
 	gpus     int64
 	labels   map[string]string
 	gang     string
-	// as is what allot bound it as (AnnotationBoundAs), if it did.
+	// as is what allot bound it as (contract.AnnotationBoundAs), if it did.
 	as *boundAs
 	// rules are the pod's placement rules, or rulesErr why allot cannot
 	// honour them.
@@ -58,7 +59,7 @@ func (p *podInfo) live() bool { return !p.terminal && !p.deleting && !p.evicting
 type jobInfo struct {
 	size    int64
 	created time.Time
-	// fence is the Job's AnnotationHubFence (zero: not a hub's copy); bad
+	// fence is the Job's contract.AnnotationHubFence (zero: not a hub's copy); bad
 	// says it does not parse (the copy is not started).
 	fence time.Time
 	bad   bool
@@ -333,7 +334,7 @@ func (r *Runner) upsertJob(obj any) {
 	}
 	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
 	info := jobInfo{size: size, created: j.CreationTimestamp.Time}
-	if v, ok := j.Annotations[AnnotationHubFence]; ok {
+	if v, ok := j.Annotations[contract.AnnotationHubFence]; ok {
 		t, err := time.Parse(time.RFC3339, v)
 		info.fence, info.bad = t, err != nil
 	}
@@ -429,7 +430,7 @@ type metaOwner struct{ Kind, APIVersion, Name string }
 
 func allotLabels(l map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, k := range []string{LabelTeam, LabelTier, LabelGang, LabelGangSize, LabelRequire, LabelPrefer, LabelFlavor, LabelCluster} {
+	for _, k := range []string{contract.LabelTeam, contract.LabelTier, contract.LabelGang, contract.LabelGangSize, contract.LabelRequire, contract.LabelPrefer, contract.LabelFlavor, contract.LabelCluster} {
 		if v, ok := l[k]; ok {
 			out[k] = v
 		}

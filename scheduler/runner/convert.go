@@ -17,40 +17,11 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/schema/quantity"
-)
-
-// The cluster contract (docs/contracts.md, "Names on nodes and pods").
-const (
-	// SchedulerName is what pods set in spec.schedulerName to be scheduled by allot.
-	SchedulerName = "allot"
-
-	LabelTeam     = "allot.dev/team"
-	LabelTier     = "allot.dev/tier"
-	LabelGang     = "allot.dev/gang"
-	LabelGangSize = "allot.dev/gang-size"
-	LabelRequire  = "allot.dev/require"
-	LabelPrefer   = "allot.dev/prefer"
-	LabelFlavor   = fleet.LabelFlavor // a pod's flavor, named as its nodes' label
-	// LabelCluster on a node names its cluster; on a pod it pins the gang to
-	// that cluster.
-	LabelCluster = fleet.LabelCluster
-	// AnnotationHubFence on a Job that a hub copied into this cluster is the
-	// time (RFC 3339) until which the hub vouches for the copy: the hub
-	// renews it while it reaches the cluster; a copy whose fence has passed
-	// (the hub lost this cluster and may have moved the job elsewhere) is not
-	// started until the hub renews it or deletes it.
-	AnnotationHubFence = "hub.allot.dev/fence-until"
-	// ReasonHubFenceExpired is the pending reason of a hub's copy whose
-	// fence has passed.
-	ReasonHubFenceExpired = "HubFenceExpired"
-	// ReasonEventsSuppressed is the reason of the event on a Team that says
-	// how many events of its pods the scheduler held back (eventGate).
-	ReasonEventsSuppressed = "EventsSuppressed"
 )
 
 // quotaConfig builds the core's quota tree from the Team, Cohort and Tier objects.
@@ -139,22 +110,22 @@ func modelNode(n *corev1.Node, pools map[string]poolInfo, cluster string, grace 
 	if c.GPUs <= 0 {
 		return nodeModel{}, false
 	}
-	pool, havePool := pools[n.Labels[fleet.LabelPool]]
-	flavor := n.Labels[LabelFlavor]
+	pool, havePool := pools[n.Labels[contract.LabelPool]]
+	flavor := n.Labels[contract.LabelFlavor]
 	if flavor == "" {
 		flavor = pool.flavor
 	}
 	if flavor == "" {
 		return nodeModel{}, false
 	}
-	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n), Cluster: cmp.Or(n.Labels[LabelCluster], cluster)}}
+	m := nodeModel{spec: scheduler.Node{Name: scheduler.NodeName(n.Name), Flavor: scheduler.Flavor(flavor), Class: nodeClass(n), Cluster: cmp.Or(n.Labels[contract.LabelCluster], cluster)}}
 	if havePool {
 		m.spec.Cost = pool.cost
 		// Domain names are qualified by their wider domains: rack r0 of block b1
 		// is not rack r0 of block b2.
 		path := ""
 		for _, l := range pool.levels {
-			v, ok := n.Labels[fleet.TopologyLabelPrefix+l]
+			v, ok := n.Labels[contract.TopologyLabelPrefix+l]
 			if !ok || v == "" {
 				break // a node outside a level is outside every narrower one
 			}
@@ -255,7 +226,7 @@ type classOf struct {
 
 // perNode says whether a label names a single node.
 func perNode(label string) bool {
-	return label == labelHostname || strings.HasPrefix(label, fleet.TopologyLabelPrefix)
+	return label == labelHostname || strings.HasPrefix(label, contract.TopologyLabelPrefix)
 }
 
 // nodeClass is the node's class: its labels and scheduling taints, encoded
@@ -310,7 +281,7 @@ func rulesOf(p *corev1.Pod) (*podRules, error) {
 	}
 	for l := range k.NodeSelector {
 		if perNode(l) {
-			return nil, fmt.Errorf("pod %s: its nodeSelector names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, l, LabelRequire, LabelPrefer)
+			return nil, fmt.Errorf("pod %s: its nodeSelector names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, l, contract.LabelRequire, contract.LabelPrefer)
 		}
 	}
 	if k.Required != nil {
@@ -320,7 +291,7 @@ func rulesOf(p *corev1.Pod) (*podRules, error) {
 			}
 			for _, e := range t.MatchExpressions {
 				if perNode(e.Key) {
-					return nil, fmt.Errorf("pod %s: its required node affinity names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, e.Key, LabelRequire, LabelPrefer)
+					return nil, fmt.Errorf("pod %s: its required node affinity names %s, a label of single nodes; allot places by topology labels (%s, %s) instead", p.Name, e.Key, contract.LabelRequire, contract.LabelPrefer)
 				}
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
 
@@ -22,7 +22,7 @@ func TestModelNodeHealth(t *testing.T) {
 	const grace = 5 * time.Minute
 	pools := map[string]poolInfo{"a": {flavor: "h100"}}
 	node := func(ready corev1.ConditionStatus, since time.Duration, fault, cordoned bool) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{fleet.LabelPool: "a"}}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{contract.LabelPool: "a"}}}
 		n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
 		if fault {
@@ -64,7 +64,7 @@ func TestModelNodeHealth(t *testing.T) {
 // A usable node with GPUs the agent counts unhealthy keeps its size; the
 // unhealthy ones are held.
 func TestModelNodeFaultyGPUs(t *testing.T) {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{fleet.LabelPool: "a"},
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{contract.LabelPool: "a"},
 		Annotations: map[string]string{nodestate.AnnotationHealthyGPUs: "6"}}}
 	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
@@ -80,9 +80,9 @@ func TestJobDeletionDropsItsGangsRestarts(t *testing.T) {
 	r := New(Options{})
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "leader"}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "leader-0", UID: "u1",
-		Labels:          map[string]string{LabelTeam: "a", LabelGang: "js", LabelGangSize: "4"},
+		Labels:          map[string]string{contract.LabelTeam: "a", contract.LabelGang: "js", contract.LabelGangSize: "4"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "leader", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{SchedulerName: SchedulerName}}
+		Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName}}
 	r.upsertPod(pod)
 	if got := r.st.pods["u1"].gang; got != "ns/gang/js" {
 		t.Fatalf("gang = %q, want ns/gang/js", got)

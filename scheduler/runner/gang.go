@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
@@ -44,8 +45,8 @@ type clusterWorkload struct {
 // the gang label's, else the pod's, in its namespace. The kind keeps a Job, a
 // gang and a pod of one name apart.
 func gangID(ns, job string, labels map[string]string, pod string) string {
-	gang := labels[LabelGang]
-	_, sized := labels[LabelGangSize]
+	gang := labels[contract.LabelGang]
+	_, sized := labels[contract.LabelGangSize]
 	switch {
 	case gang != "" && (sized || job == ""):
 		return ns + "/gang/" + gang
@@ -75,7 +76,7 @@ func isUnassigned(p *podInfo) bool { return p.live() && p.node == "" && !p.bindi
 func fenced(j jobInfo, job string, now time.Time) string {
 	switch {
 	case j.bad:
-		return fmt.Sprintf("Job %s: annotation %s is not an RFC 3339 time: the hub's copy waits for the hub to set it", job, AnnotationHubFence)
+		return fmt.Sprintf("Job %s: annotation %s is not an RFC 3339 time: the hub's copy waits for the hub to set it", job, contract.AnnotationHubFence)
 	case !j.fence.IsZero() && !now.Before(j.fence):
 		return fmt.Sprintf("Job %s is a hub's copy whose fence passed at %s: the hub has not reached this cluster since, and may have moved the job elsewhere; it starts when the hub renews the fence", job, j.fence.UTC().Format(time.RFC3339))
 	}
@@ -106,29 +107,29 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo, bound bool) (sche
 		return v, nil
 	}
 	var err error
-	team, err := agree(LabelTeam)
+	team, err := agree(contract.LabelTeam)
 	if err != nil {
 		return w, err
 	}
 	owner, owned := r.namespaceTeam(g.ns)
 	switch {
 	case owned && team != "" && team != owner && !bound:
-		return w, &specError{fmt.Sprintf("pod %s names team %s (label %s) but namespace %s belongs to team %s: a pod's team is its namespace's", first.name, team, LabelTeam, g.ns, owner)}
+		return w, &specError{fmt.Sprintf("pod %s names team %s (label %s) but namespace %s belongs to team %s: a pod's team is its namespace's", first.name, team, contract.LabelTeam, g.ns, owner)}
 	case owned:
 		team = owner
 	case r.opts.StrictTenancy:
 		return w, noTeamError(g.ns)
 	case team == "":
-		return w, &specError{fmt.Sprintf("pod %s has no label %s and namespace %s belongs to no team", first.name, LabelTeam, g.ns)}
+		return w, &specError{fmt.Sprintf("pod %s has no label %s and namespace %s belongs to no team", first.name, contract.LabelTeam, g.ns)}
 	}
 	w.Team = scheduler.TeamName(team)
-	tier, err := agree(LabelTier)
+	tier, err := agree(contract.LabelTier)
 	if err != nil {
 		return w, err
 	}
 	if tier == "" {
 		if tier = r.defaultTier(team); tier == "" {
-			return w, &specError{fmt.Sprintf("pod %s has no label %s and team %s has no default tier", first.name, LabelTier, team)}
+			return w, &specError{fmt.Sprintf("pod %s has no label %s and team %s has no default tier", first.name, contract.LabelTier, team)}
 		}
 	}
 	if t := r.st.teams[team]; t != nil && len(t.Spec.Tiers) > 0 && !slices.Contains(t.Spec.Tiers, tier) {
@@ -138,12 +139,12 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo, bound bool) (sche
 	for _, l := range []struct {
 		label string
 		to    *string
-	}{{LabelRequire, &w.Require}, {LabelPrefer, &w.Prefer}, {LabelCluster, &w.Cluster}} {
+	}{{contract.LabelRequire, &w.Require}, {contract.LabelPrefer, &w.Prefer}, {contract.LabelCluster, &w.Cluster}} {
 		if *l.to, err = agree(l.label); err != nil {
 			return w, err
 		}
 	}
-	fl, err := agree(LabelFlavor)
+	fl, err := agree(contract.LabelFlavor)
 	if err != nil {
 		return w, err
 	}
@@ -184,13 +185,13 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo, bound bool) (sche
 		}
 		w.Pods, w.Submitted = j.size, j.created
 	case strings.Contains(g.id, "/gang/"):
-		s, err := agree(LabelGangSize)
+		s, err := agree(contract.LabelGangSize)
 		if err != nil {
 			return w, err
 		}
 		n, perr := strconv.ParseInt(s, 10, 64)
 		if perr != nil || n < 1 {
-			return w, &specError{fmt.Sprintf("pod %s: label %s=%q is not a positive pod count", first.name, LabelGangSize, s)}
+			return w, &specError{fmt.Sprintf("pod %s: label %s=%q is not a positive pod count", first.name, contract.LabelGangSize, s)}
 		}
 		w.Pods = n
 	default:
@@ -201,7 +202,7 @@ func (r *Runner) workload(g *clusterWorkload, live []*podInfo, bound bool) (sche
 
 // boundWorkload is the Workload of a gang found bound (at a restart, a leader
 // change or a rebuild of the core): what its bound pods were bound as
-// (AnnotationBoundAs), in its namespace's team. What their labels say since
+// (contract.AnnotationBoundAs), in its namespace's team. What their labels say since
 // counts for nothing: a relabelled running gang would otherwise be set aside
 // as not accounted for, its GPUs charged to no team, and its team's next pods
 // admitted over its quota. Its placement is where it runs: no flavor, domain
@@ -399,7 +400,7 @@ func (r *Runner) syncIdle(g *clusterWorkload, live []*podInfo, acts *actions) {
 		// A hub's copy starts only while the hub vouches for it; one that
 		// runs already is left to run (above).
 		if msg := fenced(j, g.job.Name, r.opts.Now()); msg != "" {
-			r.setPending(g, live, ReasonHubFenceExpired, msg, acts)
+			r.setPending(g, live, contract.ReasonHubFenceExpired, msg, acts)
 			return
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/allot-dev/allot/scheduler/runner"
+	"github.com/allot-dev/allot/api/contract"
 )
 
 // Pods of several Jobs (a JobSet's) that name one gang and its size form one
@@ -21,7 +21,7 @@ func TestGangAcrossJobs(t *testing.T) {
 	cl.team("alpha", "", "h100", 64)
 	cl.pool("a", "h100", 4, 8, 4)
 	cl.start(schedOptions{})
-	labels := map[string]string{runner.LabelTeam: "alpha", runner.LabelGang: "trainer", runner.LabelGangSize: "4"}
+	labels := map[string]string{contract.LabelTeam: "alpha", contract.LabelGang: "trainer", contract.LabelGangSize: "4"}
 	var pods []string
 	add := func(job *batchv1.Job, i int) {
 		pods = append(pods, cl.jobPod(job, fmt.Sprintf("%s-%d", job.Name, i), 8, labels))
@@ -57,7 +57,7 @@ func TestJobResizedWhileWaiting(t *testing.T) {
 	job := cl.job("train", 2, 3)
 	var pods []string
 	add := func(i int) {
-		pods = append(pods, cl.jobPod(job, fmt.Sprintf("train-%d", i), 8, map[string]string{runner.LabelTeam: "alpha"}))
+		pods = append(pods, cl.jobPod(job, fmt.Sprintf("train-%d", i), 8, map[string]string{contract.LabelTeam: "alpha"}))
 	}
 	add(0)
 	add(1)
@@ -90,14 +90,14 @@ func TestHubFence(t *testing.T) {
 	cl.team("alpha", "", "h100", 64)
 	cl.pool("a", "h100", 2, 8, 2)
 	job := cl.job("copy", 2, 2)
-	job.Annotations = map[string]string{runner.AnnotationHubFence: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}
+	job.Annotations = map[string]string{contract.AnnotationHubFence: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}
 	if err := cl.c.Update(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
 	cl.start(schedOptions{})
 	var pods []string
 	for i := range 2 {
-		pods = append(pods, cl.jobPod(job, fmt.Sprintf("copy-%d", i), 8, map[string]string{runner.LabelTeam: "alpha"}))
+		pods = append(pods, cl.jobPod(job, fmt.Sprintf("copy-%d", i), 8, map[string]string{contract.LabelTeam: "alpha"}))
 	}
 	cl.waitPending(pods[0], "fence passed")
 	if nodes := cl.nodesOf(pods); bound(nodes) != 0 {
@@ -106,7 +106,7 @@ func TestHubFence(t *testing.T) {
 	if err := cl.c.Get(context.Background(), client.ObjectKeyFromObject(job), job); err != nil {
 		t.Fatal(err)
 	}
-	job.Annotations[runner.AnnotationHubFence] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	job.Annotations[contract.AnnotationHubFence] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	if err := cl.c.Update(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // GPUs held outside allot's accounting are never given out: another
@@ -159,7 +159,7 @@ func TestStuckGangReplacedPodsAreScheduled(t *testing.T) {
 	cl.start(schedOptions{})
 	job := cl.job("train", 2, 2)
 	jobPod := func(name string) {
-		cl.jobPod(job, name, 8, map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"})
+		cl.jobPod(job, name, 8, map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production"})
 	}
 	fail := func(name string) {
 		var p corev1.Pod

@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/internal/apilimits"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // The tests of this file treat everything in a pod as a researcher's untrusted
@@ -43,7 +43,7 @@ func (cl *cluster) createRaw(name string, p rawPod) error {
 			Limits: corev1.ResourceList{nodestate.ResourceGPU: resource.MustParse(q)}}}
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: p.labels},
-		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName}}
+		Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName}}
 	for i, q := range p.gpus {
 		pod.Spec.Containers = append(pod.Spec.Containers, container(fmt.Sprintf("c%d", i), q))
 	}
@@ -89,7 +89,7 @@ func TestUntrustedGangLabels(t *testing.T) {
 	cl := tenants(t)
 	long := strings.Repeat("p", 240)
 	gang := func(name, size string, extra map[string]string) map[string]string {
-		l := map[string]string{runner.LabelGang: name, runner.LabelGangSize: size}
+		l := map[string]string{contract.LabelGang: name, contract.LabelGangSize: size}
 		for k, v := range extra {
 			l[k] = v
 		}
@@ -101,13 +101,13 @@ func TestUntrustedGangLabels(t *testing.T) {
 	}{
 		{map[string]map[string]string{long + "-size-0": gang("size", "2", nil), long + "-size-1": gang("size", "3", nil)},
 			`disagree on label allot.dev/gang-size ("2" and "3")`},
-		{map[string]map[string]string{"tier-0": gang("tier", "2", map[string]string{runner.LabelTier: "production"}), "tier-1": gang("tier", "2", map[string]string{runner.LabelTier: "research"})},
+		{map[string]map[string]string{"tier-0": gang("tier", "2", map[string]string{contract.LabelTier: "production"}), "tier-1": gang("tier", "2", map[string]string{contract.LabelTier: "research"})},
 			`disagree on label allot.dev/tier ("production" and "research")`},
 		{map[string]map[string]string{"billion-0": gang("billion", "1000000000", nil)}, "waiting for the gang's pods: 1 of 1000000000 exist"},
 		{map[string]map[string]string{"huge-0": gang("huge", "99999999999999999999", nil)}, `allot.dev/gang-size="99999999999999999999" is not a positive pod count`},
 		{map[string]map[string]string{"zero-0": gang("zero", "0", nil)}, `allot.dev/gang-size="0" is not a positive pod count`},
 		{map[string]map[string]string{"word-0": gang("word", "eight", nil)}, `allot.dev/gang-size="eight" is not a positive pod count`},
-		{map[string]map[string]string{"teams-0": gang("teams", "2", nil), "teams-1": gang("teams", "2", map[string]string{runner.LabelTeam: "beta"})},
+		{map[string]map[string]string{"teams-0": gang("teams", "2", nil), "teams-1": gang("teams", "2", map[string]string{contract.LabelTeam: "beta"})},
 			`disagree on label allot.dev/team ("" and "beta")`},
 	}
 	var bad []string
@@ -188,12 +188,12 @@ func TestRelabelledBoundPod(t *testing.T) {
 	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: cl.ns, Name: g[1]}, &p); err != nil {
 		t.Fatal(err)
 	}
-	p.Labels[runner.LabelGang], p.Labels[runner.LabelGangSize] = "h", "1"
+	p.Labels[contract.LabelGang], p.Labels[contract.LabelGangSize] = "h", "1"
 	if err := cl.c.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.createRaw("g-2", rawPod{labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production",
-		runner.LabelGang: "g", runner.LabelGangSize: "2"}, gpus: []string{"8"}}); err != nil {
+	if err := cl.createRaw("g-2", rawPod{labels: map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production",
+		contract.LabelGang: "g", contract.LabelGangSize: "2"}, gpus: []string{"8"}}); err != nil {
 		t.Fatal(err)
 	}
 	cl.waitPending("g-2", "gang jobs/gang/g is admitted for 2 pods, each of which has its slot")

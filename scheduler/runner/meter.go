@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 )
 
@@ -89,7 +90,7 @@ func (r *Runner) stopMetering(p *podInfo, until time.Time) {
 // since: a label can be changed while the pod runs. Only a pod allot did not
 // bind, in a namespace of no team, is charged to what its labels say.
 func (r *Runner) meterKeyOf(p *podInfo) meterKey {
-	k := meterKey{team: p.labels[LabelTeam], tier: p.labels[LabelTier]}
+	k := meterKey{team: p.labels[contract.LabelTeam], tier: p.labels[contract.LabelTier]}
 	if p.as != nil {
 		k.team, k.tier = p.as.Team, p.as.Tier
 	}

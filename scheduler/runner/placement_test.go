@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // rulePods creates the pods of a workload (a gang when pods > 1) of team
@@ -28,16 +28,16 @@ func (cl *cluster) podsWith(name string, pods int, change func(i int, p *corev1.
 	var names []string
 	gpus := *resource.NewQuantity(8, resource.DecimalSI)
 	for i := range pods {
-		labels := map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}
+		labels := map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production"}
 		pn := name
 		if pods > 1 {
-			labels[runner.LabelGang], labels[runner.LabelGangSize] = name, strconv.Itoa(pods)
+			labels[contract.LabelGang], labels[contract.LabelGangSize] = name, strconv.Itoa(pods)
 			pn = fmt.Sprintf("%s-%d", name, i)
 		}
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: pn, Labels: labels},
 			Spec: corev1.PodSpec{
-				SchedulerName: runner.SchedulerName,
+				SchedulerName: contract.SchedulerName,
 				Containers: []corev1.Container{{Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus},
 				}}},
@@ -140,7 +140,7 @@ func TestClustersInOneAPIServer(t *testing.T) {
 	cl.pool("a", "h100", 4, 8, 4)
 	cluster := map[string]string{"a-0": "east", "a-1": "east", "a-2": "west", "a-3": "west"}
 	for n, c := range cluster {
-		cl.updateNode(n, false, func(n *corev1.Node) { n.Labels[runner.LabelCluster] = c })
+		cl.updateNode(n, false, func(n *corev1.Node) { n.Labels[contract.LabelCluster] = c })
 	}
 	cl.start(schedOptions{})
 
@@ -156,11 +156,11 @@ func TestClustersInOneAPIServer(t *testing.T) {
 	if cluster[got[0]] == "east" {
 		other = "west"
 	}
-	pinned := cl.podsWith("pinned", 1, func(_ int, p *corev1.Pod) { p.Labels[runner.LabelCluster] = other })
+	pinned := cl.podsWith("pinned", 1, func(_ int, p *corev1.Pod) { p.Labels[contract.LabelCluster] = other })
 	if n := cl.waitBound(pinned)[0]; cluster[n] != other {
 		t.Errorf("pod pinned to %s bound to %s of %s", other, n, cluster[n])
 	}
-	lost := cl.podsWith("lost", 1, func(_ int, p *corev1.Pod) { p.Labels[runner.LabelCluster] = "mars" })
+	lost := cl.podsWith("lost", 1, func(_ int, p *corev1.Pod) { p.Labels[contract.LabelCluster] = "mars" })
 	cl.waitPending(lost[0], "in cluster mars")
 	cl.checkNoOvercommit(8)
 }

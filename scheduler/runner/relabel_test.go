@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // relabel sets (value non-nil) or removes (nil) labels of a pod, as an
@@ -85,13 +85,13 @@ func TestRelabelledRunningPodKeepsItsTeam(t *testing.T) {
 		ns     string
 		labels []map[string]*string // per pod of the gang
 	}{
-		{"team names another team", "alpha", []map[string]*string{{runner.LabelTeam: str("beta")}, {runner.LabelTeam: str("beta")}}},
-		{"one pod's team changed", "alpha", []map[string]*string{{runner.LabelTeam: str("beta")}, {}}},
-		{"tier changed and team removed", "alpha", []map[string]*string{{runner.LabelTier: str("research"), runner.LabelTeam: nil}, {runner.LabelTier: nil}}},
-		{"gang size shrunk", "alpha", []map[string]*string{{runner.LabelGangSize: str("1")}, {runner.LabelGangSize: str("1")}}},
-		{"gang split", "alpha", []map[string]*string{{runner.LabelGang: str("other")}, {runner.LabelGangSize: nil}}},
-		{"placement labels", "alpha", []map[string]*string{{runner.LabelFlavor: str("a100"), runner.LabelCluster: str("mars")}, {runner.LabelRequire: str("rack")}}},
-		{"namespace of no team", "jobs", []map[string]*string{{runner.LabelTeam: str("beta")}, {runner.LabelTeam: str("beta")}}},
+		{"team names another team", "alpha", []map[string]*string{{contract.LabelTeam: str("beta")}, {contract.LabelTeam: str("beta")}}},
+		{"one pod's team changed", "alpha", []map[string]*string{{contract.LabelTeam: str("beta")}, {}}},
+		{"tier changed and team removed", "alpha", []map[string]*string{{contract.LabelTier: str("research"), contract.LabelTeam: nil}, {contract.LabelTier: nil}}},
+		{"gang size shrunk", "alpha", []map[string]*string{{contract.LabelGangSize: str("1")}, {contract.LabelGangSize: str("1")}}},
+		{"gang split", "alpha", []map[string]*string{{contract.LabelGang: str("other")}, {contract.LabelGangSize: nil}}},
+		{"placement labels", "alpha", []map[string]*string{{contract.LabelFlavor: str("a100"), contract.LabelCluster: str("mars")}, {contract.LabelRequire: str("rack")}}},
+		{"namespace of no team", "jobs", []map[string]*string{{contract.LabelTeam: str("beta")}, {contract.LabelTeam: str("beta")}}},
 	} {
 		cl.in(tc.ns, func() {
 			run := cl.submit("run", podSpec{team: "alpha", tier: "production", pods: 2, gpus: 4})

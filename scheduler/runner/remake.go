@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/allot-dev/allot/api/contract"
 )
 
 // UnboundRecord is the Secret, in Options.StateNamespace, that holds the bare
@@ -40,10 +42,10 @@ func unboundCopy(full *corev1.Pod) *corev1.Pod {
 		}, Spec: *full.Spec.DeepCopy()}
 	again.Spec.NodeName = ""
 	again.Spec.EphemeralContainers = nil // not accepted on create
-	if _, ok := full.Annotations[AnnotationBoundAs]; ok {
+	if _, ok := full.Annotations[contract.AnnotationBoundAs]; ok {
 		// Unbound, it is bound as nothing yet: its next bind writes it.
 		again.Annotations = maps.Clone(full.Annotations)
-		delete(again.Annotations, AnnotationBoundAs)
+		delete(again.Annotations, contract.AnnotationBoundAs)
 	}
 	return again
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/api/contract"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,7 +40,7 @@ func TestPodRulesAdmit(t *testing.T) {
 		"affinity does not match":         {pod: corev1.PodSpec{Affinity: inIB}, node: node(nil), want: false},
 		"hostname selector refused":       {pod: corev1.PodSpec{NodeSelector: map[string]string{corev1.LabelHostname: "n1"}}, wantErr: "a label of single nodes"},
 		"topology affinity refused": {pod: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: fleet.TopologyLabelPrefix + "rack", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"r1"}}}}}}}}}, wantErr: "a label of single nodes"},
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: contract.TopologyLabelPrefix + "rack", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"r1"}}}}}}}}}, wantErr: "a label of single nodes"},
 		"match fields refused": {pod: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}}}, wantErr: "node fields"},
 	} {
@@ -62,8 +62,8 @@ func TestPodRulesAdmit(t *testing.T) {
 	}
 	// The class leaves out what names one node: two nodes of two racks, of
 	// one pool and taints, are one class.
-	a := node(map[string]string{corev1.LabelHostname: "a", fleet.TopologyLabelPrefix + "rack": "r1", "pool": "p"}, gpuTaint)
-	b := node(map[string]string{corev1.LabelHostname: "b", fleet.TopologyLabelPrefix + "rack": "r2", "pool": "p"}, gpuTaint)
+	a := node(map[string]string{corev1.LabelHostname: "a", contract.TopologyLabelPrefix + "rack": "r1", "pool": "p"}, gpuTaint)
+	b := node(map[string]string{corev1.LabelHostname: "b", contract.TopologyLabelPrefix + "rack": "r2", "pool": "p"}, gpuTaint)
 	if nodeClass(a) != nodeClass(b) {
 		t.Errorf("classes differ: %s and %s", nodeClass(a), nodeClass(b))
 	}

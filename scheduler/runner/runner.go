@@ -19,6 +19,7 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/internal/apilimits"
@@ -74,7 +75,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.SchedulerName == "" {
-		o.SchedulerName = SchedulerName
+		o.SchedulerName = contract.SchedulerName
 	}
 	if o.Core == nil {
 		d := scheduler.DefaultOptions()

@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/internal/apilimits"
 	"github.com/allot-dev/allot/scheduler"
 )
@@ -56,7 +56,7 @@ func (r *Runner) publishStatus(ctx context.Context) {
 	}
 	pools := map[string]*poolHealth{}
 	for name, n := range r.st.nodes {
-		pool := n.Labels[fleet.LabelPool]
+		pool := n.Labels[contract.LabelPool]
 		if pool == "" {
 			continue
 		}

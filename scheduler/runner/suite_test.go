@@ -28,9 +28,9 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -212,9 +212,9 @@ func (cl *cluster) pool(name, flavor string, nodes, gpus, perRack int64) {
 	})
 	for i := range nodes {
 		labels := map[string]string{
-			fleet.LabelPool: name, runner.LabelFlavor: flavor,
-			fleet.TopologyLabelPrefix + "rack": "r" + strconv.FormatInt(i/perRack, 10),
-			fleet.TopologyLabelPrefix + "host": fmt.Sprintf("%s-%d", name, i),
+			contract.LabelPool: name, contract.LabelFlavor: flavor,
+			contract.TopologyLabelPrefix + "rack": "r" + strconv.FormatInt(i/perRack, 10),
+			contract.TopologyLabelPrefix + "host": fmt.Sprintf("%s-%d", name, i),
 		}
 		if _, err := testenv.CreateNode(context.Background(), cl.c, fmt.Sprintf("%s-%d", name, i), gpus, labels); err != nil {
 			cl.t.Fatal(err)
@@ -241,24 +241,24 @@ func (cl *cluster) submit(name string, s podSpec) []string {
 	cl.t.Helper()
 	var names []string
 	for i := range s.pods {
-		labels := map[string]string{runner.LabelTeam: s.team}
+		labels := map[string]string{contract.LabelTeam: s.team}
 		if s.tier != "" {
-			labels[runner.LabelTier] = s.tier
+			labels[contract.LabelTier] = s.tier
 		}
 		pn := name
 		if s.pods > 1 {
-			labels[runner.LabelGang] = name
-			labels[runner.LabelGangSize] = strconv.FormatInt(s.pods, 10)
+			labels[contract.LabelGang] = name
+			labels[contract.LabelGangSize] = strconv.FormatInt(s.pods, 10)
 			pn = fmt.Sprintf("%s-%d", name, i)
 		}
 		if s.require != "" {
-			labels[runner.LabelRequire] = s.require
+			labels[contract.LabelRequire] = s.require
 		}
 		gpus := *resource.NewQuantity(s.gpus, resource.DecimalSI)
 		cl.create(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: pn, Labels: labels},
 			Spec: corev1.PodSpec{
-				SchedulerName: runner.SchedulerName,
+				SchedulerName: contract.SchedulerName,
 				Containers: []corev1.Container{{Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{nodestate.ResourceGPU: gpus}, Limits: corev1.ResourceList{nodestate.ResourceGPU: gpus},
 				}}},
@@ -434,7 +434,7 @@ func (cl *cluster) jobPod(job *batchv1.Job, name string, gpus int64, labels map[
 	cl.create(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cl.ns, Name: name, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
+		Spec: corev1.PodSpec{SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "trainer:1",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: q}}}}},
 	})
 	return name

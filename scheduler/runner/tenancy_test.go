@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/nodestate"
-	"github.com/allot-dev/allot/scheduler/runner"
 )
 
 // tenancy creates what a capacity repository renders for two teams: Team
@@ -121,7 +121,7 @@ func TestAdmissionPolicyRefusesOtherTeams(t *testing.T) {
 	}
 	ctx := context.Background()
 	eventually(t, 20*time.Second, "the tenancy policy in force", func() error {
-		err := cl.c.Create(ctx, pod("probe", runner.SchedulerName, map[string]string{runner.LabelTeam: "beta"}), client.DryRunAll)
+		err := cl.c.Create(ctx, pod("probe", contract.SchedulerName, map[string]string{contract.LabelTeam: "beta"}), client.DryRunAll)
 		if err == nil {
 			return errors.New("a pod of team beta admitted in namespace alpha")
 		}
@@ -133,13 +133,13 @@ func TestAdmissionPolicyRefusesOtherTeams(t *testing.T) {
 		refused   string
 		node      string // spec.nodeName at creation
 	}{
-		"another team":                {runner.SchedulerName, map[string]string{runner.LabelTeam: "beta"}, "names another team than the namespace's (alpha)", ""},
-		"a tier the team may not use": {runner.SchedulerName, map[string]string{runner.LabelTier: "research"}, "team alpha may not use tier research (its tiers: production)", ""},
-		"its own team and tier":       {runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}, "", ""},
-		"no labels":                   {runner.SchedulerName, nil, "", ""},
-		"another scheduler's pod":     {"default-scheduler", map[string]string{runner.LabelTeam: "beta"}, "", ""},
+		"another team":                {contract.SchedulerName, map[string]string{contract.LabelTeam: "beta"}, "names another team than the namespace's (alpha)", ""},
+		"a tier the team may not use": {contract.SchedulerName, map[string]string{contract.LabelTier: "research"}, "team alpha may not use tier research (its tiers: production)", ""},
+		"its own team and tier":       {contract.SchedulerName, map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production"}, "", ""},
+		"no labels":                   {contract.SchedulerName, nil, "", ""},
+		"another scheduler's pod":     {"default-scheduler", map[string]string{contract.LabelTeam: "beta"}, "", ""},
 		// Bound at creation, it would run outside the team's quota.
-		"bound at creation": {runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha"},
+		"bound at creation": {contract.SchedulerName, map[string]string{contract.LabelTeam: "alpha"},
 			"spec.nodeName is set (n1): an allot pod is created unbound", "n1"},
 	} {
 		p := pod(strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), "'", ""), tc.scheduler, tc.labels)
@@ -154,7 +154,7 @@ func TestAdmissionPolicyRefusesOtherTeams(t *testing.T) {
 	}
 	// A namespace no team owns is not the policy's business.
 	cl.in("shared", func() {
-		p := pod("elsewhere", runner.SchedulerName, map[string]string{runner.LabelTeam: "alpha"})
+		p := pod("elsewhere", contract.SchedulerName, map[string]string{contract.LabelTeam: "alpha"})
 		p.Namespace = "shared"
 		if err := cl.c.Create(ctx, p); err != nil {
 			t.Errorf("pod in an unlabelled namespace refused: %v", err)

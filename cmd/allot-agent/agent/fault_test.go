@@ -20,12 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/cmd/allot-agent/agent"
 	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/health"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/scheduler/runner"
@@ -60,7 +60,7 @@ func TestFatalXIDOnAGangNode(t *testing.T) {
 	}
 	for i := range 4 {
 		name := fmt.Sprintf("dgx-%d", i)
-		n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{fleet.LabelPool: "dgx"})
+		n, err := testenv.CreateNode(ctx, c, name, 8, map[string]string{contract.LabelPool: "dgx"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,8 +90,8 @@ func TestFatalXIDOnAGangNode(t *testing.T) {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
 		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{runner.LabelTeam: "alpha", runner.LabelTier: "production"}},
-			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulerName: runner.SchedulerName, Containers: []corev1.Container{{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.LabelTeam: "alpha", contract.LabelTier: "production"}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulerName: contract.SchedulerName, Containers: []corev1.Container{{
 				Name: "train", Image: "trainer:1", Resources: corev1.ResourceRequirements{
 					Limits: corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}},
 			}}},

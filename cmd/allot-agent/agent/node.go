@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet/health"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -61,7 +61,7 @@ func (n *Node) Cluster(ctx context.Context) (string, error) {
 	if err := n.c.Get(ctx, types.NamespacedName{Name: n.name}, &node); err != nil {
 		return "", fmt.Errorf("reading node %s: %w", n.name, err)
 	}
-	return node.Labels[fleet.LabelCluster], nil
+	return node.Labels[contract.LabelCluster], nil
 }
 
 // Publish writes rep and st on the node: the annotations and taint first, with

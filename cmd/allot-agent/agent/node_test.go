@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/cmd/allot-agent/agent/nvmltest"
 	"github.com/allot-dev/allot/controllers/testenv"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/health"
 	"github.com/allot-dev/allot/fleet/nodestate"
 )
@@ -57,7 +57,7 @@ func gpuNode(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("%s-%d", prefix, nodes.Add(1))
-	n, err := testenv.CreateNode(ctx, c, name, nvmltest.GPUs, map[string]string{fleet.LabelCluster: "onprem-a"})
+	n, err := testenv.CreateNode(ctx, c, name, nvmltest.GPUs, map[string]string{contract.LabelCluster: "onprem-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/contract"
 	v1alpha1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -172,9 +172,9 @@ func pool(p *schema.Pool, provider schema.Provider, target int64) v1alpha1.Pool 
 	return v1alpha1.Pool{
 		TypeMeta: allotType("Pool"),
 		ObjectMeta: meta(string(p.Name), map[string]string{
-			fleet.LabelPool:    string(p.Name),
-			fleet.LabelFlavor:  string(p.Flavor),
-			fleet.LabelCluster: string(p.Cluster),
+			contract.LabelPool:    string(p.Name),
+			contract.LabelFlavor:  string(p.Flavor),
+			contract.LabelCluster: string(p.Cluster),
 		}, nil),
 		Spec: spec,
 	}

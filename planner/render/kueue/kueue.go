@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/allot-dev/allot/api/contract"
 	v1alpha1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/render/kube"
 	"github.com/allot-dev/allot/planner/render/terraform"
@@ -200,7 +200,7 @@ func clusterFlavors(cfg *schema.Config, cluster schema.ClusterName) []schema.Fla
 // flavor names its Topology (named after the flavor): the levels' node labels.
 func flavor(cfg *schema.Config, cluster schema.ClusterName, f schema.Flavor) (ResourceFlavor, *Topology) {
 	rf := ResourceFlavor{TypeMeta: typeMeta("ResourceFlavor"), ObjectMeta: meta(string(f), nil),
-		Spec: ResourceFlavorSpec{NodeLabels: map[string]string{fleet.LabelFlavor: string(f)}}}
+		Spec: ResourceFlavorSpec{NodeLabels: map[string]string{contract.LabelFlavor: string(f)}}}
 	switch cfg.Clusters[cluster].Provider {
 	case schema.ProviderEKS, schema.ProviderGKE:
 		rf.Spec.Tolerations = []corev1.Toleration{{Key: terraform.GPUTaint.Key, Operator: corev1.TolerationOpExists,
@@ -212,7 +212,7 @@ func flavor(cfg *schema.Config, cluster schema.ClusterName, f schema.Flavor) (Re
 	}
 	t := &Topology{TypeMeta: typeMeta("Topology"), ObjectMeta: meta(string(f), nil)}
 	for _, l := range levels {
-		t.Spec.Levels = append(t.Spec.Levels, TopologyLevel{NodeLabel: fleet.TopologyLabel(l)})
+		t.Spec.Levels = append(t.Spec.Levels, TopologyLevel{NodeLabel: contract.TopologyLabel(l)})
 	}
 	rf.Spec.TopologyName = t.Name
 	return rf, t

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
 )
@@ -107,9 +107,9 @@ func TestTemplateInjection(t *testing.T) {
 	want := map[string]any{}
 	// labels are those of pool i; a node's add its host (the one level).
 	labels := func(i int, node bool) map[string]any {
-		l := map[string]any{fleet.LabelPool: fmt.Sprintf("p%d", i), fleet.LabelFlavor: hostile[i], fleet.LabelCluster: "c"}
+		l := map[string]any{contract.LabelPool: fmt.Sprintf("p%d", i), contract.LabelFlavor: hostile[i], contract.LabelCluster: "c"}
 		if node {
-			l[fleet.TopologyLabel(hostile[i])] = fmt.Sprintf("p%d-0", i)
+			l[contract.TopologyLabel(hostile[i])] = fmt.Sprintf("p%d-0", i)
 		}
 		return l
 	}

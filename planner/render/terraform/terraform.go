@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
@@ -347,16 +348,16 @@ func checkName(name string) error {
 // hooks get them per node.
 func poolLabels(p *schema.Pool) map[string]any {
 	l := map[string]any{
-		fleet.LabelPool:    string(p.Name),
-		fleet.LabelFlavor:  string(p.Flavor),
-		fleet.LabelCluster: string(p.Cluster),
+		contract.LabelPool:    string(p.Name),
+		contract.LabelFlavor:  string(p.Flavor),
+		contract.LabelCluster: string(p.Cluster),
 	}
 	if p.Topology != nil {
 		per := fleet.NodesPerDomain(p.Topology)
 		// A one-node layout gives the names of the levels that span the pool.
 		for _, d := range fleet.Layout(&schema.Config{Pools: map[schema.PoolName]*schema.Pool{p.Name: p}}, map[schema.PoolName]int64{p.Name: 1})[0].Domains {
 			if per[d.Level] == 0 {
-				l[fleet.TopologyLabel(d.Level)] = d.Name
+				l[contract.TopologyLabel(d.Level)] = d.Name
 			}
 		}
 	}
