@@ -18,7 +18,7 @@ var traceVariants = filepath.Join("..", "..", "scheduler", "workload", "testdata
 // TestImportTraceVariants locks what allot import writes for traces beyond
 // those of ../shared: a gzip-compressed HeliosData cluster_log.csv, a
 // .tar.gz of a headerless pai_task_table, times in two zones, a
-// spreadsheet's export, a header alone.
+// spreadsheet's export, Slurm's sacct -P, a header alone.
 func TestImportTraceVariants(t *testing.T) {
 	const header = "id,submit,duration,team,tier,pods,gpus_per_pod,flavor,require,prefer\n"
 	for name, tc := range map[string]struct {
@@ -46,6 +46,11 @@ func TestImportTraceVariants(t *testing.T) {
 			"openb-pod-0022,9679175,294651,nlp,opportunist,1,1,,,\n" +
 			"openb-pod-0035,9967058,1512,vision,production,1,1,V100M16|V100M32,,\n" +
 			"openb-pod-0061,10001278,125,nlp,opportunist,1,1,,,\n"},
+		"sacct -P, an account that is a team kept, another's user dealt": {[]string{"sacct.txt", "--teams", "speech,robotics", "--tiers", "production,research"}, header +
+			"4101,0,3600,speech,production,1,2,,,\n" +
+			"4102,300,14400,robotics,research,4,8,,,\n" +
+			"4103_0,360,600,speech,research,1,1,,,\n" +
+			"4103_1,360,360,speech,research,1,1,,,\n"},
 		"header only": {[]string{"header-only.csv"}, header},
 	} {
 		t.Run(name, func(t *testing.T) {
