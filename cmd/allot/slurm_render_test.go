@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,4 +76,63 @@ func TestStrict(t *testing.T) {
 	if code, stdout, _ := allot(t, nil, "validate", examples, "--strict"); code != 0 || strings.Contains(stdout, "error") {
 		t.Errorf("allot target --strict: exit %d (no approximation there)\n%s", code, stdout)
 	}
+}
+
+// TestRenderTargetsSkipSlurm: of a repository with a Kubernetes and a Slurm
+// cluster, --target allot and kueue render nothing of the Slurm cluster (no
+// Pool, queue, flavor or Terraform module of it), --target slurm renders it,
+// and plan shows its pools and their cost as any other's.
+func TestRenderTargetsSkipSlurm(t *testing.T) {
+	for _, target := range []string{"allot", "kueue"} {
+		out := filepath.Join(t.TempDir(), "out")
+		if code, _, stderr := allot(t, nil, "render", slurmRepo, "-o", out, "--target", target); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", target, code, stderr)
+		}
+		files := tree(t, out)
+		if len(files) == 0 || files["terraform/gke-usc1/main.tf.json"] == "" {
+			t.Errorf("%s: the Kubernetes cluster's files are missing: %v", target, keys(files))
+		}
+		for p, data := range files {
+			for _, slurmName := range []string{"hpc", "dgx-h100", "hgx-a100"} {
+				if strings.Contains(p, slurmName) || strings.Contains(data, slurmName) {
+					t.Errorf("%s: %s names %s, of the Slurm cluster", target, p, slurmName)
+				}
+			}
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, stderr := allot(t, nil, "render", slurmRepo, "-o", out, "--target", "slurm"); code != 0 || !strings.Contains(tree(t, out)["slurm/hpc/slurm.conf"], "dgx[001-008]") {
+		t.Errorf("--target slurm: exit %d, no node set of dgx-h100\n%s", code, stderr)
+	}
+
+	code, stdout, stderr := allot(t, nil, "plan", slurmRepo, "-o", "json")
+	var got struct {
+		Pools []struct {
+			Pool       string  `json:"pool"`
+			Cluster    string  `json:"cluster"`
+			MonthlyUSD float64 `json:"monthly_usd"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
+		t.Fatalf("plan: exit %d, %v\n%s", code, err, stderr)
+	}
+	cfg, _ := schema.Load(os.DirFS(slurmRepo))
+	want := planner.Build(cfg)
+	if len(got.Pools) != len(want.Pools) {
+		t.Fatalf("plan shows %d pools, want %d", len(got.Pools), len(want.Pools))
+	}
+	for i, p := range got.Pools {
+		w := want.Pools[i]
+		if p.Pool != string(w.Pool) || p.Cluster != string(w.Cluster) || fmt.Sprint(p.MonthlyUSD) != w.MonthlyUSD.String() {
+			t.Errorf("plan's pool %+v, want %s of %s at %s", p, w.Pool, w.Cluster, w.MonthlyUSD)
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
