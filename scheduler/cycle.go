@@ -289,8 +289,8 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 		}
 		s.setReason(w, r)
 		w.shape.fail = failure{cycle: s.cycles, epoch: s.epoch, reason: r, pods: w.spec.Pods, reserveTried: f.reserveTried}
-		if s.classHit != nil {
-			s.classHit(w, r)
+		if s.test != nil && s.test.classHit != nil {
+			s.test.classHit(w, r)
 		}
 		return true
 	}

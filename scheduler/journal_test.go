@@ -77,9 +77,9 @@ func TestFailedSearchLeavesNoTrace(t *testing.T) {
 			nodes = classed(nodes, func(int) string { return classes[rng.IntN(3)] })
 		}
 		f := newFx(t, cfg, nodes, Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute})
-		f.s.noTally = seed%4 >= 2
+		f.s.hooks().noTally = seed%4 >= 2
 		var before string
-		f.s.searched = func(done bool) {
+		f.s.hooks().searched = func(done bool) {
 			if !done {
 				before = indexState(f.s)
 				return

@@ -30,13 +30,13 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 		off := opts
 		off.NoSearchMemo = true
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, off)
-		a.s.memoCheck = func(w *workload, ok bool) {
+		a.s.hooks().memoCheck = func(w *workload, ok bool) {
 			hits++
 			if ok {
 				t.Fatalf("seed %d: %s's search failed before and nothing it read changed, yet it finds victims now", seed, w.spec.ID)
 			}
 		}
-		b.s.memoCheck = func(w *workload, _ bool) {
+		b.s.hooks().memoCheck = func(w *workload, _ bool) {
 			t.Fatalf("seed %d: the memo is off, yet %s's search was remembered", seed, w.spec.ID)
 		}
 		// Quiet stretches: time passes and nothing else happens, so that
@@ -102,7 +102,7 @@ func TestSearchMemoSeesTheStarvingTime(t *testing.T) {
 		f.cycle(2)
 		f.submit(wl("gang", "a", "production", 2, 8, 1))
 		searched := 0
-		f.s.searched = func(done bool) {
+		f.s.hooks().searched = func(done bool) {
 			if !done {
 				searched++
 			}

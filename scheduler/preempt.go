@@ -44,7 +44,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		return false
 	}
 	again := s.failedBefore(w, f)
-	if again && s.memoCheck == nil {
+	if again && (s.test == nil || s.test.memoCheck == nil) {
 		return false
 	}
 	// A failed search leaves everything as it was, its generation too.
@@ -59,7 +59,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		keep, evicted, _, ok = s.findVictims(w, f, v, true)
 	}
 	if again {
-		s.memoCheck(w, ok)
+		s.test.memoCheck(w, ok)
 	}
 	if !ok {
 		f.gen = gen
@@ -113,15 +113,15 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 		// candidate there evicted: no search can make it fit.
 		return nil, nil, bounded, false
 	}
-	if s.searched != nil {
-		s.searched(false)
+	if s.test != nil && s.test.searched != nil {
+		s.test.searched(false)
 	}
 	switch t := s.newTally(w, f); {
 	case t == nil:
 		keep, ok = s.tryVictims(w, f, search)
-	case s.crossTally != nil:
+	case s.test != nil && s.test.crossTally != nil:
 		tallied, tok := t.run(search)
-		check := s.crossTally(w, tallied, tok)
+		check := s.test.crossTally(w, tallied, tok)
 		again, _ := s.candidates(w, f, starving)
 		keep, ok = s.tryVictims(w, f, again)
 		check(keep, ok)
@@ -132,8 +132,8 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 			}
 		}
 	}
-	if !ok && s.searched != nil {
-		s.searched(true)
+	if !ok && s.test != nil && s.test.searched != nil {
+		s.test.searched(true)
 	}
 	return keep, evicted, bounded, ok
 }

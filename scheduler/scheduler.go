@@ -50,13 +50,6 @@ type Scheduler struct {
 	// shapes are the shapes of the known workloads and their classes (a
 	// shape without its pod count and tier), with the failures of this cycle.
 	shapes map[shapeKey]*shapeInfo
-	// classHit, when set (by tests), sees each workload a class's failure
-	// decided, with the reason it was given.
-	classHit func(*workload, PendingReason)
-	// searched, when set (by tests), is called as a preemption search
-	// starts evicting what-if (done false) and once a failed one has put
-	// everything back (done true).
-	searched func(done bool)
 	// admittedNow indexes the admissions of the running cycle in its Results.
 	admittedNow map[*workload]int
 	// borrowFirst is, per cohort tree (by its root), the gang the tree's
@@ -66,16 +59,11 @@ type Scheduler struct {
 	// stay as they are meanwhile.
 	searching bool
 	// flipSeen is, for the search running, the first time after now that
-	// the order of a victim list it read changes (memo.go); memoCheck, set
-	// by tests, runs each search the memo would skip and is told whether
-	// it found victims.
-	flipSeen  time.Time
-	gens      uint64
-	memoCheck func(w *workload, ok bool)
-	// tallying numbers the tally running, if any (tally.go); noTally, set
-	// by tests, makes every search evict what-if instead.
+	// the order of a victim list it read changes (memo.go).
+	flipSeen time.Time
+	gens     uint64
+	// tallying numbers the tally running, if any (tally.go).
 	tallying uint64
-	noTally  bool
 	// chosen is searchVictims' list of the candidates tried; lastPending
 	// is how many pending statuses the last walk of the arrivals [0] and the
 	// last whole walk [1] reported (buffers a busy cycle would otherwise grow
@@ -85,23 +73,17 @@ type Scheduler struct {
 	// head is the entry of the workload a whole walk considers, in its
 	// team's queue: admitted, it leaves the queue there without a search.
 	head *entry
-	// crossTally, when set (by tests), sees what each tally found; the
-	// search is then run by what-if evictions too, whose answer it checks.
-	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))
 	// wholeDue is when a walk after a release goes the whole queue again
 	// (Options.WalkDepth).
 	wholeDue time.Time
-	// noSkip (set by tests) makes a walk consider every workload, with no
-	// run passed over (skip.go); runPods and runLevels are skipRun's buffers.
-	noSkip    bool
+	// runPods and runLevels are skipRun's buffers (skip.go).
 	runPods   []podBound
 	runLevels []levelBound
 	// journal holds what a search's what-if evictions changed in the index
 	// (journal.go).
 	journal []indexOp
-	// checkRuns, when set (by tests), sees each run bound boundRun took
-	// from its cache beside the one a scan finds now.
-	checkRuns func(cached runBound, scanned runBound, ok bool)
+	// test is nil but in the package's own tests (testHooks).
+	test *testHooks
 }
 
 // shapeKey is what decides whether a pending workload fits: two workloads of

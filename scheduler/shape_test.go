@@ -12,7 +12,7 @@ import (
 // fit because one of its class with fewer pods did not) be tried for real
 // as well: it must not fit, and its reason must be the one it was given.
 func checkClassHits(t *testing.T, s *Scheduler, hits *int) {
-	s.classHit = func(w *workload, r PendingReason) {
+	s.hooks().classHit = func(w *workload, r PendingReason) {
 		*hits++
 		var res Results
 		if s.tryAdmit(w, &res) {
@@ -59,7 +59,7 @@ func TestClassFailureIsABound(t *testing.T) {
 	b := newBusy(t, 300)
 	// Every workload considered: most a class's failure decides are in runs
 	// a walk would pass over (skip.go).
-	b.s.noSkip = true
+	b.s.hooks().noSkip = true
 	checkClassHits(t, b.s, &hits)
 	for range 60 {
 		b.churn(t, 10)

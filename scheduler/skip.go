@@ -58,7 +58,7 @@ type levelBound struct {
 // first looked of them (all, when looked < 0): a walk stopping at WalkDepth
 // looks at no more.
 func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int {
-	if s.noSkip || s.opts.BorrowFirstAfter > 0 {
+	if s.test != nil && s.test.noSkip || s.opts.BorrowFirstAfter > 0 {
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
 	tier := c.head.tier
@@ -143,9 +143,9 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 	rc := c.t.runs[c.head.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
 		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.latest])) {
-		if s.checkRuns != nil {
+		if s.test != nil && s.test.checkRuns != nil {
 			scanned, whole := s.scanRun(c, h)
-			s.checkRuns(rc.b, scanned, whole)
+			s.test.checkRuns(rc.b, scanned, whole)
 		}
 		return rc.b, true
 	}

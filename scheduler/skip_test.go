@@ -36,8 +36,8 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		// starve later than its oldest.
 		opts.StarvationAfter = time.Duration(rng.IntN(3)) * 3 * time.Minute
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
-		b.s.noSkip = true
-		a.s.checkRuns = func(cached, scanned runBound, ok bool) {
+		b.s.hooks().noSkip = true
+		a.s.hooks().checkRuns = func(cached, scanned runBound, ok bool) {
 			cacheHits++
 			if !ok || !sameBound(cached, scanned) {
 				t.Fatalf("seed %d: a run's bound from the cache %+v, scanned now %+v (ok %v)", seed, cached, scanned, ok)

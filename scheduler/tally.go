@@ -36,7 +36,7 @@ type tally struct {
 // does not hold, a level its view does not have).
 func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 	v := s.viewOf(w, f)
-	if s.noTally || w.spec.GPUsPerPod <= 0 {
+	if s.test != nil && s.test.noTally || w.spec.GPUsPerPod <= 0 {
 		return nil
 	}
 	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods}

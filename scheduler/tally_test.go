@@ -21,12 +21,12 @@ func TestTallyAnswersAsTheWhatIfSearch(t *testing.T) {
 	var clusters []string // the world's
 	watch := func(t *testing.T, s *Scheduler, where func() string) {
 		var before string
-		s.searched = func(done bool) {
+		s.hooks().searched = func(done bool) {
 			if !done {
 				before = indexState(s)
 			}
 		}
-		s.crossTally = func(w *workload, tallied []candidate, tok bool) func([]candidate, bool) {
+		s.hooks().crossTally = func(w *workload, tallied []candidate, tok bool) func([]candidate, bool) {
 			if after := indexState(s); after != before {
 				t.Fatalf("%s: a tally for %s changed the index:\n%s", where(), w.spec.ID, firstDiff(before, after))
 			}
