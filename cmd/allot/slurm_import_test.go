@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/allot-dev/allot/internal/slurmtest"
+	"github.com/allot-dev/allot/scheduler/workload"
 )
 
 // sacctFields are the fields docs/cli.md tells an admin to export, and
@@ -135,6 +140,46 @@ teams: nlp: {costCenter: "N", owners: ["@n"], quota: hopper: nominal: 4}
 		}
 	}
 
+	// allot slurm usage: the GPU-hours per account and GRES type, as
+	// Slurm's ElapsedRaw gives them, and the running job's until now.
+	wantHours := map[string]float64{}
+	for id, w := range want {
+		e, _ := strconv.ParseFloat(slurm[id][12], 64)
+		wantHours[slurm[id][2]] += float64(w.pods*w.gpp) * e / 3600
+	}
+	t.Setenv("SLURM_CONF", c.Conf)
+	usage := newSlurmUsageCommand()
+	var usageOut bytes.Buffer
+	usage.SetOut(&usageOut)
+	usage.SetArgs([]string{"--since", "1h", "-o", "json"})
+	if err := usage.Execute(); err != nil {
+		t.Fatalf("slurm usage: %v", err)
+	}
+	t.Logf("slurm usage:\n%s", usageOut.String())
+	var got struct {
+		Until time.Time
+		Usage []workload.SlurmUsage
+	}
+	if err := json.Unmarshal(usageOut.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	// The running job's GPU counts up to now (sacct --truncate -E now).
+	started, err := time.ParseInLocation("2006-01-02T15:04:05", slurm[running][7], time.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHours["vision"] += got.Until.Sub(started).Seconds() / 3600
+	gotHours := map[string]float64{}
+	for _, u := range got.Usage {
+		if u.GRESType != "h100" {
+			t.Errorf("usage of GRES type %q; every job ran on h100: %+v", u.GRESType, u)
+		}
+		gotHours[u.Account] += u.GPUHours
+	}
+	if d := cmp.Diff(wantHours, gotHours, cmpopts.EquateApprox(0, 2.0/3600)); d != "" {
+		t.Errorf("GPU-hours per account (-Slurm's ElapsedRaw +usage):\n%s", d)
+	}
+
 	// The round trip: sim replays the imported history.
 	workloadFile := filepath.Join(t.TempDir(), "slurm.csv")
 	if err := os.WriteFile(workloadFile, []byte(stdout), 0o644); err != nil {
@@ -152,5 +197,27 @@ teams: nlp: {costCenter: "N", owners: ["@n"], quota: hopper: nominal: 4}
 	}
 	if rep.Summary.Jobs != len(want) || rep.Summary.Completed != len(want) {
 		t.Errorf("sim: %d jobs, %d completed; want %d of each\n%s", rep.Summary.Jobs, rep.Summary.Completed, len(want), stdout)
+	}
+}
+
+// TestSlurmUsageSince: --since takes a date, a date and time or a span back
+// from now; anything else (an option sacct would read) is an error naming
+// the forms.
+func TestSlurmUsageSince(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.Local)
+	for in, want := range map[string]time.Time{
+		"2026-11-01":          time.Date(2026, 11, 1, 0, 0, 0, 0, time.Local),
+		"2026-11-01T08:30:00": time.Date(2026, 11, 1, 8, 30, 0, 0, time.Local),
+		"30d":                 now.AddDate(0, 0, -30),
+		"12h":                 now.Add(-12 * time.Hour),
+	} {
+		if got, err := parseSince(in, now); err != nil || !got.Equal(want) {
+			t.Errorf("--since %s: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-a", "yesterday", "-5h", "11/01/2026", "999999d"} {
+		if _, err := parseSince(in, now); err == nil || !strings.Contains(err.Error(), "want a date (2026-11-01)") {
+			t.Errorf("--since %q: %v, want an error naming the forms", in, err)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package workload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -184,4 +186,32 @@ func SlurmFlavors(jobs []Spec, byGRES, byPartition map[string]string) {
 			jobs[i].Flavors = []string{f}
 		}
 	}
+}
+
+// SlurmUsage is the GPU-hours one Slurm account used of one GRES type.
+type SlurmUsage struct {
+	Account  string  `json:"account"`
+	GRESType string  `json:"gres_type"`
+	GPUHours float64 `json:"gpu_hours"`
+}
+
+// SumSlurmUsage adds up the GPU-hours (GPUs × how long they ran) of jobs
+// read from sacct, per account and GRES type ("" untyped), sorted by
+// account then type. Jobs of other layouts are left out.
+func SumSlurmUsage(jobs []Spec) []SlurmUsage {
+	type key struct{ account, gres string }
+	sums := map[key]float64{}
+	for _, j := range jobs {
+		if j.Slurm != nil {
+			sums[key{j.Slurm.Account, j.Slurm.GRESType}] += float64(j.GPUs()) * j.Duration / 3600
+		}
+	}
+	out := make([]SlurmUsage, 0, len(sums))
+	for k, v := range sums {
+		out = append(out, SlurmUsage{Account: k.account, GRESType: k.gres, GPUHours: v})
+	}
+	slices.SortFunc(out, func(a, b SlurmUsage) int {
+		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.GRESType, b.GRESType))
+	})
+	return out
 }

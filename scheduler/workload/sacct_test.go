@@ -140,3 +140,22 @@ func TestSacctTeamsAndFlavors(t *testing.T) {
 		t.Errorf("teams and flavors (-want +got):\n%s", d)
 	}
 }
+
+// TestSumSlurmUsage: GPU-hours per account and GRES type, of the jobs that
+// ran only (not steps, not the running or never started).
+func TestSumSlurmUsage(t *testing.T) {
+	jobs, _, err := Read(strings.NewReader(sacctEdges), "sacct.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SlurmUsage{
+		{Account: "nlp", GRESType: "", GPUHours: 4.0*600/3600 + 4.0*600/3600}, // 17 (two types), 19
+		{Account: "nlp", GRESType: "a100", GPUHours: 4.0 * 60 / 3600},         // 13+0
+		{Account: "nlp", GRESType: "h100", GPUHours: 16.0 * 600 / 3600},       // 11
+		{Account: "vision", GRESType: "", GPUHours: 1.0 * 60 / 3600},          // 12_3
+		{Account: "vision", GRESType: "h100", GPUHours: 2.0},                  // 10
+	}
+	if d := cmp.Diff(want, SumSlurmUsage(jobs)); d != "" {
+		t.Errorf("usage (-want +got):\n%s", d)
+	}
+}
