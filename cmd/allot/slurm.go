@@ -33,12 +33,14 @@ through sacctmgr on this host (SLURM_CONF names the cluster's slurm.conf).
          allot created; a second apply changes nothing. With --interval, again
          every interval (a head node with no Kubernetes), recording each
          attempt in a status file
-  status prints that status file: revisions, conditions, changes`,
+  status prints that status file: revisions, conditions, changes
+  usage  GPU-hours per account and GPU type from Slurm's accounting (sacct)`,
 	}
 	for _, apply := range []bool{false, true} {
 		c.AddCommand(newSlurmConvergeCommand(apply))
 	}
 	c.AddCommand(newSlurmStatusCommand())
+	c.AddCommand(newSlurmUsageCommand())
 	return c
 }
 
