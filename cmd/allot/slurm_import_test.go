@@ -148,12 +148,9 @@ teams: nlp: {costCenter: "N", owners: ["@n"], quota: hopper: nominal: 4}
 		wantHours[slurm[id][2]] += float64(w.pods*w.gpp) * e / 3600
 	}
 	t.Setenv("SLURM_CONF", c.Conf)
-	usage := newSlurmUsageCommand()
-	var usageOut bytes.Buffer
-	usage.SetOut(&usageOut)
-	usage.SetArgs([]string{"--since", "1h", "-o", "json"})
-	if err := usage.Execute(); err != nil {
-		t.Fatalf("slurm usage: %v", err)
+	var usageOut, usageErr bytes.Buffer
+	if code := run([]string{"slurm", "usage", "--since", "1h", "-o", "json"}, &usageOut, &usageErr); code != 0 {
+		t.Fatalf("allot slurm usage: exit %d: %s", code, usageErr.String())
 	}
 	t.Logf("slurm usage:\n%s", usageOut.String())
 	var got struct {
