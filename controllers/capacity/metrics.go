@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/promreg"
 	"github.com/allot-dev/allot/planner"
 )
 
@@ -21,7 +22,8 @@ type Metrics struct {
 	quota    *prometheus.GaugeVec
 }
 
-// NewMetrics registers the metrics on reg.
+// NewMetrics registers the metrics on reg; set up again in one process, it
+// shares the metrics registered first.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -50,7 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Sum of the teams' nominal quotas per flavor in the applied plan.",
 		}, []string{"namespace", "name", "flavor"}),
 	}
-	reg.MustRegister(m.duration, m.ready, m.errors, m.nodes, m.cost, m.quota)
+	m.duration = promreg.Register(reg, m.duration)
+	for _, g := range []**prometheus.GaugeVec{&m.ready, &m.errors, &m.nodes, &m.cost, &m.quota} {
+		*g = promreg.Register(reg, *g)
+	}
 	return m
 }
 

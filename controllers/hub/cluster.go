@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allot-dev/allot/internal/apilimits"
+	"github.com/allot-dev/allot/internal/promreg"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -353,7 +354,8 @@ type Metrics struct {
 	placementGone *prometheus.GaugeVec
 }
 
-// NewMetrics registers the hub's cluster metrics with reg.
+// NewMetrics registers the hub's cluster metrics with reg; set up again in
+// one process, it shares the metrics registered first.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reachable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_cluster_reachable", Help: "1 when the hub reached the worker cluster's API server at its last probe."}, []string{"cluster"}),
@@ -364,7 +366,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_hub_failovers_total", Help: "Jobs taken from a lost worker cluster to be routed again."}, []string{"cluster"})
 	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{Name: "allot_hub_jobs_pending", Help: "The hub's jobs waiting to be routed at its last pass."})
 	m.placementGone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_hub_jobs_placement_gone", Help: "Routed jobs whose recorded nodes no longer hold them in their worker at the last pass, by how the hub counts them instead: on other nodes (nodes), in their team's quota alone (quota), or not at all (none)."}, []string{"cluster", "counted"})
-	reg.MustRegister(m.reachable, m.lost, m.gpus, m.routed, m.failovers, m.pending, m.placementGone)
+	for _, g := range []**prometheus.GaugeVec{&m.reachable, &m.lost, &m.gpus, &m.placementGone} {
+		*g = promreg.Register(reg, *g)
+	}
+	m.routed = promreg.Register(reg, m.routed)
+	m.failovers = promreg.Register(reg, m.failovers)
+	m.pending = promreg.Register(reg, m.pending)
 	return m
 }
 
