@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -188,6 +190,10 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 		// Long enough for a Terraform apply to stop cleanly (60s after SIGINT).
 		GracefulShutdownTimeout: ptr.To(90 * time.Second),
 		Logger:                  log,
+		// A manager set up again in one process (an embedding program, go
+		// test -count=2) names its controllers as the first did; the first
+		// still checks that the names are unique.
+		Controller: config.Controller{SkipNameValidation: ptr.To(managersSetUp.Add(1) > 1)},
 	})
 	if err != nil {
 		return fmt.Errorf("starting the manager: %w", err)
@@ -211,6 +217,9 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 
 // setupManager wires the reconcilers and the scheduler into mgr: the one place
 // where the manager's parts are put together.
+// managersSetUp counts the managers this process has set up.
+var managersSetUp atomic.Int32
+
 func setupManager(mgr ctrl.Manager, o managerOptions) error {
 	if o.quotaFromHub && o.cluster == "" {
 		return usageError{errors.New("--quota-from-hub needs --cluster: it applies that cluster's pools with the teams' whole quotas")}

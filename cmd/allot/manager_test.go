@@ -70,6 +70,9 @@ func TestManager(t *testing.T) {
 			cancel()
 			<-code
 		}
+		if t.Failed() {
+			t.Logf("the manager's stderr:\n%s", stderr.String())
+		}
 	}()
 
 	waitFor(t, "healthz", func() error { return httpOK("http://" + probes + "/healthz") })
