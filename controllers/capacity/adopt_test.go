@@ -56,6 +56,15 @@ func mine(o client.Object) bool { return o.GetLabels()[capacity.LabelSourceName]
 // what is annotated allot.dev/prune=disabled.
 func TestAdoptingAnExistingCluster(t *testing.T) {
 	ctx := context.Background()
+	// Gone when the test ends, the source first (nothing applies after it).
+	made := []client.Object{&allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: "adopt-src", Name: "adopt"}}}
+	for _, n := range []string{"adopt-a", "adopt-b", "adopt-c", "adopt-d", "adopt-e"} {
+		made = append(made, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, &allotv1.Team{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	for _, n := range []string{"adopt-prod", "adopt-batch"} {
+		made = append(made, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	deleteAtCleanup(t, made...)
 	// What the cluster had before allot: namespaces adopt-a (in use, not
 	// annotated) and adopt-b (annotated for adoption), PriorityClass adopt-prod.
 	for name, ann := range map[string]map[string]string{"adopt-a": nil, "adopt-b": {capacity.AnnotationAdopt: "true"}} {

@@ -50,6 +50,7 @@ func TestGitOpsEndToEnd(t *testing.T) {
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, src)
 
 	// The examples, judged and planned by the same code as the CLI.
 	fsys, err := source.Dir(repo.dir + "/fleet")
@@ -178,6 +179,7 @@ func TestGitOpsEndToEnd(t *testing.T) {
 		if err := env.Client.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
+		deleteAtCleanup(t, pod)
 		rev := repo.commit("remove speech and vision")
 		s := waitRevision(t, key, rev, true)
 		if conditions.IsStalled(s) {
@@ -242,12 +244,19 @@ func TestGitOpsEndToEnd(t *testing.T) {
 		}
 		s := getSource(t, key)
 		patch := client.MergeFrom(s.DeepCopy())
-		s.Annotations[meta.ReconcileRequestAnnotation] = "health-" + time.Now().Format(time.RFC3339Nano)
+		token := "health-" + time.Now().Format(time.RFC3339Nano)
+		s.Annotations[meta.ReconcileRequestAnnotation] = token
 		if err := env.Client.Patch(ctx, s, patch); err != nil {
 			t.Fatal(err)
 		}
+		// Judged on the status of the reconcile that handled this request
+		// (the Pool's status may be left from an earlier run of the test).
 		eventually(t, 20*time.Second, "the pool-unhealthy-capacity finding", func() error {
-			for _, f := range getSource(t, key).Status.Findings {
+			s := getSource(t, key)
+			if s.Status.LastHandledReconcileAt != token {
+				return fmt.Errorf("lastHandledReconcileAt = %q", s.Status.LastHandledReconcileAt)
+			}
+			for _, f := range s.Status.Findings {
 				if f.Rule == "pool-unhealthy-capacity" && f.Severity == "warning" && strings.Contains(f.Message, "eks-p5 has 56 healthy GPUs") && f.Line > 0 {
 					return nil
 				}

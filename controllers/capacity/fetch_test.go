@@ -103,6 +103,7 @@ func TestGitFailuresKeepTheLastGoodRevision(t *testing.T) {
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, src)
 	good := waitRevision(t, key, head, true).Status.LastAppliedRevision
 	team := getTeam(t, "fetchers")
 

@@ -77,6 +77,7 @@ func applyPrivate(t *testing.T, ns, url string, data map[string][]byte) (types.N
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, secret)
 	key := types.NamespacedName{Namespace: ns, Name: "private"}
 	src := &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	src.Spec.URL = url
@@ -85,6 +86,7 @@ func applyPrivate(t *testing.T, ns, url string, data map[string][]byte) (types.N
 	if err := env.Client.Create(ctx, src); err != nil {
 		t.Fatal(err)
 	}
+	deleteAtCleanup(t, src)
 	var good string
 	eventually(t, 60*time.Second, "a revision applied", func() error {
 		s := getSource(t, key)

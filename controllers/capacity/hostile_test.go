@@ -65,6 +65,7 @@ func newSource(t *testing.T, name string, repo *gitRepo, path string) types.Name
 	newNamespace(t, "hostile")
 	key := types.NamespacedName{Namespace: "hostile", Name: name}
 	createSource(t, env.Client, key, repo, path, time.Second)
+	deleteAtCleanup(t, &allotv1.CapacitySource{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 	return key
 }
 

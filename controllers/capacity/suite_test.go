@@ -13,6 +13,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,6 +85,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := env.FinalizeNamespaces(ctx); err != nil {
+		cancel()
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
@@ -203,14 +209,25 @@ func newNamespace(t *testing.T, name string) {
 	}
 }
 
-// deleteAtCleanup deletes objs when the test ends, so that it can run again
-// on the suite's API server (go test -count=2).
+// deleteAtCleanup deletes objs when the test ends and waits until they are
+// gone (a namespace's objects with it: run finalizes namespaces), so that the
+// test can run again on the suite's API server (go test -count=2).
 func deleteAtCleanup(t *testing.T, objs ...client.Object) {
 	t.Cleanup(func() {
+		ctx := context.Background()
 		for _, o := range objs {
-			if err := env.Client.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+			if err := env.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 				t.Errorf("deleting %s: %v", client.ObjectKeyFromObject(o), err)
 			}
+		}
+		for _, o := range objs {
+			eventually(t, 30*time.Second, fmt.Sprintf("%T %s deleted", o, client.ObjectKeyFromObject(o)), func() error {
+				err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return fmt.Errorf("still there (%v)", err)
+			})
 		}
 	})
 }

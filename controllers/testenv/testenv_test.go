@@ -2,9 +2,13 @@ package testenv_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -33,5 +37,44 @@ func TestStart(t *testing.T) {
 	}
 	if got := n.Status.Allocatable[nodestate.ResourceGPU]; got.Value() != 8 {
 		t.Errorf("allocatable GPUs = %v, want 8", got.String())
+	}
+}
+
+// A namespace deleted while it holds objects is emptied and removed, as the
+// namespace controller does in a cluster, and its name can be created again.
+func TestFinalizeNamespaces(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := env.FinalizeNamespaces(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "again"}}
+		if err := env.Client.Create(ctx, ns); err != nil {
+			t.Fatalf("round %d: creating the namespace: %v", round, err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "again", Name: "data"}}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "again", Name: "p"}}
+		pod.Spec.Containers = []corev1.Container{{Name: "c", Image: "none"}}
+		pod.Spec.NodeName = "nowhere" // a bound pod waits for its kubelet to go, unless forced
+		for _, o := range []client.Object{cm, pod} {
+			if err := env.Client.Create(ctx, o); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if err := env.Client.Delete(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 20*time.Second, "the namespace removed", func() error {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v): phase %s, finalizers %v", err, ns.Status.Phase, ns.Spec.Finalizers)
+		})
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm); !apierrors.IsNotFound(err) {
+			t.Errorf("round %d: the ConfigMap outlived its namespace: %v", round, err)
+		}
 	}
 }
