@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/spf13/cobra"
-
-	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 
 	"github.com/allot-dev/allot/planner/finance"
 	"github.com/allot-dev/allot/planner/recommend"
@@ -18,7 +15,8 @@ import (
 func init() { commands = append(commands, newReportCommand) }
 
 func newReportCommand() *cobra.Command {
-	var base, output, observed, usage, recommendation string
+	var base, output, observed, recommendation string
+	var usage []string
 	var simulate simulateFlags
 	c := &cobra.Command{
 		Use:   "report DIR -o FILE",
@@ -29,9 +27,9 @@ cost per team, cost centre and pool; committed against on-demand spend; quota
 against capacity per flavor. With --base (a directory, or a Git ref of the
 repository containing DIR) also the change: before, after and the approvals it
 needs; with --simulate, the what-if of replaying a workload on both; with
---usage (the Teams as the cluster has them), each team's cost of quota beside
-the cost of what its pods used, metered by the scheduler, so idle quota shows
-in money; with --recommendation (the JSON of allot recommend), the
+--usage (the Teams as a cluster has them, or the JSON of allot slurm usage;
+repeat it for several clusters), each team's cost of quota beside the cost
+of what its jobs used, so idle quota shows in money; with --recommendation (the JSON of allot recommend), the
 cost-versus-wait curve of each flavor as a chart.
 
 -o - writes the page to stdout.
@@ -54,8 +52,8 @@ them), 2 bad usage.`,
 			}
 			in := pl.in
 			var metered []finance.Metered
-			if usage != "" {
-				if metered, err = readMetered(usage); err != nil {
+			if len(usage) > 0 {
+				if metered, err = readMetered(cmd.ErrOrStderr(), usage, in.Config); err != nil {
 					return usageError{err}
 				}
 			}
@@ -89,7 +87,7 @@ them), 2 bad usage.`,
 	}
 	c.Flags().StringVar(&base, "base", "", "base of the change: ref:REF (a Git ref) or dir:DIR (a directory)")
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
-	c.Flags().StringVar(&usage, "usage", "", "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml), for quota against use")
+	c.Flags().StringArrayVar(&usage, "usage", nil, "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml) or allot slurm usage -o json; repeatable")
 	c.Flags().StringVar(&recommendation, "recommendation", "", "what allot recommend -o json found: the report draws its cost-versus-wait curves")
 	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
@@ -120,30 +118,4 @@ func readRecommendation(file string) (*recommend.Result, error) {
 		return nil, fmt.Errorf("--recommendation %s: not the JSON of allot recommend: %w", file, err)
 	}
 	return &r, nil
-}
-
-// readMetered reads what the teams used from a TeamList (JSON or YAML): the
-// GPU-seconds the scheduler metered per flavor, over the window from the
-// Team's creation to its status' meteredAt.
-func readMetered(file string) ([]finance.Metered, error) {
-	var list allotv1.TeamList
-	if err := readKubeList("--usage", file, "Team", "kubectl get teams.allot.dev -o yaml", &list); err != nil {
-		return nil, err
-	}
-	var out []finance.Metered
-	for i, t := range list.Items {
-		if t.Status.MeteredAt == nil {
-			continue
-		}
-		m := finance.Metered{Team: t.Name, WindowSeconds: int64(t.Status.MeteredAt.Sub(t.CreationTimestamp.Time).Seconds()), GPUSeconds: map[string]int64{}}
-		for j, u := range t.Status.Metered {
-			if u.GPUSeconds < 0 || m.GPUSeconds[u.Flavor] > math.MaxInt64-u.GPUSeconds {
-				return nil, fmt.Errorf("--usage %s: items[%d] (Team %s): metered[%d]: %d GPU-seconds of %s: negative, or more than 63 bits in all",
-					file, i, t.Name, j, u.GPUSeconds, u.Flavor)
-			}
-			m.GPUSeconds[u.Flavor] += u.GPUSeconds
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }

@@ -82,6 +82,73 @@ items:
 	}
 }
 
+// With --usage given twice, a cluster's Teams and a Slurm cluster's
+// allot slurm usage -o json, a team's use is the sum of both averages:
+// robotics used 64 H100 over 10 days on Kubernetes and 32 over a day on
+// Slurm (768 GPU-hours), 96 of its 128. Accounts that are no team and GPUs
+// of no flavor are left out, each with a warning.
+func TestReportSlurmUsage(t *testing.T) {
+	prChange(t)
+	teams := `apiVersion: v1
+kind: List
+items:
+- apiVersion: allot.dev/v1alpha1
+  kind: Team
+  metadata: {name: robotics, creationTimestamp: "2026-11-01T00:00:00Z"}
+  status:
+    meteredAt: "2026-11-11T00:00:00Z"
+    metered: [{flavor: h100-80gb, tier: production, gpuSeconds: 55296000}]
+`
+	slurm := `{"since": "2026-11-10T00:00:00Z", "until": "2026-11-11T00:00:00Z", "usage": [
+  {"account": "ops", "gres_type": "h100-80gb", "partition": "gpu", "gpu_hours": 5},
+  {"account": "robotics", "gres_type": "h100-80gb", "partition": "gpu", "gpu_hours": 700},
+  {"account": "robotics", "gres_type": "h100-80gb", "partition": "batch", "gpu_hours": 68},
+  {"account": "robotics", "gres_type": "", "partition": "batch", "gpu_hours": 1},
+  {"account": "robotics", "gres_type": "mi300\u001b[31m", "partition": "amd", "gpu_hours": 3}]}
+`
+	for name, data := range map[string]string{"teams.yaml": teams, "slurm.json": slurm} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := allot(t, nil, "report", "base", "-o", "-", "--usage", "teams.yaml", "--usage", "slurm.json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	row := `<td class="id">robotics</td><td class="id">h100-80gb</td><td class="num">128</td><td class="num">96.0</td><td class="num">75%</td><td class="num">10.0 d</td>`
+	if !strings.Contains(out, row) {
+		t.Errorf("the report lacks %q", row)
+	}
+	for _, want := range []string{
+		`slurm.json: account "ops", GRES type "h100-80gb", partition "gpu" (5.00 GPU-hours) is no team's use`,
+		`account "robotics", GRES type "mi300\x1b[31m", partition "amd" (3.00 GPU-hours) is no team's use`,
+		`account "robotics", GRES type "", partition "batch" (1.00 GPU-hours) is no team's use`, // untyped, of no Slurm pool's partition
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Count(errOut, "\n") != 3 {
+		t.Errorf("stderr has more than the three warnings:\n%s", errOut)
+	}
+
+	for name, c := range map[string]struct{ data, want string }{
+		"negative":  {`{"since": "2026-11-10T00:00:00Z", "until": "2026-11-11T00:00:00Z", "usage": [{"account": "robotics", "gres_type": "h100-80gb", "gpu_hours": -1}]}`, `usage[0] (account "robotics"): -1 GPU-hours: want a number from 0 to`},
+		"huge":      {`{"since": "2026-11-10T00:00:00Z", "until": "2026-11-11T00:00:00Z", "usage": [{"account": "robotics", "gres_type": "h100-80gb", "gpu_hours": 1e300}]}`, `GPU-hours: want a number from 0 to`},
+		"backwards": {`{"since": "2026-11-11T00:00:00Z", "until": "2026-11-10T00:00:00Z", "usage": []}`, `since 2026-11-11T00:00:00Z, until 2026-11-10T00:00:00Z: want the window`},
+		"no window": {`{"usage": []}`, `want the window allot slurm usage reads`},
+		"not usage": {`{"since": "2026-11-10T00:00:00Z", "until": "2026-11-11T00:00:00Z", "usage": {"a": 1}}`, `not the JSON of allot slurm usage`},
+		"too much":  {`{"since": "2026-11-10T00:00:00Z", "until": "2026-11-11T00:00:00Z", "usage": [{"account": "robotics", "gres_type": "h100-80gb", "gpu_hours": 2e13}, {"account": "robotics", "gres_type": "h100-80gb", "gpu_hours": 2e13}]}`, `more than 27777777777778 GPU-hours of h100-80gb in all`},
+	} {
+		if err := os.WriteFile("bad.json", []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errOut := allot(t, nil, "report", "base", "-o", "-", "--usage", "bad.json"); code != exitUsage || !strings.Contains(errOut, "--usage bad.json") || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", name, code, errOut, exitUsage, c.want)
+		}
+	}
+}
+
 func TestReportErrors(t *testing.T) {
 	t.Run("no output", func(t *testing.T) {
 		prChange(t)

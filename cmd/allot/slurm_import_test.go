@@ -177,6 +177,34 @@ teams: nlp: {costCenter: "N", owners: ["@n"], quota: hopper: nominal: 4}
 		t.Errorf("GPU-hours per account (-Slurm's ElapsedRaw +usage):\n%s", d)
 	}
 
+	// The finance report reads the usage: vision's is of hopper (its GRES
+	// type h100, also for the untyped GPUs of partition gpu); ops is no team.
+	// (The import's repository names Slurm's own QOS normal as a tier and
+	// asks more quota than its pools have: the report's must load.)
+	valid, usageFile := t.TempDir(), filepath.Join(t.TempDir(), "usage.json")
+	if err := os.WriteFile(usageFile, usageOut.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(valid, "capacity.cue"), []byte(`package capacity
+clusters: hpc: {provider: "onprem", scheduler: "slurm"}
+pools: h: {cluster: "hpc", flavor: "hopper", gpusPerNode: 4, nodes: {min: 2, max: 2}, price: onDemandPerNodeHour: 8,
+	slurm: {partition: "gpu", nodePrefix: "n", firstIndex: 1, gresType: "h100"}}
+tiers: standard: priority: 5
+teams: vision: {costCenter: "V", owners: ["@v"], quota: hopper: nominal: 8}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, page, stderr := allot(t, nil, "report", valid, "--usage", usageFile, "-o", "-")
+	if code != 0 {
+		t.Fatalf("report --usage: exit %d\n%s", code, stderr)
+	}
+	if row := `<td class="id">vision</td><td class="id">hopper</td><td class="num">8</td>`; !strings.Contains(page, row) {
+		t.Errorf("the report lacks vision's use of hopper (%q)", row)
+	}
+	if !strings.Contains(stderr, `account "ops", GRES type "h100", partition "gpu"`) || strings.Contains(stderr, `account "vision"`) {
+		t.Errorf("report --usage: want ops left out, vision kept; stderr:\n%s", stderr)
+	}
+
 	// The round trip: sim replays the imported history.
 	workloadFile := filepath.Join(t.TempDir(), "slurm.csv")
 	if err := os.WriteFile(workloadFile, []byte(stdout), 0o644); err != nil {

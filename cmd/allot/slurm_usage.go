@@ -49,14 +49,15 @@ func newSlurmUsageCommand() *cobra.Command {
 		Short: "GPU-hours per Slurm account and GPU type, from sacct",
 		Long: `Read the jobs that ran since D from Slurm's accounting (sacct -a -X -P
 --truncate -S D -E now on this host; SLURM_CONF names the cluster's slurm.conf)
-and print the GPU-hours per account and GRES type (empty: untyped GPUs): the
-GPUs of each job times how long it ran within the window (a job still
-running counts up to now). Jobs are read as allot import reads them
-(docs/cli.md): steps and jobs that never started are left out.
+and print the GPU-hours per account, GRES type (empty: untyped GPUs) and
+partition: the GPUs of each job times how long it ran within the window (a
+job still running counts up to now). Jobs are read as allot import reads
+them (docs/cli.md): steps and jobs that never started are left out.
+allot report --usage reads the json as what the teams used.
 
 Output: text or json. Exit status: 0 printed, 2 bad usage or sacct failed.`,
 		Example: `  allot slurm usage --since 2026-11-01
-  allot slurm usage --since 30d -o json`,
+  allot slurm usage --since 30d -o json > usage.json && allot report . --usage usage.json -o report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -94,9 +95,9 @@ Output: text or json. Exit status: 0 printed, 2 bad usage or sacct failed.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "GPU-hours since %s\nACCOUNT\tGRES TYPE\tGPU-HOURS\n", from.Format(layout))
+			fmt.Fprintf(tw, "GPU-hours since %s\nACCOUNT\tGRES TYPE\tPARTITION\tGPU-HOURS\n", from.Format(layout))
 			for _, u := range usage {
-				fmt.Fprintf(tw, "%s\t%s\t%.2f\n", u.Account, cmp.Or(u.GRESType, "-"), u.GPUHours)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\n", u.Account, cmp.Or(u.GRESType, "-"), cmp.Or(u.Partition, "-"), u.GPUHours)
 			}
 			return tw.Flush()
 		},

@@ -10,8 +10,11 @@ import (
 	"github.com/allot-dev/allot/schema/quantity"
 )
 
-// Metered is what one team's pods used, as the scheduler metered it (the
-// Teams' status): GPU-seconds per flavor over a window of WindowSeconds.
+// Metered is what one team's jobs used in one place, as it was metered
+// there (a Kubernetes cluster's Team status, a Slurm cluster's accounting):
+// GPU-seconds per flavor over a window of WindowSeconds. Several of one team
+// add up: its average GPUs of a flavor is the sum of each one's average over
+// its own window.
 type Metered struct {
 	Team          string
 	WindowSeconds int64
@@ -36,7 +39,8 @@ type ShowbackRow struct {
 	AvgGPUs quantity.Decimal
 	// Use is AvgGPUs over Nominal, in percent ("" without a nominal quota).
 	Use string
-	// WindowDays is the metering window, in days.
+	// WindowDays is the metering window, in days: the longest of the
+	// team's Metered.
 	WindowDays quantity.Decimal
 	// QuotaCost and UsedCost are a month's cost of the nominal quota and of
 	// the average use; Idle is their difference (negative: the team borrowed).
@@ -63,17 +67,35 @@ func showback(p *planner.Plan, metered []Metered) *Showback {
 			perGPU[f] = perGPU[f].Quo(quantity.Int(g))
 		}
 	}
-	sb := &Showback{}
+	// Each team's average GPUs per flavor, summed over its Metered, and the
+	// longest of their windows.
+	type use struct {
+		avg    map[string]quantity.Decimal
+		window int64
+	}
+	uses := map[string]*use{}
 	for _, m := range metered {
-		team := p.Team(schema.TeamName(m.Team))
-		if team == nil || m.WindowSeconds <= 0 {
+		if p.Team(schema.TeamName(m.Team)) == nil || m.WindowSeconds <= 0 {
 			continue
 		}
+		u := uses[m.Team]
+		if u == nil {
+			u = &use{avg: map[string]quantity.Decimal{}}
+			uses[m.Team] = u
+		}
+		u.window = max(u.window, m.WindowSeconds)
+		for f, s := range m.GPUSeconds {
+			u.avg[f] = u.avg[f].Add(quantity.Int(s).Quo(quantity.Int(m.WindowSeconds)))
+		}
+	}
+	sb := &Showback{}
+	for name, u := range uses {
+		team := p.Team(schema.TeamName(name))
 		flavors := map[string]bool{}
 		for f := range team.Quota {
 			flavors[string(f)] = true
 		}
-		for f := range m.GPUSeconds {
+		for f := range u.avg {
 			flavors[f] = true
 		}
 		for _, f := range slices.Sorted(maps.Keys(flavors)) {
@@ -81,9 +103,9 @@ func showback(p *planner.Plan, metered []Metered) *Showback {
 			if !ok {
 				continue
 			}
-			row := ShowbackRow{Team: m.Team, Flavor: f, Nominal: team.Quota[schema.Flavor(f)],
-				AvgGPUs:    quantity.Int(m.GPUSeconds[f]).Quo(quantity.Int(m.WindowSeconds)),
-				WindowDays: quantity.Int(m.WindowSeconds).Quo(quantity.Int(86400))}
+			row := ShowbackRow{Team: name, Flavor: f, Nominal: team.Quota[schema.Flavor(f)],
+				AvgGPUs:    u.avg[f],
+				WindowDays: quantity.Int(u.window).Quo(quantity.Int(86400))}
 			if row.Nominal > 0 {
 				row.Use = row.AvgGPUs.MulInt(100).Quo(quantity.Int(row.Nominal)).Fixed(0) + "%"
 			}

@@ -60,3 +60,32 @@ func TestShowbackByHand(t *testing.T) {
 		t.Error("a showback without usage")
 	}
 }
+
+// A team metered in two places (a Kubernetes cluster's Team status over 10
+// days, a Slurm cluster's accounting over 1 day) used the sum of the two
+// averages: 8 GPUs and 4 GPUs are 12 of its 16, $16,425 of use.
+func TestShowbackAddsPlaces(t *testing.T) {
+	cfg := &schema.Config{
+		Pools: map[schema.PoolName]*schema.Pool{"p": {Name: "p", Cluster: "c", Flavor: "h100", GPUsPerNode: 8, MinNodes: 0, MaxNodes: 4, SpareNodes: 1,
+			Price: schema.Price{OnDemandPerNodeHour: quantity.MustParse("10")}}},
+		Teams: map[schema.TeamName]*schema.Team{"a": {Name: "a", Quota: map[schema.Flavor]schema.Quota{"h100": {Nominal: 16}}}},
+	}
+	sb := showback(planner.Build(cfg), []Metered{
+		{Team: "a", WindowSeconds: 10 * 86400, GPUSeconds: map[string]int64{"h100": 8 * 10 * 86400}},
+		{Team: "a", WindowSeconds: 86400, GPUSeconds: map[string]int64{"h100": 4 * 86400}},
+	})
+	if sb == nil || len(sb.Rows) != 1 {
+		t.Fatalf("showback %+v, want one row", sb)
+	}
+	r := sb.Rows[0]
+	for _, c := range []struct{ what, got, want string }{
+		{"avg GPUs", r.AvgGPUs.String(), "12"},
+		{"use", r.Use, "75%"},
+		{"used cost", r.UsedCost.String(), "16425"},
+		{"window", r.WindowDays.String(), "10"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
+		}
+	}
+}

@@ -174,44 +174,52 @@ func parseTRES(s string) (gpus int64, typ string, nodes int64, err error) {
 // that matches neither accepts any flavor.
 func SlurmFlavors(jobs []Spec, byGRES, byPartition map[string]string) {
 	for i := range jobs {
-		sj := jobs[i].Slurm
-		if sj == nil {
-			continue
-		}
-		f, ok := byGRES[sj.GRESType]
-		if !ok || sj.GRESType == "" {
-			f, ok = byPartition[sj.Partition]
-		}
-		if ok && f != "" {
-			jobs[i].Flavors = []string{f}
+		if sj := jobs[i].Slurm; sj != nil {
+			if f := SlurmFlavor(sj.GRESType, sj.Partition, byGRES, byPartition); f != "" {
+				jobs[i].Flavors = []string{f}
+			}
 		}
 	}
 }
 
-// SlurmUsage is the GPU-hours one Slurm account used of one GRES type.
+// SlurmFlavor is the flavor of GPUs of GRES type gres ("" untyped) in
+// partition: byGRES's for the type, else byPartition's; "" when neither
+// names one.
+func SlurmFlavor(gres, partition string, byGRES, byPartition map[string]string) string {
+	f, ok := byGRES[gres]
+	if !ok || gres == "" {
+		f = byPartition[partition]
+	}
+	return f
+}
+
+// SlurmUsage is the GPU-hours one Slurm account used of one GRES type in
+// one partition.
 type SlurmUsage struct {
-	Account  string  `json:"account"`
-	GRESType string  `json:"gres_type"`
-	GPUHours float64 `json:"gpu_hours"`
+	Account   string  `json:"account"`
+	GRESType  string  `json:"gres_type"`
+	Partition string  `json:"partition"`
+	GPUHours  float64 `json:"gpu_hours"`
 }
 
 // SumSlurmUsage adds up the GPU-hours (GPUs × how long they ran) of jobs
-// read from sacct, per account and GRES type ("" untyped), sorted by
-// account then type. Jobs of other layouts are left out.
+// read from sacct, per account, GRES type ("" untyped) and partition,
+// sorted by account, type and partition. Jobs of other layouts are left
+// out.
 func SumSlurmUsage(jobs []Spec) []SlurmUsage {
-	type key struct{ account, gres string }
+	type key struct{ account, gres, partition string }
 	sums := map[key]float64{}
 	for _, j := range jobs {
-		if j.Slurm != nil {
-			sums[key{j.Slurm.Account, j.Slurm.GRESType}] += float64(j.GPUs()) * j.Duration / 3600
+		if sj := j.Slurm; sj != nil {
+			sums[key{sj.Account, sj.GRESType, sj.Partition}] += float64(j.GPUs()) * j.Duration / 3600
 		}
 	}
 	out := make([]SlurmUsage, 0, len(sums))
 	for k, v := range sums {
-		out = append(out, SlurmUsage{Account: k.account, GRESType: k.gres, GPUHours: v})
+		out = append(out, SlurmUsage{Account: k.account, GRESType: k.gres, Partition: k.partition, GPUHours: v})
 	}
 	slices.SortFunc(out, func(a, b SlurmUsage) int {
-		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.GRESType, b.GRESType))
+		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.GRESType, b.GRESType), strings.Compare(a.Partition, b.Partition))
 	})
 	return out
 }

@@ -149,11 +149,11 @@ func TestSumSlurmUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []SlurmUsage{
-		{Account: "nlp", GRESType: "", GPUHours: 4.0*600/3600 + 4.0*600/3600}, // 17 (two types), 19
-		{Account: "nlp", GRESType: "a100", GPUHours: 4.0 * 60 / 3600},         // 13+0
-		{Account: "nlp", GRESType: "h100", GPUHours: 16.0 * 600 / 3600},       // 11
-		{Account: "vision", GRESType: "", GPUHours: 1.0 * 60 / 3600},          // 12_3
-		{Account: "vision", GRESType: "h100", GPUHours: 2.0},                  // 10
+		{Account: "nlp", GRESType: "", Partition: "gpu", GPUHours: 4.0*600/3600 + 4.0*600/3600}, // 17 (two types), 19
+		{Account: "nlp", GRESType: "a100", Partition: "gpu", GPUHours: 4.0 * 60 / 3600},         // 13+0
+		{Account: "nlp", GRESType: "h100", Partition: "gpu", GPUHours: 16.0 * 600 / 3600},       // 11
+		{Account: "vision", GRESType: "", Partition: "gpu", GPUHours: 1.0 * 60 / 3600},          // 12_3
+		{Account: "vision", GRESType: "h100", Partition: "gpu", GPUHours: 2.0},                  // 10
 	}
 	if d := cmp.Diff(want, SumSlurmUsage(jobs)); d != "" {
 		t.Errorf("usage (-want +got):\n%s", d)
