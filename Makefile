@@ -189,6 +189,7 @@ test-fuzz: ## Fuzz the parsers, the planner and the simulator for a while (FUZZT
 	$(GO) test ./planner/ -run '^$$' -fuzz FuzzPlan -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./scheduler/sim/ -run '^$$' -fuzz FuzzSim -fuzztime $${FUZZTIME:-30s}
 	$(GO) test ./controllers/hub/ -run '^$$' -fuzz FuzzWorkerConfig -fuzztime $${FUZZTIME:-30s}
+	$(GO) test ./planner/slurm/ -run '^$$' -fuzz FuzzParseSlurm -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
 bench: build ## Run the benchmarks, then time the CLI on a generated 500-team repository.

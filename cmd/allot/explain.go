@@ -33,11 +33,16 @@ func init() { commands = append(commands, newExplainCommand) }
 func newExplainCommand() *cobra.Command {
 	var kubeconfig, namespace, simFile string
 	c := &cobra.Command{
-		Use:   "explain [pod/]NAME | job/NAME | gang/NAME",
+		Use:   "explain [pod/]NAME | job/NAME | gang/NAME | slurm/JOBID",
 		Short: "Say why a workload is pending (or where it runs), in plain words with the numbers",
 		Long: `Explain a workload of the embedded scheduler: a pod, a Job's pods or the pods of
 an allot.dev/gang label, in the cluster (--kubeconfig, -n). It prints where its pods
 run, or why they wait, with the scheduler's numbers and what would let them run.
+
+slurm/JOBID explains a job of the Slurm cluster this host reaches (squeue and
+scontrol; SLURM_CONF names its slurm.conf): Slurm's pending reason in allot's
+words (AssocGrpGRES is a team's or cohort's quota, Resources busy nodes,
+Priority work ordered first), with the limit, the use and what it asks for.
 
 With --sim REPORT, explain a job of a simulation instead: REPORT is the output of
 'allot sim -o json', and the argument is the job's id.
@@ -45,11 +50,15 @@ With --sim REPORT, explain a job of a simulation instead: REPORT is the output o
 Exit status: 0 explained, 2 not found or bad usage.`,
 		Example: `  allot explain job/llm-pretrain -n nlp              # on a hub: where it was routed and why
   allot explain gang/sweep-7 -n robotics --kubeconfig ~/.kube/config
+  allot explain slurm/4211                          # on a Slurm head node
   allot sim examples --workload jobs.csv -o json > sim.json && allot explain --sim sim.json job-42`,
 		Args: exactArgs(1, "WORKLOAD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if simFile != "" {
 				return explainSim(cmd.OutOrStdout(), simFile, args[0])
+			}
+			if id, ok := strings.CutPrefix(args[0], "slurm/"); ok {
+				return explainSlurm(cmd.Context(), cmd.OutOrStdout(), id)
 			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
@@ -123,7 +132,7 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 			}
 		}
 	default:
-		return usageError{fmt.Errorf("%q: want pod/NAME, job/NAME or gang/NAME", ref)}
+		return usageError{fmt.Errorf("%q: want pod/NAME, job/NAME, gang/NAME or slurm/JOBID", ref)}
 	}
 	if len(pods) == 0 {
 		return usageError{fmt.Errorf("%s in namespace %s has no pods", ref, ns)}

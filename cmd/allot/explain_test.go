@@ -21,6 +21,8 @@ import (
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/planner/slurm"
+	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
 
@@ -179,5 +181,16 @@ func TestExplainSimWithoutWait(t *testing.T) {
 	code, out, errOut := allot(t, nil, "explain", "--sim", report, "j1")
 	if code != 0 || !strings.Contains(out, "started at 25s after waiting 15s, on n-0") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestSlurmCodesAreAllots: every reason allot explain slurm/ID gives is one
+// of the scheduler's, with its advice.
+func TestSlurmCodesAreAllots(t *testing.T) {
+	for _, reason := range []string{"AssocGrpGRES", "QOSGrpGRES", "Resources", "Priority", "ReqNodeNotAvail", "None", "Dependency"} {
+		e := slurm.Explain(slurm.Job{State: "PENDING", Reason: reason}, nil, nil)
+		if e.Code != "" && scheduler.ReasonCode(e.Code).Advice() == "" {
+			t.Errorf("%s: %q is no reason of the scheduler's", reason, e.Code)
+		}
 	}
 }

@@ -40,4 +40,23 @@ teams: alpha: {costCenter: "A", owners: ["@a"], quota: h100: nominal: 4}
 	if code, _, stderr := allot(t, env, "slurm", "plan", dir, "--cluster", "nope"); code != 2 || !strings.Contains(stderr, "[hpc]") {
 		t.Errorf("unknown cluster: exit %d\n%s", code, stderr)
 	}
+
+	// allot explain slurm/ID: alpha's limit of 4 is in use.
+	user := strings.TrimSpace(c.Run(t, "id", "-un"))
+	c.Run(t, "sacctmgr", "-i", "add", "user", user, "account=alpha")
+	submit := func(gres string) string {
+		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", "alpha", "--gres="+gres, "--wrap", "sleep 300"))
+	}
+	c.WaitJob(t, submit("gpu:h100:4"), "RUNNING", "")
+	over := submit("gpu:1")
+	c.WaitJob(t, over, "PENDING", "AssocGrpGRES")
+	code, stdout, stderr = allot(t, env, "explain", "slurm/"+over)
+	want := "slurm/" + over + ": account alpha, QOS prod, partition gpu, 1 GPUs on 1 node(s): PENDING (AssocGrpGRES)\n" +
+		"  OverQuota: team alpha may use 4 of GPUs (gres/gpu); 4 in use, it asks for 1\n  The team's GPU limit"
+	if code != 0 || !strings.HasPrefix(stdout, want) {
+		t.Errorf("explain: exit %d\n%s%s\nwant it to start\n%s", code, stdout, stderr, want)
+	}
+	if code, _, stderr := allot(t, env, "explain", "slurm/1;reboot"); code != exitUsage || !strings.Contains(stderr, `job "1;reboot": want a Slurm job id`) {
+		t.Errorf("explain of a bad id: exit %d, %s", code, stderr)
+	}
 }

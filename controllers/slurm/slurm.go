@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -117,4 +118,88 @@ func tres(s string) map[string]int64 {
 		}
 	}
 	return m
+}
+
+// jobID is a job, an array task or a het job's component: 12, 12_3, 12+1.
+var jobID = regexp.MustCompile(`^[0-9]{1,12}([_+][0-9]{1,9})?$`)
+
+// maxAccountDepth bounds the walk from a job's account up to root.
+const maxAccountDepth = 32
+
+// Explain says why Slurm's job id waits (or where it runs): squeue for the
+// job, scontrol show assoc_mgr for the limits and use of its account and
+// every parent up to root, and of its QOS when that is the reason.
+func (r Runner) Explain(ctx context.Context, id string) ([]planner.Explanation, error) {
+	if !jobID.MatchString(id) {
+		return nil, fmt.Errorf("job %q: want a Slurm job id (12, 12_3 or 12+1)", id)
+	}
+	out, err := r.run(ctx, []string{"squeue", "-h", "-j", id, "-O", planner.JobFormat})
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := planner.ParseJobs(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("job %s is not in Slurm's queue (one that ended is in sacct -j %s)", id, id)
+	}
+	var es []planner.Explanation
+	for _, j := range jobs {
+		var chain []planner.Usage
+		var qos *planner.Usage
+		if j.State == "PENDING" && j.Reason == "AssocGrpGRES" {
+			if chain, err = r.chain(ctx, j.Account, j.User); err != nil {
+				return nil, err
+			}
+		}
+		if j.State == "PENDING" && j.Reason == "QOSGrpGRES" {
+			out, err := r.run(ctx, []string{"scontrol", "-o", "show", "assoc_mgr", "flags=qos", "qos=" + j.QOS})
+			if err != nil {
+				return nil, err
+			}
+			us, err := planner.ParseAssocMgr(out)
+			if err != nil {
+				return nil, err
+			}
+			for i := range us {
+				if us[i].QOS == j.QOS {
+					qos = &us[i]
+				}
+			}
+		}
+		es = append(es, planner.Explain(j, chain, qos))
+	}
+	return es, nil
+}
+
+// chain is user's association in account (when it has one), then
+// account's own and each parent's up to root.
+func (r Runner) chain(ctx context.Context, account, user string) ([]planner.Usage, error) {
+	var chain []planner.Usage
+	for depth := 0; account != "" && depth < maxAccountDepth; depth++ {
+		out, err := r.run(ctx, []string{"scontrol", "-o", "show", "assoc_mgr", "flags=assoc", "accounts=" + account})
+		if err != nil {
+			return nil, err
+		}
+		us, err := planner.ParseAssocMgr(out)
+		if err != nil {
+			return nil, err
+		}
+		next := ""
+		for _, u := range us {
+			if u.Account != account || u.QOS != "" {
+				continue
+			}
+			switch {
+			case depth == 0 && u.User != "" && u.User == user:
+				chain = append([]planner.Usage{u}, chain...)
+			case u.User == "":
+				chain = append(chain, u)
+				next = u.Parent
+			}
+		}
+		account = next
+	}
+	return chain, nil
 }
