@@ -22,6 +22,7 @@ import (
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/evaluate"
 	"github.com/allot-dev/allot/planner/planreport"
+	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/policies"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
@@ -361,6 +362,7 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 		in.BaseName, in.Base = pl.spec.name(), b.plan
 		in.Diff = planner.Compare(b.plan, c.plan)
 		in.Diff.Approvals = policies.Approvals(b.cfg, c.cfg, in.Diff)
+		in.Slurm = slurm.Compare(b.cfg, b.plan, c.cfg, c.plan)
 	}
 	if !c.findings.HasErrors() {
 		if in.WhatIf, err = simulate.run(pl.base.cfg, c.cfg); err != nil {

@@ -136,3 +136,57 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestPlanCommentSlurm: the pull-request comment of a change to a Slurm
+// team's quota lists what allot slurm apply will change after the merge,
+// beside the cost; -o json carries the same changes.
+func TestPlanCommentSlurm(t *testing.T) {
+	repo := `package capacity
+clusters: hpc: {provider: "onprem", scheduler: "slurm"}
+pools: h: {cluster: "hpc", flavor: "h100", gpusPerNode: 4, nodes: max: 2, price: onDemandPerNodeHour: 1,
+	slurm: {partition: "gpu", nodePrefix: "n", firstIndex: 1}}
+tiers: prod: priority: 10
+teams: {
+	alpha: {costCenter: "A", owners: ["@a"], quota: h100: nominal: 4}
+	beta: {costCenter: "B", owners: ["@b"], quota: h100: nominal: 4}
+}
+`
+	base, head := t.TempDir(), t.TempDir()
+	for dir, src := range map[string]string{base: repo, head: strings.Replace(repo, "beta: {costCenter: \"B\", owners: [\"@b\"], quota: h100: nominal: 4}", "beta: {costCenter: \"B\", owners: [\"@b\"], quota: h100: nominal: 2}", 1)} {
+		if err := os.WriteFile(filepath.Join(dir, "capacity.cue"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := allot(t, nil, "plan", head, "--base", "dir:"+base, "-o", "markdown")
+	if code != 0 {
+		t.Fatalf("plan: exit %d\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"#### Slurm accounting",
+		"| hpc | modify account | beta | GrpTRES=gres/gpu=2,gres/gpu:h100=2 Fairshare=100 QOS=prod DefaultQOS=prod |",
+		"| beta | h100 | 4 | 2 | -2 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the comment lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "| alpha |") && strings.Contains(out, "modify account | alpha") {
+		t.Errorf("alpha did not change:\n%s", out)
+	}
+	code, out, _ = allot(t, nil, "plan", head, "--base", "dir:"+base, "-o", "json")
+	var plan struct {
+		Slurm []struct {
+			Cluster string
+			Changes []struct{ Op, Kind, Name string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plan); code != 0 || err != nil {
+		t.Fatalf("plan -o json: exit %d, %v", code, err)
+	}
+	if len(plan.Slurm) != 1 || len(plan.Slurm[0].Changes) != 1 || plan.Slurm[0].Changes[0].Name != "beta" {
+		t.Errorf("plan -o json: slurm %+v, want the one change of beta", plan.Slurm)
+	}
+	if code, out, _ := allot(t, nil, "plan", base, "--base", "dir:"+base, "-o", "markdown"); code != 0 || strings.Contains(out, "Slurm accounting") {
+		t.Errorf("no change: exit %d, a Slurm section:\n%s", code, out)
+	}
+}

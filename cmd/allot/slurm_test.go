@@ -28,7 +28,7 @@ teams: alpha: {costCenter: "A", owners: ["@a"], quota: h100: nominal: 4}
 	if code != 0 || !strings.Contains(stdout, "+ qos prod ") || !strings.Contains(stdout, "+ account alpha Parent=root") {
 		t.Fatalf("plan: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if code, _, stderr := allot(t, env, "slurm", "apply", dir, "--cluster", "hpc"); code != 0 || !strings.Contains(stderr, "hpc: 4 change(s) applied") {
+	if code, _, stderr := allot(t, env, "slurm", "apply", dir, "--cluster", "hpc"); code != 0 || !strings.Contains(stderr, "hpc: 3 change(s) applied") {
 		t.Fatalf("apply: exit %d\n%s", code, stderr)
 	}
 	if code, stdout, _ := allot(t, env, "slurm", "plan", dir, "--cluster", "hpc"); code != 0 || stdout != "no changes\n" {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -29,6 +30,8 @@ type jsonPlan struct {
 	Diff                  *jsonDiff        `json:"diff,omitempty"`
 	WhatIf                *whatif.Result   `json:"whatif,omitempty"`
 	Terraform             *TerraformPlan   `json:"terraform,omitempty"`
+	// Slurm is each Slurm cluster's accounting changes against the base.
+	Slurm []slurm.ClusterChanges `json:"slurm,omitempty"`
 }
 
 type jsonPool struct {
@@ -176,7 +179,7 @@ func JSON(w io.Writer, in Input) error {
 		}
 		out.Diff = jd
 	}
-	out.WhatIf, out.Terraform = in.WhatIf, in.Terraform
+	out.WhatIf, out.Terraform, out.Slurm = in.WhatIf, in.Terraform, in.Slurm
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/quantity"
@@ -88,7 +89,8 @@ func comment(w io.Writer, in Input) error {
 			moreRows(ew, len(d.Pools), "pool changes")
 			fmt.Fprintln(ew)
 		}
-		if d.Empty() {
+		slurmMarkdown(ew, in.Slurm)
+		if d.Empty() && len(in.Slurm) == 0 {
 			fmt.Fprintln(ew, "No quota, pool or cost changes.")
 			fmt.Fprintln(ew)
 		}
@@ -331,5 +333,30 @@ func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", icon, markdown.Code(f.Pos.String()), markdown.Text(f.Rule), markdown.Text(f.Message))
 	}
 	moreRows(w, len(fs), "findings")
+	fmt.Fprintln(w)
+}
+
+// slurmMarkdown lists what the change does to each Slurm cluster's
+// accounting: what allot slurm apply runs after the merge.
+func slurmMarkdown(w io.Writer, cs []slurm.ClusterChanges) {
+	var rows [][4]string
+	for _, sc := range cs {
+		for _, c := range sc.Changes {
+			rows = append(rows, [4]string{string(sc.Cluster), c.Op + " " + c.Kind, c.Name, c.Detail})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "#### Slurm accounting")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "What `allot slurm apply` changes on each Slurm cluster once this merges:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| cluster | change | name | what |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, r := range capped(rows) {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", markdown.Text(r[0]), r[1], markdown.Text(r[2]), markdown.Text(r[3]))
+	}
+	moreRows(w, len(rows), "Slurm changes")
 	fmt.Fprintln(w)
 }

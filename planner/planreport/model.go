@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/planner"
+	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/planner/whatif"
 	"github.com/allot-dev/allot/schema"
 )
@@ -28,6 +29,9 @@ type Input struct {
 	// Terraform is the speculative Terraform plan of each cluster (plan
 	// --terraform); nil without it.
 	Terraform *TerraformPlan
+	// Slurm is what the change does to each Slurm cluster's accounting
+	// (slurm.Compare of base and head), when compared with a base.
+	Slurm []slurm.ClusterChanges
 }
 
 // Provenance is where a report comes from. It is injected (from Git and

@@ -83,6 +83,16 @@ func text(w io.Writer, in Input) error {
 			}
 			t.write(ew)
 		}
+		if len(in.Slurm) > 0 {
+			fmt.Fprintln(ew)
+			t = newTable("SLURM CLUSTER", "CHANGE", "NAME", "WHAT")
+			for _, sc := range in.Slurm {
+				for _, c := range sc.Changes {
+					t.add(string(sc.Cluster), c.Op+" "+c.Kind, c.Name, c.Detail)
+				}
+			}
+			t.write(ew)
+		}
 		if len(d.Approvals) > 0 {
 			fmt.Fprintln(ew)
 		}

@@ -17,12 +17,13 @@ type Live struct {
 // that does it (nil for a conflict, which allot reports and never runs).
 type Change struct {
 	// Op is add, modify, remove or conflict.
-	Op string
+	Op string `json:"op"`
 	// Kind is qos or account.
-	Kind, Name string
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 	// Detail says what differs, for a plan to show.
-	Detail string
-	Argv   []string
+	Detail string   `json:"detail"`
+	Argv   []string `json:"argv,omitempty"`
 }
 
 // Owned reports whether allot created the QOS (its Description's mark).
@@ -61,7 +62,7 @@ func Diff(want *Cluster, live *Live) []Change {
 			settings = append(settings, Change{Op: "modify", Kind: "qos", Name: q.Name, Detail: strings.Join(q.Settings(), " "),
 				Argv: append([]string{"sacctmgr", "-i", "modify", "qos", "where", "name=" + q.Name, "set"}, q.Settings()...)})
 		}
-		if !ok || !sameSet(l.Preempt, q.Preempt) {
+		if ok && !sameSet(l.Preempt, q.Preempt) || !ok && len(q.Preempt) > 0 { // a new QOS preempts none
 			preempts = append(preempts, Change{Op: "modify", Kind: "qos", Name: q.Name, Detail: "Preempt=" + orNone(q.Preempt),
 				Argv: []string{"sacctmgr", "-i", "modify", "qos", "where", "name=" + q.Name, "set", "Preempt=" + orNone(q.Preempt)}})
 		}
