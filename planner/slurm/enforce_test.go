@@ -60,3 +60,38 @@ func TestRenderedAccountingEnforced(t *testing.T) {
 	c.WaitJob(t, typed, "PENDING", "AssocGrpGRES")
 	c.WaitJob(t, untyped, "PENDING", "AssocGrpGRES")
 }
+
+// TestRenderedPreemptionRequeues: the rendered QOS make a production-tier
+// job requeue an opportunist (preemptible tier) one on a real Slurm: alpha's
+// spot job holds the only node's GPUs; beta's prod job, within beta's
+// limit, takes them, and the spot job goes back to the queue (requeued, not
+// cancelled).
+func TestRenderedPreemptionRequeues(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{Nodes: 1, GPUsPerNode: 4, GPUType: "h100", Partition: "gpu"})
+	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(enforceRepo)}})
+	if cfg == nil {
+		t.Fatal(findings)
+	}
+	want, err := slurm.Build(cfg, planner.Build(cfg), "hpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range want.Commands() {
+		for _, argv := range sec.Argv {
+			c.Run(t, argv[0], argv[1:]...)
+		}
+	}
+	user := strings.TrimSpace(c.Run(t, "id", "-un"))
+	c.Run(t, "sacctmgr", "-i", "add", "user", user, "account=alpha,beta")
+	submit := func(account, qos string) string {
+		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "--qos", qos, "-p", "gpu", "--gres=gpu:h100:4", "--wrap", "sleep 300"))
+	}
+	spot := submit("alpha", "spot")
+	c.WaitJob(t, spot, "RUNNING", "")
+	prod := submit("beta", "prod")
+	c.WaitJob(t, prod, "RUNNING", "")
+	c.WaitJob(t, spot, "PENDING", "")
+	if out := c.Run(t, "scontrol", "-o", "show", "job", spot); !strings.Contains(out, " Restarts=1 ") {
+		t.Errorf("the spot job was not requeued once:\n%s", out)
+	}
+}
