@@ -51,6 +51,10 @@ build-agent: ## Build bin/allot-agent, the NVML GPU health agent (cgo).
 demo: build controlplane terraform ## The main job: allot's manager and scheduler on an embedded control plane, a workload, a quota change through Git.
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) run ./cmd/allot-demo --allot $(abspath $(ALLOT))
 
+.PHONY: demo-slurm
+demo-slurm: build ## Slurm: a real Slurm cluster (Debian's packages), a job pending on its team's GPU limit, a quota change through Git, the job running.
+	$(GO) run ./cmd/allot-demo --slurm --allot $(abspath $(ALLOT))
+
 .PHONY: demo-fleet
 demo-fleet: build controlplane ## The fleet: a hub and two worker clusters, each with allot manager; a Job routed to the cheaper, then moved when it is lost.
 	PATH="$(abspath $(BIN)):$$PATH" $(GO) run ./cmd/allot-demo --fleet --allot $(abspath $(ALLOT))

@@ -24,6 +24,8 @@ type options struct {
 	maxNodes int64
 	// fleet runs the fleet demo (a hub and two workers) instead.
 	fleet bool
+	// slurm runs the Slurm demo (a real Slurm cluster) instead.
+	slurm bool
 	// out receives the demo's story; errors are returned.
 	out io.Writer
 }
@@ -34,9 +36,10 @@ func main() {
 	fs.StringVar(&o.allot, "allot", "bin/allot", "the allot binary the manager runs from (make build)")
 	fs.StringVar(&o.examples, "examples", filepath.Join(testenv.Root(), "examples"), "the capacity repository to put in Git")
 	fs.Int64Var(&o.maxNodes, "max-nodes-per-pool", 4, "create at most this many Node objects per pool")
+	fs.BoolVar(&o.slurm, "slurm", false, "the Slurm demo instead: a real Slurm cluster, a job pending on its team's GPU limit, a quota change through Git, the job running")
 	fs.BoolVar(&o.fleet, "fleet", false, "the fleet demo instead: a hub and two worker clusters, a Job routed to the cheaper, then moved when it is lost")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: allot-demo [--allot bin/allot] [--examples DIR] [--max-nodes-per-pool N] [--fleet]")
+		fmt.Fprintln(fs.Output(), "usage: allot-demo [--allot bin/allot] [--examples DIR] [--max-nodes-per-pool N] [--fleet | --slurm]")
 		fmt.Fprintln(fs.Output(), "\nRuns allot's manager and scheduler on an embedded control plane (make controlplane),\nsubmits a workload, commits a quota change and shows its effect.")
 		fs.PrintDefaults()
 	}
@@ -46,7 +49,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	if fs.NArg() > 0 || o.maxNodes < 1 {
+	if fs.NArg() > 0 || o.maxNodes < 1 || o.fleet && o.slurm {
 		fs.Usage()
 		os.Exit(2)
 	}
@@ -54,9 +57,12 @@ func main() {
 	// second interrupt cannot kill it half-way through stopping its children.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
-	if o.fleet {
+	switch {
+	case o.fleet:
 		_, err = runFleet(ctx, o)
-	} else {
+	case o.slurm:
+		_, err = runSlurm(ctx, o)
+	default:
 		_, err = run(ctx, o)
 	}
 	stop()

@@ -100,12 +100,7 @@ type daemon struct {
 // binary the harness runs is on PATH.
 func Require(t testing.TB) {
 	t.Helper()
-	var missing []string
-	for _, b := range binaries {
-		if _, err := exec.LookPath(b); err != nil {
-			missing = append(missing, b)
-		}
-	}
+	missing := Missing()
 	if len(missing) == 0 {
 		return
 	}
@@ -134,6 +129,35 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Missing names the binaries the harness runs that are not on PATH.
+func Missing() []string {
+	var missing []string
+	for _, b := range binaries {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	return missing
+}
+
+// New starts a cluster outside a test (make demo-slurm) and waits until
+// every node is idle; the caller stops it. On an error nothing is left
+// running.
+func New(opts Options) (*Cluster, error) {
+	if missing := Missing(); len(missing) > 0 {
+		return nil, fmt.Errorf("%s not on PATH; install with: %s", strings.Join(missing, ", "), Install)
+	}
+	opts.defaults()
+	c, err := start(opts)
+	if err != nil && c != nil {
+		err = errors.Join(err, c.Stop())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func start(opts Options) (*Cluster, error) {
