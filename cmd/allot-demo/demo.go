@@ -136,12 +136,8 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 	// manager's logs are its own.
 	ctrl.SetLogger(logr.Discard())
 	defer d.stopAll(ctx, &err)
-	d.bin, err = filepath.Abs(o.allot)
-	if err == nil {
-		_, err = os.Stat(d.bin)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the allot binary %s is missing: run 'make build' or pass --allot", o.allot)
+	if err := d.findBinary(); err != nil {
+		return nil, err
 	}
 	fmt.Fprintln(o.out, "allot demo: the example organisation, GitOps and the embedded scheduler on a local control plane")
 	for _, s := range []func(context.Context) error{
@@ -188,6 +184,19 @@ func (d *demo) stopAll(ctx context.Context, err *error) {
 	if ctx.Err() != nil && *err != nil {
 		*err = errInterrupted
 	}
+}
+
+// findBinary sets d.bin to the allot binary's absolute path.
+func (d *demo) findBinary() error {
+	bin, err := filepath.Abs(d.o.allot)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		return fmt.Errorf("the allot binary %s is missing: run 'make build' or pass --allot", d.o.allot)
+	}
+	d.bin = bin
+	return nil
 }
 
 func (d *demo) elapsed() float64 { return time.Since(d.started).Seconds() }

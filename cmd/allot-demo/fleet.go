@@ -70,11 +70,8 @@ func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
 	res := &fleetResult{}
 	ctrl.SetLogger(logr.Discard())
 	defer d.stopAll(ctx, &err)
-	if d.bin, err = filepath.Abs(o.allot); err == nil {
-		_, err = os.Stat(d.bin)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the allot binary %s is missing: run 'make build' or pass --allot", o.allot)
+	if err := d.findBinary(); err != nil {
+		return nil, err
 	}
 	fmt.Fprintln(o.out, "allot fleet demo: a hub routes a Job to the cheaper of two clusters, then moves it when that cluster is lost")
 	if d.dir, err = os.MkdirTemp("", "allot-fleet-demo-"); err != nil {

@@ -48,11 +48,8 @@ func runSlurm(ctx context.Context, o options) (_ *slurmResult, err error) {
 	d := &demo{o: o, started: time.Now()}
 	res := &slurmResult{}
 	defer d.stopAll(ctx, &err)
-	if d.bin, err = filepath.Abs(o.allot); err == nil {
-		_, err = os.Stat(d.bin)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the allot binary %s is missing: run 'make build' or pass --allot", o.allot)
+	if err := d.findBinary(); err != nil {
+		return nil, err
 	}
 	fmt.Fprintln(o.out, "allot Slurm demo: a quota change through Git reaching a real Slurm cluster")
 
