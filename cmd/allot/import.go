@@ -9,7 +9,6 @@ import (
 
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
-	"github.com/allot-dev/allot/schema"
 )
 
 func init() { commands = append(commands, newImportCommand) }
@@ -177,7 +176,7 @@ func importAssigner(cmd *cobra.Command, dir string, teams, tiers []string, def s
 		// Dealt first, the jobs' teams are the repository's: AssignToConfig
 		// then maps only their tiers, which needs nothing from other batches.
 		dealer := workload.NewDealer(names)
-		byGRES, byPartition := slurmFlavors(c.cfg)
+		byGRES, byPartition := sim.SlurmFlavorMaps(c.cfg)
 		return func(b []workload.Spec) {
 			dealer.Deal(b)
 			sim.AssignToConfig(b, q)
@@ -203,31 +202,6 @@ func importAssigner(cmd *cobra.Command, dir string, teams, tiers []string, def s
 			}
 		}
 	}, nil
-}
-
-// slurmFlavors maps the GRES types and partitions of cfg's pools to their
-// flavors, for jobs read from sacct: a Slurm pool's GRES type and
-// partition, and the flavor's own name for a pool not on Slurm (the GRES
-// type a Slurm pool of it takes by default). A name that two flavors share
-// maps to none.
-func slurmFlavors(cfg *schema.Config) (byGRES, byPartition map[string]string) {
-	byGRES, byPartition = map[string]string{}, map[string]string{}
-	add := func(m map[string]string, name string, f schema.Flavor) {
-		if prev, ok := m[name]; ok && prev != string(f) {
-			m[name] = ""
-			return
-		}
-		m[name] = string(f)
-	}
-	for _, p := range cfg.Pools {
-		if p.Slurm == nil {
-			add(byGRES, string(p.Flavor), p.Flavor)
-			continue
-		}
-		add(byGRES, p.Slurm.GRESType, p.Flavor)
-		add(byPartition, p.Slurm.Partition, p.Flavor)
-	}
-	return byGRES, byPartition
 }
 
 func split(s string) []string {

@@ -11,6 +11,7 @@ import (
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/planner/finance"
+	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
 )
@@ -99,7 +100,7 @@ func readSlurmUsage(stderr io.Writer, file string, b []byte, cfg *schema.Config)
 	if cfg == nil {
 		return nil, nil // the report shows why the repository does not load
 	}
-	byGRES, byPartition := slurmFlavors(cfg)
+	byGRES, byPartition := sim.SlurmFlavorMaps(cfg)
 	byTeam := map[string]*finance.Metered{}
 	var order []string
 	var left []string

@@ -185,6 +185,10 @@ func readWorkload(file string, cfg *schema.Config) ([]workload.Spec, error) {
 			}
 			return nil
 		})
+		if err == nil { // sacct's jobs take the flavor their GRES type or partition names
+			byGRES, byPartition := sim.SlurmFlavorMaps(cfg)
+			workload.SlurmFlavors(jobs, byGRES, byPartition)
+		}
 		return jobs, err
 	})
 }

@@ -246,3 +246,64 @@ func TestSlurmUsageSince(t *testing.T) {
 		}
 	}
 }
+
+// TestSimRawSacct: allot sim reads sacct -P output as it is (no import
+// first), and a job takes the flavor its GRES type (else, untyped, its
+// partition) names: both 8-GPU jobs run on the one hopper node, one after
+// the other, though the a100 nodes are free.
+func TestSimRawSacct(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"capacity.cue": `package capacity
+clusters: {
+	hpc: {provider: "onprem", scheduler: "slurm"}
+	k8s: {provider: "onprem"}
+}
+pools: {
+	h: {cluster: "hpc", flavor: "hopper", gpusPerNode: 8, nodes: {min: 1, max: 1}, price: onDemandPerNodeHour: 8,
+		slurm: {partition: "gpu", nodePrefix: "n", firstIndex: 1, gresType: "h100"}}
+	a: {cluster: "k8s", flavor: "a100", gpusPerNode: 8, nodes: {min: 2, max: 2}, price: onDemandPerNodeHour: 4}
+}
+tiers: standard: priority: 5
+teams: vision: {costCenter: "V", owners: ["@v"], quota: {hopper: nominal: 8, a100: nominal: 16}}
+`,
+		"sacct.txt": `JobID|Account|User|Partition|QOS|Submit|Start|End|State|NNodes|AllocTRES
+1|vision|alice|gpu|normal|2026-11-28T10:00:00|2026-11-28T10:00:00|2026-11-28T11:00:00|COMPLETED|1|cpu=1,gres/gpu:h100=8,gres/gpu=8,node=1
+2|vision|alice|gpu|normal|2026-11-28T10:00:00|2026-11-28T10:00:00|2026-11-28T11:00:00|COMPLETED|1|cpu=1,gres/gpu=8,node=1
+3|vision|alice|other|normal|2026-11-28T10:00:00|2026-11-28T10:00:00|2026-11-28T11:00:00|COMPLETED|1|cpu=1,gres/gpu:a100=8,gres/gpu=8,node=1
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := allot(t, nil, "sim", dir, "--workload", filepath.Join(dir, "sacct.txt"), "-o", "json")
+	if code != 0 {
+		t.Fatalf("sim: exit %d\n%s", code, stderr)
+	}
+	var rep struct {
+		Jobs []struct {
+			ID    string
+			Nodes []string
+			WaitS *float64 `json:"wait_s"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	pool := map[string]string{}
+	waited := 0
+	for _, j := range rep.Jobs {
+		if len(j.Nodes) != 1 {
+			t.Fatalf("job %s ran on %v\n%s", j.ID, j.Nodes, stdout)
+		}
+		pool[j.ID] = j.Nodes[0]
+		if j.WaitS != nil && *j.WaitS > 0 {
+			waited++
+		}
+	}
+	t.Logf("nodes: %v", pool)
+	if !strings.Contains(pool["1"], "h") || pool["1"] != pool["2"] || strings.Contains(pool["3"], pool["1"]) || waited != 1 {
+		t.Errorf("jobs 1 (h100) and 2 (untyped, partition gpu) want the one hopper node in turn, job 3 (a100) an a100 node: nodes %v, %d waited", pool, waited)
+	}
+}

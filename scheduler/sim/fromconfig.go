@@ -183,3 +183,28 @@ func NewCore(q scheduler.Config, nodes []scheduler.Node, opts scheduler.Options)
 	}
 	return &Core{s}, nil
 }
+
+// SlurmFlavorMaps maps the GRES types and partitions of cfg's pools to
+// their flavors, for jobs read from sacct (workload.SlurmFlavors): a Slurm
+// pool's GRES type and partition, and the flavor's own name for a pool not
+// on Slurm (the GRES type a Slurm pool of it takes by default). A name that
+// two flavors share maps to none.
+func SlurmFlavorMaps(cfg *schema.Config) (byGRES, byPartition map[string]string) {
+	byGRES, byPartition = map[string]string{}, map[string]string{}
+	add := func(m map[string]string, name string, f schema.Flavor) {
+		if prev, ok := m[name]; ok && prev != string(f) {
+			m[name] = ""
+			return
+		}
+		m[name] = string(f)
+	}
+	for _, p := range cfg.Pools {
+		if p.Slurm == nil {
+			add(byGRES, string(p.Flavor), p.Flavor)
+			continue
+		}
+		add(byGRES, p.Slurm.GRESType, p.Flavor)
+		add(byPartition, p.Slurm.Partition, p.Flavor)
+	}
+	return byGRES, byPartition
+}
