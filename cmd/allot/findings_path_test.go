@@ -64,3 +64,24 @@ func TestFindingPathsAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestTargetFindingPaths: findings added after the repository is checked
+// (--target kueue's approximations) name their files as the repository's
+// own do, from the working directory.
+func TestTargetFindingPaths(t *testing.T) {
+	parent := t.TempDir()
+	if err := os.Rename(copyExamples(t), filepath.Join(parent, "cap")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(parent)
+	code, out, _ := allot(t, nil, "validate", "cap", "--target", "kueue")
+	warnings := regexp.MustCompile(`(?m)^(\S+):\d+:\d+: warning: kueue-`).FindAllStringSubmatch(out, -1)
+	if code != 0 || len(warnings) == 0 {
+		t.Fatalf("validate --target kueue: exit %d, no kueue warning\n%s", code, out)
+	}
+	for _, w := range warnings {
+		if !strings.HasPrefix(w[1], "cap/") {
+			t.Errorf("a kueue warning names %q, not cap/…", w[1])
+		}
+	}
+}

@@ -30,7 +30,10 @@ import (
 
 // checked is a loaded, planned and checked configuration.
 type checked struct {
-	name     string
+	name string
+	// dir is the directory checked (checkDir), "" for a Git ref: the
+	// findings' files are named relative to it.
+	dir      string
 	cfg      *schema.Config // nil when the files do not load
 	plan     *planner.Plan
 	findings schema.Findings
@@ -54,10 +57,24 @@ func checkDir(dir string, base *schema.Config) (checked, error) {
 		return checked{}, usageError{err}
 	}
 	c := check(dir, fsys, base)
+	c.dir = dir
 	for i := range c.findings {
 		c.findings[i].Pos = wdPos(dir, c.findings[i].Pos)
 	}
 	return c, nil
+}
+
+// addFindings adds findings of c's configuration made after it was checked
+// (a target's, observed health's, CODEOWNERS'), their files named as
+// checkDir names the others.
+func (c *checked) addFindings(fs ...schema.Finding) {
+	for _, f := range fs {
+		if c.dir != "" {
+			f.Pos = wdPos(c.dir, f.Pos)
+		}
+		c.findings = append(c.findings, f)
+	}
+	c.findings = c.findings.Sort()
 }
 
 // wdPos is pos, a position in a file of dir, with the file named by wdPath.
@@ -353,7 +370,7 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 		}
 		var extra schema.Findings
 		c.plan, extra = planner.WithObserved(c.cfg, c.plan, obs)
-		c.findings = append(c.findings, extra...)
+		c.addFindings(extra...)
 	}
 	pl.head = c
 	in := &pl.in

@@ -68,7 +68,7 @@ Exit status: 0 rendered, 1 the configuration has errors, 2 bad usage or a write 
 			}
 			target.addFindings(&c, tg)
 			if owners != "" && c.cfg != nil {
-				c.findings = append(c.findings, policies.CheckCodeowners(c.cfg)...)
+				c.addFindings(policies.CheckCodeowners(c.cfg)...)
 			}
 			stderr := cmd.ErrOrStderr()
 			printFindings(stderr, c.findings)

@@ -59,6 +59,6 @@ func (t *targetFlag) addFindings(c *checked, tg render.Target) {
 // rules Kueue cannot say.
 func addTargetFindings(c *checked, tg render.Target) {
 	if tg == render.TargetKueue && c.cfg != nil {
-		c.findings = append(c.findings, kueue.Findings(c.cfg)...).Sort()
+		c.addFindings(kueue.Findings(c.cfg)...)
 	}
 }
