@@ -85,3 +85,18 @@ func TestExplainReal(t *testing.T) {
 		}
 	}
 }
+
+// TestRunBounded: a command that prints more than MaxOutput is stopped
+// and named, its output never held whole.
+func TestRunBounded(t *testing.T) {
+	r := Runner{MaxOutput: 1 << 10}
+	if _, err := r.run(context.Background(), []string{"seq", "1000000"}); err == nil || !strings.Contains(err.Error(), "seq 1000000: printed more than 1024 bytes") {
+		t.Errorf("a long answer: %v", err)
+	}
+	if out, err := r.run(context.Background(), []string{"seq", "3"}); err != nil || out != "1\n2\n3\n" {
+		t.Errorf("a short answer: %q, %v", out, err)
+	}
+	if _, err := r.run(context.Background(), []string{"sh", "-c", "echo no such job >&2; exit 1"}); err == nil || !strings.Contains(err.Error(), "no such job") {
+		t.Errorf("a failure: %v", err)
+	}
+}

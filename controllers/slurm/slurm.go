@@ -6,7 +6,9 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -22,18 +24,45 @@ type Runner struct {
 	Env []string
 	// Cluster, when set, restricts what is read to that cluster.
 	Cluster string
+	// MaxOutput bounds what one command may print (0: DefaultMaxOutput).
+	MaxOutput int
+}
+
+// DefaultMaxOutput bounds one sacctmgr, squeue or scontrol answer: a site's
+// whole accounting is far smaller.
+const DefaultMaxOutput = 64 << 20
+
+// errTooMuch stops reading a command that prints more than MaxOutput.
+var errTooMuch = errors.New("output over the limit")
+
+// capped is a buffer that refuses to grow past max bytes.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > c.max {
+		c.over = true
+		return 0, errTooMuch
+	}
+	return c.buf.Write(p)
 }
 
 func (r Runner) run(ctx context.Context, argv []string) (string, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = r.Env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+	out := &capped{max: cmp.Or(r.MaxOutput, DefaultMaxOutput)}
+	stderr := &capped{max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, stderr
+	if err := cmd.Run(); err != nil {
+		if out.over {
+			return "", fmt.Errorf("%s: printed more than %d bytes", strings.Join(argv, " "), out.max)
+		}
+		return "", fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.buf.String()))
 	}
-	return string(out), nil
+	return out.buf.String(), nil
 }
 
 // Read returns the cluster's QOS and account associations, parents first.
