@@ -206,6 +206,11 @@ func Explain(j Job, chain []Usage, qos *Usage) Explanation {
 			e.Message = fmt.Sprintf("%s may use %d of %s (%s); %d in use, it asks for %d", who, lim, what, key, used, j.TRES[key])
 			return e
 		}
+		if len(chain) == 0 {
+			e.Message = fmt.Sprintf("a GPU limit of account %s or a parent is in use; it asks for %d %s (the limits are not readable here)", j.Account, e.GPUs, what)
+			e.Advice = "scontrol show assoc_mgr showed none of the job's associations: where PrivateData hides them, run allot explain as a Slurm operator for the numbers."
+			return e
+		}
 		e.Message = fmt.Sprintf("the account's GPU limit was in use when Slurm last looked; it asks for %d %s", e.GPUs, what)
 		e.Advice = "No limit of the job's associations is full now: Slurm starts it at its next scheduling pass."
 	case r == "QOSGrpGRES":

@@ -95,6 +95,7 @@ func TestExplain(t *testing.T) {
 			"CohortExhausted", "cohort lab may use 4 of h100 GPUs (gres/gpu:h100); 2 in use, it asks for 3"},
 		{"the user's own limit", pending, []Usage{userLimited, team, lab}, nil, "OverQuota", "user root in account alpha may use 2"},
 		{"no limit full now", with("AssocGrpGRES", 0), []Usage{team, lab}, nil, "OverQuota", "was in use when Slurm last looked"},
+		{"limits hidden", pending, nil, nil, "OverQuota", "a GPU limit of account alpha or a parent is in use; it asks for 1 h100 GPUs (the limits are not readable here)"},
 		{"qos", with("QOSGrpGRES", 1), nil, &qos, "OverQuota", "QOS normal may use 8 of h100 GPUs (gres/gpu); 8 in use, it asks for 1"},
 		{"qos unread", with("QOSGrpGRES", 1), nil, nil, "OverQuota", "QOS normal's GPU limit is in use"},
 		{"resources", with("Resources", 4), nil, nil, "InsufficientNodes", "partition gpu's nodes lack 4 free h100 GPUs on 1 node(s)"},
