@@ -67,7 +67,7 @@ func testManager(t *testing.T, env *testenv.Env) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&StatusReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&StatusReconciler{Client: mgr.GetClient(), MeterEvery: time.Second}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -107,6 +107,7 @@ func testManager(t *testing.T, env *testenv.Env) {
 	}
 	testenv.Eventually(t, 60*time.Second, "the manager applies gamma's ClusterQueue", nominal("8"))
 
+	submitted := time.Now()
 	job(t, c, "gamma", "g1", "batch", 4)
 	waitRunning(t, c, "gamma", "g1")
 	job(t, c, "gamma", "g2", "batch", 9) // 13 > 8 + 4
@@ -119,6 +120,28 @@ func testManager(t *testing.T, env *testenv.Env) {
 		s := team.Status
 		if len(s.Flavors) != 1 || s.Flavors[0].Flavor != "t4-16gb" || s.Flavors[0].UsedGPUs != 4 || s.AdmittedWorkloads != 1 || s.PendingWorkloads != 1 {
 			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+
+	// Showback under Kueue: gamma's metered GPU time grows with its 4
+	// admitted GPUs, never past 4 GPUs since g1 was submitted.
+	testenv.Eventually(t, 30*time.Second, "gamma's GPU time metered from its ClusterQueue", func() error {
+		team := &allotv1.Team{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "gamma"}, team); err != nil {
+			return err
+		}
+		var secs int64
+		for _, m := range team.Status.Metered {
+			if m.Flavor == "t4-16gb" {
+				secs += m.GPUSeconds
+			}
+		}
+		if most := 4 * int64(time.Since(submitted).Seconds()+2); secs > most {
+			t.Fatalf("gamma metered %d GPU-seconds of t4-16gb, more than 4 GPUs since g1's submission allow (%d)", secs, most)
+		}
+		if secs < 4*3 || team.Status.MeteredAt == nil {
+			return fmt.Errorf("gamma metered %d GPU-seconds of t4-16gb (at %v), want at least 3 s of 4 GPUs", secs, team.Status.MeteredAt)
 		}
 		return nil
 	})

@@ -3,10 +3,14 @@ package kueue
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -70,10 +74,55 @@ func quantity(v any) int64 {
 
 // StatusReconciler writes each team's usage and pending workloads, as Kueue's
 // ClusterQueue status says them, into its Team's status and the allot_team_*
-// gauges: the finance report's showback and the dashboards read them there
-// whichever scheduler admits.
+// gauges, and meters the team's GPU time from that usage: the finance
+// report's showback and the dashboards read them there whichever scheduler
+// admits.
 type StatusReconciler struct {
 	Client client.Client
+	// MeterEvery is how often a team's GPU time is brought up to date while
+	// its usage does not change (default DefaultMeterEvery).
+	MeterEvery time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultMeterEvery is how often an unchanged usage is metered.
+const DefaultMeterEvery = 30 * time.Second
+
+// TierAll is the tier of GPU time metered from Kueue: a ClusterQueue's
+// usage does not say which priority its workloads ran at.
+const TierAll = ""
+
+// meter brings s's metered GPU time up to now: the usage s recorded last
+// (its Flavors) held since MeteredAt, in whole seconds; MeteredAt moves by
+// those whole seconds, so no fraction is lost between calls. The first call
+// only starts the clock.
+func meter(s allotv1.TeamStatus, now time.Time) ([]allotv1.MeteredUsage, *metav1.Time) {
+	if s.MeteredAt == nil {
+		return s.Metered, &metav1.Time{Time: now.Truncate(time.Second)}
+	}
+	secs := int64(now.Sub(s.MeteredAt.Time) / time.Second)
+	if secs <= 0 {
+		return s.Metered, s.MeteredAt
+	}
+	out := slices.Clone(s.Metered)
+	for _, f := range s.Flavors {
+		if f.UsedGPUs <= 0 {
+			continue
+		}
+		i := slices.IndexFunc(out, func(m allotv1.MeteredUsage) bool { return m.Flavor == f.Flavor && m.Tier == TierAll })
+		if i < 0 {
+			out = append(out, allotv1.MeteredUsage{Flavor: f.Flavor, Tier: TierAll})
+			i = len(out) - 1
+		}
+		if add := f.UsedGPUs * secs; add > 0 && out[i].GPUSeconds <= math.MaxInt64-add {
+			out[i].GPUSeconds += add
+		}
+	}
+	slices.SortFunc(out, func(a, b allotv1.MeteredUsage) int {
+		return cmp.Or(cmp.Compare(a.Flavor, b.Flavor), cmp.Compare(a.Tier, b.Tier))
+	})
+	return out, &metav1.Time{Time: s.MeteredAt.Add(time.Duration(secs) * time.Second)}
 }
 
 // SetupWithManager watches the ClusterQueues.
@@ -107,14 +156,20 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		nominal[q.Flavor] = q.Nominal
 	}
 	runner.SetTeamGauges(name, nominal, u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads)
-	if slices.Equal(team.Status.Flavors, u.Flavors) && team.Status.PendingWorkloads == u.PendingWorkloads &&
-		team.Status.AdmittedWorkloads == u.AdmittedWorkloads {
-		return ctrl.Result{}, nil
+	every := cmp.Or(r.MeterEvery, DefaultMeterEvery)
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
 	}
+	metered, at := meter(team.Status, now)
 	patched := team.DeepCopy()
 	patched.Status.Flavors, patched.Status.PendingWorkloads, patched.Status.AdmittedWorkloads = u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads
+	patched.Status.Metered, patched.Status.MeteredAt = metered, at
+	if equality.Semantic.DeepEqual(team.Status, patched.Status) {
+		return ctrl.Result{RequeueAfter: every}, nil
+	}
 	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(team)); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: every}, nil
 }
