@@ -90,9 +90,11 @@ type TeamStatus struct {
 	// +optional
 	AdmittedWorkloads int64 `json:"admittedWorkloads,omitempty"`
 
-	// Metered is the GPU time the team's pods bound by allot have used, per
-	// flavor and tier, since the team was first scheduled for: the scheduler
-	// meters it from its own bindings and keeps it here across restarts.
+	// Metered is the GPU time the team's workloads have used, per flavor and
+	// tier, since the team was first scheduled for: allot's scheduler meters
+	// it from its own bindings, or under Kueue the team status reconciler from
+	// the team's ClusterQueue usage (tier ""), and keeps it here across
+	// restarts.
 	// +optional
 	// +listType=atomic
 	Metered []MeteredUsage `json:"metered,omitempty"`
@@ -107,7 +109,8 @@ type MeteredUsage struct {
 	// Flavor is the GPU model or pool class.
 	Flavor string `json:"flavor"`
 
-	// Tier is the priority tier the pods ran in.
+	// Tier is the priority tier the pods ran in ("" when metered from
+	// Kueue, whose queue usage has no priority).
 	Tier string `json:"tier"`
 
 	// GPUSeconds are GPUs times seconds bound, whole seconds.
