@@ -17,11 +17,7 @@ func explainSlurm(ctx context.Context, out io.Writer, id string) error {
 	}
 	for _, e := range es {
 		j := e.Job
-		what := "GPUs"
-		if e.GRESType != "" {
-			what = e.GRESType + " GPUs"
-		}
-		line := fmt.Sprintf("slurm/%s: account %s, QOS %s, partition %s, %d %s on %d node(s): %s", j.ID, j.Account, j.QOS, j.Partition, e.GPUs, what, j.Nodes, j.State)
+		line := fmt.Sprintf("slurm/%s: account %s, QOS %s, partition %s, %d %s on %d node(s): %s", j.ID, j.Account, j.QOS, j.Partition, e.GPUs, e.GPUKind(), j.Nodes, j.State)
 		if j.State == "PENDING" {
 			line += " (" + j.Reason + ")"
 		}

@@ -417,6 +417,11 @@ func readKubeList(flag, file, kind, get string, list runtime.Object) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
+	return parseKubeList(flag, file, b, kind, get, list)
+}
+
+// parseKubeList is readKubeList of b, already read from file.
+func parseKubeList(flag, file string, b []byte, kind, get string, list runtime.Object) error {
 	if err := yaml.Unmarshal(b, list); err != nil {
 		return fmt.Errorf("%s %s: not a list of %ss: %w", flag, file, kind, err)
 	}

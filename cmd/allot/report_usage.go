@@ -52,7 +52,7 @@ func readMetered(stderr io.Writer, files []string, cfg *schema.Config) ([]financ
 			out = append(out, m...)
 			continue
 		}
-		m, err := readTeamUsage(file)
+		m, err := readTeamUsage(file, b)
 		if err != nil {
 			return nil, err
 		}
@@ -61,10 +61,11 @@ func readMetered(stderr io.Writer, files []string, cfg *schema.Config) ([]financ
 	return out, nil
 }
 
-// readTeamUsage reads the Teams' metered use from a TeamList.
-func readTeamUsage(file string) ([]finance.Metered, error) {
+// readTeamUsage reads the Teams' metered use from a TeamList (b, read
+// from file).
+func readTeamUsage(file string, b []byte) ([]finance.Metered, error) {
 	var list allotv1.TeamList
-	if err := readKubeList("--usage", file, "Team", "kubectl get teams.allot.dev -o yaml, or allot slurm usage -o json", &list); err != nil {
+	if err := parseKubeList("--usage", file, b, "Team", "kubectl get teams.allot.dev -o yaml, or allot slurm usage -o json", &list); err != nil {
 		return nil, err
 	}
 	var out []finance.Metered

@@ -82,8 +82,6 @@ type StatusReconciler struct {
 	// MeterEvery is how often a team's GPU time is brought up to date while
 	// its usage does not change (default DefaultMeterEvery).
 	MeterEvery time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 }
 
 // DefaultMeterEvery is how often an unchanged usage is metered.
@@ -157,11 +155,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	runner.SetTeamGauges(name, nominal, u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads)
 	every := cmp.Or(r.MeterEvery, DefaultMeterEvery)
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
-	metered, at := meter(team.Status, now)
+	metered, at := meter(team.Status, time.Now())
 	patched := team.DeepCopy()
 	patched.Status.Flavors, patched.Status.PendingWorkloads, patched.Status.AdmittedWorkloads = u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads
 	patched.Status.Metered, patched.Status.MeteredAt = metered, at

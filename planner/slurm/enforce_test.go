@@ -32,21 +32,7 @@ teams: {
 // with AssocGrpGRES, typed or untyped, while the other team's job runs.
 func TestRenderedAccountingEnforced(t *testing.T) {
 	c := slurmtest.Start(t, slurmtest.Options{Nodes: 2, GPUsPerNode: 4, GPUType: "h100", Partition: "gpu"})
-	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(enforceRepo)}})
-	if cfg == nil {
-		t.Fatal(findings)
-	}
-	want, err := slurm.Build(cfg, planner.Build(cfg), "hpc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sec := range want.Commands() {
-		for _, argv := range sec.Argv {
-			c.Run(t, argv[0], argv[1:]...)
-		}
-	}
-	user := strings.TrimSpace(c.Run(t, "id", "-un"))
-	c.Run(t, "sacctmgr", "-i", "add", "user", user, "account=alpha,beta")
+	applyEnforceRepo(t, c)
 
 	submit := func(account, gres string) string {
 		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "-p", "gpu", "--gres="+gres, "--wrap", "sleep 300"))
@@ -68,6 +54,24 @@ func TestRenderedAccountingEnforced(t *testing.T) {
 // cancelled).
 func TestRenderedPreemptionRequeues(t *testing.T) {
 	c := slurmtest.Start(t, slurmtest.Options{Nodes: 1, GPUsPerNode: 4, GPUType: "h100", Partition: "gpu"})
+	applyEnforceRepo(t, c)
+	submit := func(account, qos string) string {
+		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "--qos", qos, "-p", "gpu", "--gres=gpu:h100:4", "--wrap", "sleep 300"))
+	}
+	spot := submit("alpha", "spot")
+	c.WaitJob(t, spot, "RUNNING", "")
+	prod := submit("beta", "prod")
+	c.WaitJob(t, prod, "RUNNING", "")
+	c.WaitJob(t, spot, "PENDING", "")
+	if out := c.Run(t, "scontrol", "-o", "show", "job", spot); !strings.Contains(out, " Restarts=1 ") {
+		t.Errorf("the spot job was not requeued once:\n%s", out)
+	}
+}
+
+// applyEnforceRepo runs enforceRepo's rendered sacctmgr commands (argv) on
+// c and lets this user submit to alpha and beta.
+func applyEnforceRepo(t *testing.T, c *slurmtest.Cluster) {
+	t.Helper()
 	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(enforceRepo)}})
 	if cfg == nil {
 		t.Fatal(findings)
@@ -83,15 +87,4 @@ func TestRenderedPreemptionRequeues(t *testing.T) {
 	}
 	user := strings.TrimSpace(c.Run(t, "id", "-un"))
 	c.Run(t, "sacctmgr", "-i", "add", "user", user, "account=alpha,beta")
-	submit := func(account, qos string) string {
-		return strings.TrimSpace(c.Run(t, "sbatch", "--parsable", "-A", account, "--qos", qos, "-p", "gpu", "--gres=gpu:h100:4", "--wrap", "sleep 300"))
-	}
-	spot := submit("alpha", "spot")
-	c.WaitJob(t, spot, "RUNNING", "")
-	prod := submit("beta", "prod")
-	c.WaitJob(t, prod, "RUNNING", "")
-	c.WaitJob(t, spot, "PENDING", "")
-	if out := c.Run(t, "scontrol", "-o", "show", "job", spot); !strings.Contains(out, " Restarts=1 ") {
-		t.Errorf("the spot job was not requeued once:\n%s", out)
-	}
 }

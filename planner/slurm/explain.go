@@ -168,10 +168,7 @@ func Explain(j Job, chain []Usage, qos *Usage) Explanation {
 			e.GRESType = t
 		}
 	}
-	what := "GPUs"
-	if e.GRESType != "" {
-		what = e.GRESType + " GPUs"
-	}
+	what := e.GPUKind()
 	if j.State != "PENDING" {
 		if j.State == "RUNNING" {
 			e.Message = fmt.Sprintf("it runs on %s (%d node(s), %d %s)", j.NodeList, j.Nodes, e.GPUs, what)
@@ -243,6 +240,15 @@ func Explain(j Job, chain []Usage, qos *Usage) Explanation {
 		e.Advice = "This is no matter of allot's quotas or capacity (a dependency, a begin time, a hold, a site limit): see scontrol show job."
 	}
 	return e
+}
+
+// GPUKind names the GPUs the job asks for: "h100 GPUs", or "GPUs" when
+// untyped.
+func (e Explanation) GPUKind() string {
+	if e.GRESType == "" {
+		return "GPUs"
+	}
+	return e.GRESType + " GPUs"
 }
 
 // binding is the GPU limit of u that the job's request tres exceeds, typed
