@@ -15,6 +15,9 @@ type testHooks struct {
 	// memoCheck runs each search the memo would skip and is told whether it
 	// found victims (memo.go).
 	memoCheck func(w *workload, ok bool)
+	// boundCheck runs each search's bounds a refusal of another search
+	// would skip (memo.go) and is told whether they refused it.
+	boundCheck func(w *workload, refused bool)
 	// crossTally sees what each tally found; the search is then run by
 	// what-if evictions too, whose answer it checks (tally.go).
 	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))

@@ -353,8 +353,9 @@ type flavorState struct {
 	// victim order, kept as they start and end (see victims.go).
 	victims map[*team]map[*view]*teamVictims
 	// gen counts the changes of what a preemption search on the flavor
-	// reads (memo.go).
-	gen uint64
+	// reads (memo.go); bounds what the searches' bounds refused on it.
+	gen    uint64
+	bounds bounds
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {

@@ -89,3 +89,101 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 		s.flipSeen = l.flipAt
 	}
 }
+
+// A search's bounds (candidates' room, roomInPods, roomInOneDomain) read
+// what is free on its view and the candidates it may take: its team's lower
+// tiers and, by its kind, what the others borrow, or of that what was
+// submitted after it. While nothing changes (the flavor's generation and the
+// time), the searches of one team, tier, view and kind read the same
+// candidates, or for a starving one submitted later a part of them: a bound
+// one refused refuses every one of them that asks as much or more (more
+// GPUs; at least as many pods of at least as many GPUs; a domain of the same
+// level for at least as many GPUs). A starving queue's searches are mostly
+// such repeats of one workload's refusal by the next ones in its run.
+
+// boundKey names the candidates a search reads but for its submission.
+type boundKey struct {
+	v    *view
+	t    *team
+	prio int64
+	kind searchKind
+}
+
+// refusal is a bound refused for a search submitted at after (unixNanos;
+// 0 but for kindStarving): room, the GPUs its view had free and takeable,
+// were fewer than it asked; or no nodes could take pods pods of gpp GPUs; or
+// no domain of level could take need GPUs.
+type refusal struct {
+	after int64
+	room  GPUs
+	gpp   GPUs
+	pods  int64
+	level string
+	need  GPUs
+}
+
+// maxRefusals bounds what one key keeps (the latest).
+const maxRefusals = 8
+
+// bounds are the refusals of the searches of one key at one state.
+type bounds struct {
+	gen   uint64
+	now   time.Time
+	byKey map[boundKey][]refusal
+}
+
+// boundsOf returns f's refusals at the state now, or nil when the memo is
+// off.
+func (s *Scheduler) boundsOf(f *flavorState) *bounds {
+	if !s.memoOn() {
+		return nil
+	}
+	b := &f.bounds
+	if b.gen != f.gen || !b.now.Equal(s.now) {
+		b.gen, b.now = f.gen, s.now
+		clear(b.byKey)
+	}
+	if b.byKey == nil {
+		b.byKey = map[boundKey][]refusal{}
+	}
+	return b
+}
+
+// refuses says whether a refusal of k stands for w's search, submitted at
+// after.
+func (b *bounds) refuses(k boundKey, after int64, w *workload) bool {
+	if b == nil {
+		return false
+	}
+	need := w.GPUs()
+	for _, r := range b.byKey[k] {
+		if after < r.after {
+			continue
+		}
+		switch {
+		case r.level != "":
+			if w.spec.Require == r.level && need >= r.need {
+				return true
+			}
+		case r.pods > 0:
+			if w.spec.GPUsPerPod >= r.gpp && w.spec.Pods >= r.pods {
+				return true
+			}
+		case need > r.room:
+			return true
+		}
+	}
+	return false
+}
+
+// refused records r for k.
+func (b *bounds) refused(k boundKey, r refusal) {
+	if b == nil {
+		return
+	}
+	l := b.byKey[k]
+	if len(l) >= maxRefusals {
+		l = l[1:]
+	}
+	b.byKey[k] = append(l, r)
+}

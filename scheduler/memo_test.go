@@ -13,9 +13,10 @@ import (
 // times) on two schedulers in lockstep, one remembering failed searches
 // and one not (Options.NoSearchMemo), and requires the same decisions every
 // cycle and the same usage at the end. Every search the memo would skip is
-// run anyway (memoCheck) and must fail.
+// run anyway (memoCheck) and must fail, and every search whose bounds another
+// one's refusal would refuse (boundCheck) has them checked and refused.
 func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
-	hits := 0
+	hits, refusals := 0, 0
 	for seed := range 120 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 43))
 		rules := seed%2 == 1
@@ -38,6 +39,15 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 		}
 		b.s.hooks().memoCheck = func(w *workload, _ bool) {
 			t.Fatalf("seed %d: the memo is off, yet %s's search was remembered", seed, w.spec.ID)
+		}
+		a.s.hooks().boundCheck = func(w *workload, refused bool) {
+			refusals++
+			if !refused {
+				t.Fatalf("seed %d: %s's bounds were taken as refused by another search's, yet they pass", seed, w.spec.ID)
+			}
+		}
+		b.s.hooks().boundCheck = func(w *workload, _ bool) {
+			t.Fatalf("seed %d: the memo is off, yet %s's bounds were taken from another search", seed, w.spec.ID)
 		}
 		// Quiet stretches: time passes and nothing else happens, so that
 		// what changes with time alone (starving, a drained gang's grace)
@@ -81,7 +91,10 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 	if hits < 1000 {
 		t.Fatalf("only %d searches remembered in all the worlds: the test does not exercise the memo", hits)
 	}
-	t.Logf("%d searches the memo would skip, each run and failed", hits)
+	if refusals < 1000 {
+		t.Fatalf("only %d bounds refused by another search's refusal: the test does not exercise them", refusals)
+	}
+	t.Logf("%d searches the memo would skip, each run and failed; %d refused by another's bounds, each checked", hits, refusals)
 }
 
 // TestSearchMemoSeesTheStarvingTime: a search that failed before its
@@ -130,5 +143,35 @@ func TestUnixNanosOrdersAsTime(t *testing.T) {
 				t.Errorf("%v before %v, yet %d >= %d", a, b, unixNanos(a), unixNanos(b))
 			}
 		}
+	}
+}
+
+// TestBoundsReadTheSubmission: a starving search's bounds refused for a
+// workload submitted after the borrowed work do not stand for one of its run
+// submitted before it, which may take that work back, though nothing else
+// differs (the same team, tier, view and state).
+func TestBoundsReadTheSubmission(t *testing.T) {
+	cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{
+		teamQ("a", "org", 8, nil, nil), teamQ("b", "org", 8, nil, nil), teamQ("c", "org", 16, nil, nil)}}
+	f := newFx(t, cfg, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: -1, StarvationAfter: 10 * time.Minute})
+	f.submit(wl("a0", "a", "production", 1, 8, 0), wl("c1", "c", "production", 1, 8, 0))
+	f.cycle(0)
+	// b borrows c's idle quota with work submitted at second 2; a is at
+	// its nominal, so its next workloads may only take back as starving.
+	f.submit(wl("b1", "b", "production", 1, 8, 2), wl("b2", "b", "production", 1, 8, 2))
+	f.cycle(2)
+	f.submit(wl("early", "a", "production", 1, 8, 1), wl("late", "a", "production", 1, 8, 3))
+	s := f.s
+	s.setNow(at(20 * 60))
+	fl := s.flavors["a"]
+	early, late := s.workloads["early"], s.workloads["late"]
+	if k := s.kindOf(late, fl, false); k != kindStarving {
+		t.Fatalf("late's search is of kind %d, want a starving one", k)
+	}
+	if _, _, _, ok := s.findVictims(late, fl, s.viewOf(late, fl), false); ok {
+		t.Fatal("late found victims: it may take back only work submitted after it")
+	}
+	if _, _, _, ok := s.findVictims(early, fl, s.viewOf(early, fl), false); !ok {
+		t.Fatal("early found no victims after late's refusal: it may take back b's later borrowed work")
 	}
 }

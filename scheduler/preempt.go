@@ -98,21 +98,43 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 // be placed after all) or from their lists (tryVictims). bounded says the
 // search was a bounded one (victimSearch.bounded).
 func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving bool) (keep []candidate, evicted []whatIf, bounded, ok bool) {
-	search, ok := s.candidates(w, f, starving)
-	bounded = search.bounded
+	kind := s.kindOf(w, f, starving)
+	key := boundKey{v: v, t: w.team, prio: w.tier.spec.Priority, kind: kind}
+	var after int64
+	if kind == kindStarving {
+		after = unixNanos(w.spec.Submitted)
+	}
+	b := s.boundsOf(f)
+	known := b.refuses(key, after, w)
+	if known && (s.test == nil || s.test.boundCheck == nil) {
+		return nil, nil, kind == kindReclaim && boundedFor(w, f), false
+	}
+	refused := func(r refusal) (keep []candidate, evicted []whatIf, bounded, ok bool) {
+		if known {
+			s.test.boundCheck(w, true)
+		}
+		r.after = after
+		b.refused(key, r)
+		return nil, nil, kind == kindReclaim && boundedFor(w, f), false
+	}
+	search, room, ok := s.candidatesOf(w, f, kind)
 	if !ok {
-		return nil, nil, bounded, false
+		return refused(refusal{room: room})
 	}
 	if w.spec.Pods > 1 && !s.roomInPods(w, f, v, search) {
 		// Not enough nodes could take its pods were every candidate
 		// evicted: the GPUs are there in all, on the wrong nodes.
-		return nil, nil, bounded, false
+		return refused(refusal{gpp: w.spec.GPUsPerPod, pods: w.spec.Pods})
 	}
 	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
 		// A gang held to one domain that no domain could hold with every
 		// candidate there evicted: no search can make it fit.
-		return nil, nil, bounded, false
+		return refused(refusal{level: w.spec.Require, need: w.GPUs()})
 	}
+	if known {
+		s.test.boundCheck(w, false)
+	}
+	bounded = search.bounded
 	if s.test != nil && s.test.searched != nil {
 		s.test.searched(false)
 	}
@@ -122,7 +144,7 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 	case s.test != nil && s.test.crossTally != nil:
 		tallied, tok := t.run(search)
 		check := s.test.crossTally(w, tallied, tok)
-		again, _ := s.candidates(w, f, starving)
+		again, _, _ := s.candidatesOf(w, f, kind)
 		keep, ok = s.tryVictims(w, f, again)
 		check(keep, ok)
 	default:

@@ -121,3 +121,31 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 	}
 	return false
 }
+
+// searchKind is which candidates a preemption search may take (candidates).
+type searchKind uint8
+
+const (
+	// kindReclaim: a team within its nominal reclaims what the others of
+	// its cohort borrow, and evicts its own lower tiers.
+	kindReclaim searchKind = iota
+	// kindStarving: a starving workload takes back what the others borrow
+	// of its tier or lower, submitted after it, and evicts its own lower
+	// tiers.
+	kindStarving
+	// kindOwn: only its own team's lower, preemptible tiers.
+	kindOwn
+)
+
+// kindOf says which search w may make on f; starving asks for a starving
+// workload's even where its team may reclaim within its nominal (the second
+// search, see preempt).
+func (s *Scheduler) kindOf(w *workload, f *flavorState, starving bool) searchKind {
+	switch {
+	case !starving && reclaimsFor(w.team, w.tier, f, w.GPUs()):
+		return kindReclaim
+	case s.takesBack(w.team, w.tier, f, w.since):
+		return kindStarving
+	}
+	return kindOwn
+}

@@ -517,20 +517,25 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // tried. starving asks for the search of a starving workload even where its
 // team may reclaim within its nominal (the second search, see preempt).
 func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *victimSearch, ok bool) {
+	vs, _, ok = s.candidatesOf(w, f, s.kindOf(w, f, starving))
+	return vs, ok
+}
+
+// candidatesOf is candidates for a search of the kind given (kindOf); room
+// is what the view has free and the candidates hold.
+func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
 	t := w.team
 	v := s.viewOf(w, f)
-	room := v.all.free
+	room = v.all.free
 	vs = &victimSearch{prio: w.tier.spec.Priority}
 	reason := PreemptReclaim
-	// A reclaim that is not a team's within its nominal is a starving one
-	// (reclaims, with reclaimsFor read once).
-	forStarving := starving || !reclaimsFor(t, w.tier, f, w.GPUs())
+	forStarving := kind != kindReclaim
 	if forStarving {
 		reason, vs.after = PreemptStarving, unixNanos(w.spec.Submitted)
-	} else if r := t.q.r(f.id); r.usage+w.GPUs() > r.nominal {
-		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, r.nominal-w.GPUs()
+	} else if boundedFor(w, f) {
+		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, t.q.r(f.id).nominal-w.GPUs()
 	}
-	if !forStarving || s.takesBack(t, w.tier, f, w.since) {
+	if kind != kindOwn {
 		root := t.q.root()
 		for _, o := range root.teams {
 			if o == t || o.reclaimable(f.id) == 0 {
@@ -580,7 +585,15 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 			room += g
 		}
 	}
-	return vs, room >= w.GPUs()
+	return vs, room, room >= w.GPUs()
+}
+
+// boundedFor says whether w's reclaim search on f is a bounded one
+// (victimSearch.bounded): its team would pass its nominal were none of its
+// own lower tiers evicted.
+func boundedFor(w *workload, f *flavorState) bool {
+	r := w.team.q.r(f.id)
+	return r.usage+w.GPUs() > r.nominal
 }
 
 // maxGPUs is a budget no stream reaches.
