@@ -15,10 +15,6 @@ const (
 	slurmRootAccount = "root"
 )
 
-// SlurmApproximations are the rules whose warnings say how Slurm
-// approximates a rule of the repository: --strict makes them errors.
-var SlurmApproximations = []string{RuleSlurmBorrowing, RuleSlurmLending, RuleSlurmTopology, RuleSlurmBorrowOnly, RuleSlurmUntypedGPUs}
-
 // SlurmFlavors returns the flavors the pools of Slurm cluster c carry, sorted.
 func SlurmFlavors(cfg *schema.Config, c schema.ClusterName) []schema.Flavor {
 	set := map[schema.Flavor]bool{}
@@ -57,7 +53,7 @@ func checkSlurm(cfg *schema.Config) schema.Findings {
 			}
 		}
 		if p.Topology != nil {
-			out = append(out, finding(RuleSlurmTopology, cfg.Pos("pools", string(n), "topology"), fmt.Sprintf(
+			out = append(out, cfg.Approximation(RuleSlurmTopology, cfg.Pos("pools", string(n), "topology"), "pool", string(n), fmt.Sprintf(
 				"pool %s: Slurm places by the switches of topology.conf (topology/tree), rendered from these levels: it prefers the fewest switches, and requires them only for a job that asks --switches", n)))
 		}
 	}
@@ -144,17 +140,17 @@ func checkSlurmTeams(cfg *schema.Config, c schema.ClusterName) schema.Findings {
 				if q.BorrowingLimit != nil {
 					limit = fmt.Sprintf("nominal + borrowingLimit (%d)", q.Nominal+*q.BorrowingLimit)
 				}
-				out = append(out, finding(RuleSlurmBorrowing, cfg.Pos(append(path, "borrowingLimit")...), fmt.Sprintf(
+				out = append(out, cfg.Approximation(RuleSlurmBorrowing, cfg.Pos(append(path, "borrowingLimit")...), "team", string(n), fmt.Sprintf(
 					"team %s: Slurm has no borrowing: in cluster %s the team's account may hold up to %s of %s (GrpTRES) under its cohort's account, which caps the cohort at its nominal sum; GPUs lent are not reclaimed from a borrower except by preempting its preemptible tiers",
 					n, c, limit, f)))
 			}
 			if q.LendingLimit != nil {
-				out = append(out, finding(RuleSlurmLending, cfg.Pos(append(path, "lendingLimit")...), fmt.Sprintf(
+				out = append(out, cfg.Approximation(RuleSlurmLending, cfg.Pos(append(path, "lendingLimit")...), "team", string(n), fmt.Sprintf(
 					"team %s: Slurm cannot keep part of a quota from the cohort: in cluster %s the lendingLimit of %s is not enforced (the cohort's cap is shared first come)", n, c, f)))
 			}
 		}
 		if len(mine) > 0 && len(flavors) > 1 {
-			out = append(out, finding(RuleSlurmUntypedGPUs, cfg.Pos("teams", string(n), "quota"), fmt.Sprintf(
+			out = append(out, cfg.Approximation(RuleSlurmUntypedGPUs, cfg.Pos("teams", string(n), "quota"), "team", string(n), fmt.Sprintf(
 				"team %s: a job of cluster %s asking for untyped GPUs (--gres=gpu:N) counts only against gres/gpu, the sum of the team's limits there: it may run on GPUs of any of %s, beyond the team's quota of that flavor; ask for gpu:<type>",
 				n, c, joinFlavors(flavors))))
 		}
@@ -206,7 +202,7 @@ func checkSlurmAccounts(cfg *schema.Config) schema.Findings {
 			out = append(out, finding(RuleSlurmNames, t.Pos, "tier normal: every Slurm cluster has its own QOS normal, which allot does not manage; rename the tier"))
 		}
 		if t.BorrowOnly {
-			out = append(out, finding(RuleSlurmBorrowOnly, cfg.Pos("tiers", string(n), "borrowOnly"), fmt.Sprintf(
+			out = append(out, cfg.Approximation(RuleSlurmBorrowOnly, cfg.Pos("tiers", string(n), "borrowOnly"), "tier", string(n), fmt.Sprintf(
 				"tier %s: Slurm counts every job against its account's GrpTRES: in a Slurm cluster a borrowOnly tier's jobs take the team's quota, and are only requeued by the higher tiers whose QOS preempt it", n)))
 		}
 	}

@@ -46,6 +46,12 @@ type Finding struct {
 	Message string
 	// Related are further places the finding involves (the other side of a conflict).
 	Related []Pos
+	// Approximation names the object ("tier batch", "team vision", "pool
+	// a100") of a rule a scheduler only approximates, a warning saying how;
+	// Accepted: the object says approximate: true. Strict makes the others
+	// errors.
+	Approximation string
+	Accepted      bool
 }
 
 func (f Finding) String() string {
@@ -99,4 +105,47 @@ func boolCmp(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// Approximation is a warning that a scheduler only approximates a rule of
+// the tier, team or pool named (kind "tier", "team" or "pool"), at pos;
+// accepted when the object says approximate: true.
+func (c *Config) Approximation(rule string, pos Pos, kind, name, msg string) Finding {
+	f := Finding{Severity: SeverityWarning, Rule: rule, Pos: pos, Message: msg, Approximation: kind + " " + name}
+	switch kind {
+	case "tier":
+		f.Accepted = c.Tiers[TierName(name)] != nil && c.Tiers[TierName(name)].Approximate
+	case "team":
+		f.Accepted = c.Teams[TeamName(name)] != nil && c.Teams[TeamName(name)].Approximate
+	case "pool":
+		f.Accepted = c.Pools[PoolName(name)] != nil && c.Pools[PoolName(name)].Approximate
+	}
+	if f.Accepted {
+		f.Message += fmt.Sprintf(" (accepted: %s says approximate: true)", f.Approximation)
+	}
+	return f
+}
+
+// Strict returns fs with each approximation its object does not accept made
+// an error that says how to accept it.
+func (fs Findings) Strict() Findings {
+	out := slices.Clone(fs)
+	for i, f := range out {
+		if f.Approximation != "" && !f.Accepted && f.Severity == SeverityWarning {
+			out[i].Severity = SeverityError
+			out[i].Message += fmt.Sprintf(" (strict: accept it with approximate: true on %s)", f.Approximation)
+		}
+	}
+	return out
+}
+
+// Approximations returns the approximations of fs, accepted or not.
+func (fs Findings) Approximations() Findings {
+	var out Findings
+	for _, f := range fs {
+		if f.Approximation != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

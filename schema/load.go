@@ -338,12 +338,14 @@ type raw struct {
 			FirstIndex int64  `json:"firstIndex"`
 			GRESType   string `json:"gresType"`
 		} `json:"slurm"`
+		Approximate bool `json:"approximate"`
 	} `json:"pools"`
 	Tiers map[string]struct {
 		Priority    int64  `json:"priority"`
 		Preemptible bool   `json:"preemptible"`
 		BorrowOnly  bool   `json:"borrowOnly"`
 		Description string `json:"description"`
+		Approximate bool   `json:"approximate"`
 	} `json:"tiers"`
 	Cohorts map[string]struct {
 		Parent string `json:"parent"`
@@ -362,7 +364,8 @@ type raw struct {
 		Budget *struct {
 			MonthlyUSD *json.Number `json:"monthlyUSD"`
 		} `json:"budget"`
-		Weight json.Number `json:"weight"`
+		Weight      json.Number `json:"weight"`
+		Approximate bool        `json:"approximate"`
 	} `json:"teams"`
 	Policy *struct {
 		FinanceApprovalAbove *json.Number `json:"financeApprovalAboveMonthlyUSD"`
@@ -398,7 +401,7 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 	for name, p := range r.Pools {
 		pool := &Pool{
 			Name: PoolName(name), Cluster: ClusterName(p.Cluster), Flavor: Flavor(p.Flavor), MachineType: p.MachineType,
-			GPUsPerNode: p.GPUsPerNode, MinNodes: p.Nodes.Min, MaxNodes: p.Nodes.Max, SpareNodes: p.SpareNodes,
+			GPUsPerNode: p.GPUsPerNode, MinNodes: p.Nodes.Min, MaxNodes: p.Nodes.Max, SpareNodes: p.SpareNodes, Approximate: p.Approximate,
 			Headroom: num(p.Headroom, "pools", name, "headroom"),
 			Price: Price{
 				OnDemandPerNodeHour: num(p.Price.OnDemand, "pools", name, "price", "onDemandPerNodeHour"),
@@ -451,14 +454,14 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 	}
 	for name, t := range r.Tiers {
 		cfg.Tiers[TierName(name)] = &Tier{Name: TierName(name), Priority: t.Priority, Preemptible: t.Preemptible,
-			BorrowOnly: t.BorrowOnly, Description: t.Description, Pos: ix.Lookup("tiers", name)}
+			BorrowOnly: t.BorrowOnly, Description: t.Description, Approximate: t.Approximate, Pos: ix.Lookup("tiers", name)}
 	}
 	for name, c := range r.Cohorts {
 		cfg.Cohorts[CohortName(name)] = &Cohort{Name: CohortName(name), Parent: CohortName(c.Parent), Pos: ix.Lookup("cohorts", name)}
 	}
 	for name, t := range r.Teams {
 		team := &Team{Name: TeamName(name), CostCenter: t.CostCenter, Owners: t.Owners, Cohort: CohortName(t.Cohort), Namespaces: t.Namespaces,
-			Quota: map[Flavor]Quota{}, Weight: num(t.Weight, "teams", name, "weight"), Pos: ix.Lookup("teams", name)}
+			Quota: map[Flavor]Quota{}, Weight: num(t.Weight, "teams", name, "weight"), Approximate: t.Approximate, Pos: ix.Lookup("teams", name)}
 		for _, tier := range t.Tiers {
 			team.Tiers = append(team.Tiers, TierName(tier))
 		}

@@ -143,3 +143,43 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestApproximateAccepts: approximate: true on a tier, team or pool is read
+// (default false), an approximation of that object is accepted and stays a
+// warning under Strict, and one of an object without it becomes an error
+// that names the object.
+func TestApproximateAccepts(t *testing.T) {
+	src := strings.NewReplacer(`tiers: t: priority: 1`, `tiers: t: {priority: 1, approximate: true}
+tiers: u: priority: 2`,
+		`teams: x: {cohort: "c", `, `teams: x: {approximate: true, cohort: "c", `,
+		`price: onDemandPerNodeHour: 1.5}`, `price: onDemandPerNodeHour: 1.5, approximate: true}`).Replace(minimal)
+	cfg, findings := Load(mapFS(map[string]string{"capacity.cue": src}))
+	if len(findings) > 0 || cfg == nil {
+		t.Fatalf("findings: %v", findings)
+	}
+	if !cfg.Tiers["t"].Approximate || cfg.Tiers["u"].Approximate || !cfg.Teams["x"].Approximate || !cfg.Pools["a"].Approximate {
+		t.Fatalf("approximate: tier t %v, u %v, team x %v, pool a %v", cfg.Tiers["t"].Approximate, cfg.Tiers["u"].Approximate, cfg.Teams["x"].Approximate, cfg.Pools["a"].Approximate)
+	}
+	fs := Findings{
+		cfg.Approximation("r", Pos{}, "tier", "t", "m"), cfg.Approximation("r", Pos{}, "tier", "u", "m"),
+		cfg.Approximation("r", Pos{}, "team", "x", "m"), cfg.Approximation("r", Pos{}, "pool", "a", "m"),
+		cfg.Approximation("r", Pos{}, "pool", "gone", "m"),
+		{Severity: SeverityWarning, Rule: "other", Message: "not an approximation"},
+	}
+	strict := fs.Strict()
+	want := []Severity{SeverityWarning, SeverityError, SeverityWarning, SeverityWarning, SeverityError, SeverityWarning}
+	for i, f := range strict {
+		if f.Severity != want[i] {
+			t.Errorf("%d %q (%s): %s under Strict, want %s", i, f.Approximation, f.Message, f.Severity, want[i])
+		}
+	}
+	if m := strict[1].Message; !strings.Contains(m, "approximate: true on tier u") {
+		t.Errorf("refused approximation's message %q names not the object to accept it on", m)
+	}
+	if m := strict[0].Message; !strings.Contains(m, "accepted: tier t says approximate: true") {
+		t.Errorf("accepted approximation's message %q does not say so", m)
+	}
+	if fs[1].Severity != SeverityWarning || len(fs.Approximations()) != 5 {
+		t.Errorf("Strict changed its input, or Approximations found %d of 5", len(fs.Approximations()))
+	}
+}

@@ -86,7 +86,10 @@ type Pool struct {
 	// Slurm holds the pool's Slurm names when its cluster's scheduler is
 	// slurm (defaults filled in), or when the pool sets them; else nil.
 	Slurm *SlurmNodes
-	Pos   Pos
+	// Approximate: the repository accepts that a scheduler only
+	// approximates a rule of it (Finding.Approximation).
+	Approximate bool
+	Pos         Pos
 }
 
 // SlurmNodes are the Slurm names of a pool: its nodes are NodePrefix then
@@ -140,6 +143,9 @@ type Tier struct {
 	Preemptible bool
 	BorrowOnly  bool
 	Description string
+	// Approximate: the repository accepts that a scheduler only
+	// approximates a rule of it (Finding.Approximation).
+	Approximate bool
 	Pos         Pos
 }
 
@@ -163,7 +169,10 @@ type Team struct {
 	// BudgetMonthlyUSD is nil when the team has no budget.
 	BudgetMonthlyUSD *quantity.Decimal
 	Weight           quantity.Decimal
-	Pos              Pos
+	// Approximate: the repository accepts that a scheduler only
+	// approximates a rule of it (Finding.Approximation).
+	Approximate bool
+	Pos         Pos
 }
 
 // Quota is a team's GPUs of one flavor. A nil limit is unlimited.

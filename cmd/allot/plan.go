@@ -17,6 +17,7 @@ func newPlanCommand() *cobra.Command {
 	var base, output, observed string
 	var simulate simulateFlags
 	var tf terraformFlags
+	var target targetFlag
 	c := &cobra.Command{
 		Use:   "plan DIR",
 		Short: "Show the capacity, quota and cost plan, and its diff against a base",
@@ -34,6 +35,11 @@ With --terraform, each cluster's Terraform module is also planned (terraform ini
 and a plan that takes no state lock, in a copy of WORKDIR/<cluster>) and the plan
 shows per pool the nodes before and after and the resources Terraform adds,
 changes and destroys.
+
+With --target kueue, the rules Kueue only approximates are findings too, and
+the comment lists every approximation in force (Slurm's are always listed);
+--strict makes those their tier, team or pool does not accept (approximate:
+true) errors, as a manager running Kueue does.
 
 With --observed, the pools' observed health (the Pools' status, as
 'kubectl get pools.allot.dev -o yaml' prints it) is read: a pool whose healthy
@@ -54,10 +60,16 @@ cluster's terraform plan failed).`,
 			if err != nil {
 				return err
 			}
+			tg, err := target.target()
+			if err != nil {
+				return err
+			}
 			pl, err := loadPlan(cmd.ErrOrStderr(), dir, base, observed, &simulate)
 			if err != nil {
 				return err
 			}
+			target.addFindings(&pl.head, tg)
+			pl.in.Findings = pl.head.findings
 			if err := pl.describe(dir, base, &simulate); err != nil {
 				return err
 			}
@@ -84,6 +96,7 @@ cluster's terraform plan failed).`,
 	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	tf.register(c)
+	target.register(c)
 	return c
 }
 

@@ -190,3 +190,61 @@ teams: {
 		t.Errorf("no change: exit %d, a Slurm section:\n%s", code, out)
 	}
 }
+
+// TestApproximateAccepts: approximate: true on a tier keeps its rule Kueue
+// only approximates a warning under --strict, saying so, while the others
+// stay errors; the plan's comment lists every approximation in force with
+// which are accepted, and its JSON marks them.
+func TestApproximateAccepts(t *testing.T) {
+	dir := copyExamples(t)
+	tiers := filepath.Join(dir, "tiers.cue")
+	b, err := os.ReadFile(tiers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Replace(string(b), "borrowOnly: true,", "borrowOnly: true, approximate: true,", 1)
+	if body == string(b) {
+		t.Fatalf("no borrowOnly tier in %s:\n%s", tiers, b)
+	}
+	if err := os.WriteFile(tiers, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := allot(t, nil, "validate", dir, "--target", "kueue", "--strict")
+	if code != 1 || !strings.Contains(stdout, "warning: kueue-borrow-only: ") || !strings.Contains(stdout, "(accepted: tier opportunist says approximate: true)") ||
+		!strings.Contains(stdout, "error: kueue-weight: ") || strings.Contains(stdout, "error: kueue-borrow-only") {
+		t.Errorf("validate --strict: exit %d, want 1, kueue-borrow-only an accepted warning and kueue-weight an error:\n%s", code, stdout)
+	}
+	_, md, _ := allot(t, nil, "plan", dir, "--target", "kueue", "-o", "markdown")
+	if !strings.Contains(md, "**Approximations in force**: 10, 1 accepted") || !strings.Contains(md, "| ✅ accepted | tier opportunist | kueue-borrow-only |") ||
+		!strings.Contains(md, "| ⚠️ not accepted | team nlp | kueue-weight |") {
+		t.Errorf("plan --target kueue -o markdown lists not the approximations in force:\n%s", md)
+	}
+	if _, plain, _ := allot(t, nil, "plan", dir, "-o", "markdown"); strings.Contains(plain, "Approximations in force") {
+		t.Errorf("plan for allot's own scheduler lists approximations:\n%s", plain)
+	}
+	_, js, _ := allot(t, nil, "plan", dir, "--target", "kueue", "-o", "json")
+	var out struct {
+		Findings []struct {
+			Rule, Severity, Approximation string
+			Accepted                      bool
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
+		t.Fatalf("plan -o json: %v\n%s", err, js)
+	}
+	n, accepted := 0, 0
+	for _, f := range out.Findings {
+		if f.Approximation != "" {
+			n++
+		}
+		if f.Accepted {
+			accepted++
+			if f.Rule != "kueue-borrow-only" || f.Approximation != "tier opportunist" || f.Severity != "warning" {
+				t.Errorf("accepted finding %+v, want tier opportunist's kueue-borrow-only warning", f)
+			}
+		}
+	}
+	if n != 10 || accepted != 1 {
+		t.Errorf("plan -o json: %d approximations, %d accepted; want 10 and 1", n, accepted)
+	}
+}

@@ -3,14 +3,11 @@ package main
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/planner/render"
 	"github.com/allot-dev/allot/planner/render/kueue"
-	"github.com/allot-dev/allot/policies"
-	"github.com/allot-dev/allot/schema"
 )
 
 // targetFlag is --target: the scheduler the quotas are rendered for; and
@@ -30,7 +27,7 @@ func (t *targetFlag) register(c *cobra.Command) {
 	c.Flags().StringVar(&t.value, "target", string(render.TargetAllot),
 		"the scheduler that enforces the quotas: allot (its embedded scheduler), kueue (Kueue's ClusterQueues; the rules Kueue cannot say are reported as warnings) or slurm (the Slurm clusters' accounts, QOS, limits and slurm.conf fragments: docs/slurm.md)")
 	c.Flags().BoolVar(&t.strict, "strict", false,
-		"report the rules the scheduler can only approximate (kueue-* with --target kueue, slurm-* for Slurm clusters) as errors, not warnings")
+		"report the rules the scheduler can only approximate (kueue-* with --target kueue, slurm-* for Slurm clusters) as errors, unless their tier, team or pool says approximate: true")
 }
 
 func (t *targetFlag) target() (render.Target, error) {
@@ -41,17 +38,13 @@ func (t *targetFlag) target() (render.Target, error) {
 	return tg, nil
 }
 
-// addFindings adds the target's findings to c; with --strict, the warnings
-// of the rules a scheduler only approximates become errors.
+// addFindings adds the target's findings to c; with --strict, the rules a
+// scheduler only approximates are errors unless their tier, team or pool
+// says approximate: true.
 func (t *targetFlag) addFindings(c *checked, tg render.Target) {
 	addTargetFindings(c, tg)
-	if !t.strict {
-		return
-	}
-	for i, f := range c.findings {
-		if f.Severity == schema.SeverityWarning && (strings.HasPrefix(f.Rule, "kueue-") || slices.Contains(policies.SlurmApproximations, f.Rule)) {
-			c.findings[i].Severity = schema.SeverityError
-		}
+	if t.strict {
+		c.findings = c.findings.Strict()
 	}
 }
 

@@ -78,6 +78,10 @@ type jsonFinding struct {
 	Line     int    `json:"line"`
 	Col      int    `json:"col"`
 	Message  string `json:"message"`
+	// Approximation names the tier, team or pool whose rule the scheduler
+	// only approximates; Accepted: it says approximate: true.
+	Approximation string `json:"approximation,omitempty"`
+	Accepted      bool   `json:"accepted,omitempty"`
 }
 
 type jsonDiff struct {
@@ -123,7 +127,8 @@ type jsonApproval struct {
 func jsonFindings(fs schema.Findings) []jsonFinding {
 	out := make([]jsonFinding, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, jsonFinding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: f.Pos.Line, Col: f.Pos.Col, Message: f.Message})
+		out = append(out, jsonFinding{Severity: string(f.Severity), Rule: f.Rule, File: f.Pos.File, Line: f.Pos.Line, Col: f.Pos.Col, Message: f.Message,
+			Approximation: f.Approximation, Accepted: f.Accepted})
 	}
 	return out
 }

@@ -55,6 +55,7 @@ func comment(w io.Writer, in Input) error {
 		fmt.Fprintln(ew)
 	}
 	writeFindingsMarkdown(ew, in.Findings)
+	writeApproximationsMarkdown(ew, in.Findings)
 	if in.NotSimulated != "" {
 		fmt.Fprintf(ew, "**What-if not simulated**: %s\n\n", markdown.Text(in.NotSimulated))
 	}
@@ -333,6 +334,34 @@ func writeFindingsMarkdown(w io.Writer, fs schema.Findings) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", icon, markdown.Code(f.Pos.String()), markdown.Text(f.Rule), markdown.Text(f.Message))
 	}
 	moreRows(w, len(fs), "findings")
+	fmt.Fprintln(w)
+}
+
+// writeApproximationsMarkdown lists the rules the scheduler runs otherwise
+// than the repository writes them, so that the reviewers see what is in
+// force: accepted (approximate: true) or not.
+func writeApproximationsMarkdown(w io.Writer, fs schema.Findings) {
+	as := fs.Approximations()
+	if len(as) == 0 {
+		return
+	}
+	accepted := 0
+	for _, f := range as {
+		if f.Accepted {
+			accepted++
+		}
+	}
+	fmt.Fprintf(w, "**Approximations in force**: %d, %d accepted with `approximate: true`; the scheduler runs these rules otherwise than written\n\n", len(as), accepted)
+	fmt.Fprintln(w, "| | of | rule | where |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, f := range capped(as) {
+		state := "⚠️ not accepted"
+		if f.Accepted {
+			state = "✅ accepted"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", state, markdown.Text(f.Approximation), markdown.Text(f.Rule), markdown.Code(f.Pos.String()))
+	}
+	moreRows(w, len(as), "approximations")
 	fmt.Fprintln(w)
 }
 

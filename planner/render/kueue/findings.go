@@ -24,30 +24,29 @@ const (
 // closest Kueue can say (docs/kueue.md lists them all).
 func Findings(cfg *schema.Config) schema.Findings {
 	var fs schema.Findings
-	warn := func(rule string, pos schema.Pos, format string, args ...any) {
-		fs = append(fs, schema.Finding{Severity: schema.SeverityWarning, Rule: rule, Pos: pos,
-			Message: fmt.Sprintf(format, args...)})
+	warn := func(rule string, pos schema.Pos, kind, name, format string, args ...any) {
+		fs = append(fs, cfg.Approximation(rule, pos, kind, name, fmt.Sprintf(format, args...)))
 	}
 	for _, name := range cfg.TierNames() {
 		if t := cfg.Tiers[name]; t.BorrowOnly {
-			warn(RuleBorrowOnly, cfg.Pos("tiers", string(name), "borrowOnly"),
+			warn(RuleBorrowOnly, cfg.Pos("tiers", string(name), "borrowOnly"), "tier", string(name),
 				"Kueue cannot count tier %s as borrowed inside a team's nominal quota: there its workloads are not reclaimable by the cohort", name)
 		}
 	}
 	for _, name := range cfg.TeamNames() {
 		t := cfg.Teams[name]
 		if w := withinTeam(cfg, t); w.spared != "" {
-			warn(RuleTierPreemption, cfg.Pos("teams", string(name), "tiers"),
+			warn(RuleTierPreemption, cfg.Pos("teams", string(name), "tiers"), "team", string(name),
 				"Kueue preempts every lower priority within a ClusterQueue or none: tier %s of team %s is not preemptible, so its higher tiers will not preempt %s either",
 				w.spared, name, strings.Join(w.lost, ", "))
 		}
 		if len(t.Tiers) > 0 {
-			warn(RuleTeamTiers, cfg.Pos("teams", string(name), "tiers"),
+			warn(RuleTeamTiers, cfg.Pos("teams", string(name), "tiers"), "team", string(name),
 				"Kueue's LocalQueues accept every WorkloadPriorityClass: team %s's restriction to tiers %s is not enforced",
 				name, joinNames(t.Tiers))
 		}
 		if !t.Weight.IsZero() && t.Weight.Cmp(quantity.MustParse("1")) != 0 {
-			warn(RuleWeight, cfg.Pos("teams", string(name), "weight"),
+			warn(RuleWeight, cfg.Pos("teams", string(name), "weight"), "team", string(name),
 				"team %s's weight %s is rendered as its ClusterQueue's fairSharing.weight: Kueue orders teams by it only with fair sharing on in its Configuration, whose preemption differs from allot's", name, t.Weight)
 		}
 	}
@@ -58,7 +57,7 @@ func Findings(cfg *schema.Config) schema.Findings {
 			}
 			for _, p := range cfg.PoolsOf(f) {
 				if p.Cluster == cluster {
-					warn(RuleTopology, cfg.Pos("pools", string(p.Name), "topology"),
+					warn(RuleTopology, cfg.Pos("pools", string(p.Name), "topology"), "pool", string(p.Name),
 						"a Kueue ResourceFlavor names one Topology: the pools of flavor %s in cluster %s lay their nodes out differently, so its flavor gets none (no topology-aware placement there)", f, cluster)
 				}
 			}
