@@ -326,11 +326,14 @@ func container(t testing.TB, u *unstructured.Unstructured) map[string]any {
 
 // TestSchedulerKueue: manager.scheduler=kueue is config/default with the
 // manager run as `allot manager --scheduler=kueue` (docs/kueue.md; config/
-// has no overlay for it); allot, the default, adds no argument.
+// has no overlay for it); allot, the default, adds no argument;
+// kueueApproximate adds --kueue-approximate.
 func TestSchedulerKueue(t *testing.T) {
 	assertSame(t, mustRender(t, map[string]any{"manager": map[string]any{"scheduler": "kueue"}}),
 		withManagerArgs(t, kustomize(t, nil, nil), "--scheduler=kueue"))
 	assertSame(t, mustRender(t, map[string]any{"manager": map[string]any{"scheduler": "allot"}}), kustomize(t, nil, nil))
+	assertSame(t, mustRender(t, map[string]any{"manager": map[string]any{"scheduler": "kueue", "kueueApproximate": true}}),
+		withManagerArgs(t, kustomize(t, nil, nil), "--scheduler=kueue", "--kueue-approximate=true"))
 }
 
 // TestHub: hub.enabled is config/default with config/hub beside it and the

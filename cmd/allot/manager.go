@@ -65,6 +65,7 @@ type managerOptions struct {
 	schedulerName  string
 	noScheduler    bool
 	scheduler      string
+	kueueLenient   bool
 	noGitOps       bool
 	statusInterval time.Duration
 	notReadyGrace  time.Duration
@@ -127,6 +128,7 @@ in-cluster service account.`,
 	f.StringVar(&o.schedulerName, "scheduler-name", contract.SchedulerName, "spec.schedulerName of the pods allot schedules")
 	f.BoolVar(&o.noScheduler, "no-scheduler", false, "do not run the embedded scheduler")
 	f.StringVar(&o.scheduler, "scheduler", "allot", "what admits the workloads: allot (the embedded scheduler) or kueue (Kueue, already in the cluster: the manager applies its ClusterQueues and the rest in the safe order, and reads the teams' usage from their status; docs/kueue.md)")
+	f.BoolVar(&o.kueueLenient, "kueue-approximate", false, "with --scheduler=kueue, apply a revision whose rules Kueue only approximates though their tier, team or pool does not say approximate: true (by default such a revision is refused and the last good one stays in force)")
 	f.BoolVar(&o.noGitOps, "no-gitops", false, "do not run the CapacitySource reconciler")
 	f.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often Team status and usage metrics are refreshed")
 	f.DurationVar(&o.notReadyGrace, "not-ready-grace", 5*time.Minute, "how long a node may be not Ready before its gangs are evicted (meanwhile it takes no new work; a GPU fault evicts at once; 0: at once)")
@@ -226,6 +228,9 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 	}
 	switch o.scheduler {
 	case "allot":
+		if o.kueueLenient {
+			return usageError{errors.New("--kueue-approximate is for --scheduler=kueue")}
+		}
 	case "kueue":
 		o.noScheduler = true
 		st := &kueue.StatusReconciler{Client: mgr.GetClient()}
@@ -243,13 +248,14 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 			return usageError{fmt.Errorf("--git-cache-dir: %w", err)}
 		}
 		r := &capacity.Reconciler{
-			Client:   mgr.GetClient(),
-			Reader:   mgr.GetAPIReader(),
-			Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader(), MaxBytes: o.gitMaxBytes}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: o.gitCache}},
-			Recorder: mgr.GetEventRecorder("allot-capacity"),
-			Metrics:  capacity.NewMetrics(ctrlmetrics.Registry),
-			Cluster:  schema.ClusterName(o.cluster),
-			Kueue:    o.scheduler == "kueue",
+			Client:       mgr.GetClient(),
+			Reader:       mgr.GetAPIReader(),
+			Fetcher:      capacity.Sources{Git: &capacity.GitFetcher{Dir: o.gitCache, Secrets: mgr.GetAPIReader(), MaxBytes: o.gitMaxBytes}, Flux: &capacity.FluxFetcher{Client: mgr.GetClient(), Dir: o.gitCache}},
+			Recorder:     mgr.GetEventRecorder("allot-capacity"),
+			Metrics:      capacity.NewMetrics(ctrlmetrics.Registry),
+			Cluster:      schema.ClusterName(o.cluster),
+			Kueue:        o.scheduler == "kueue",
+			KueueLenient: o.kueueLenient,
 
 			FleetQuotas: o.quotaFromHub,
 		}

@@ -40,6 +40,16 @@ func kueueObjects(cfg *allotschema.Config, plan *planner.Plan, cluster allotsche
 	return nil, fmt.Errorf("no cluster %s", cluster)
 }
 
+// kueueFindings are the rules of cfg Kueue only approximates: errors unless
+// their tier, team or pool accepts them (approximate: true), or lenient.
+func kueueFindings(cfg *allotschema.Config, lenient bool) allotschema.Findings {
+	fs := rkueue.Findings(cfg)
+	if lenient {
+		return fs
+	}
+	return fs.Strict()
+}
+
 // withKueue adds Kueue's objects to the steps, in the same safe order: the
 // flavors, topologies, priority classes and cohorts with the prerequisites,
 // and each team's ClusterQueue (its quota) and LocalQueues right after its

@@ -123,6 +123,11 @@ type Reconciler struct {
 	// --scheduler=kueue), so each step also applies the Kueue objects of the
 	// cluster (planner/render/kueue) with the allot ones.
 	Kueue bool
+	// KueueLenient applies, under Kueue, a revision with rules Kueue only
+	// approximates that their tier, team or pool does not accept
+	// (approximate: true); by default such a revision is refused, the last
+	// good one staying in force.
+	KueueLenient bool
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -200,9 +205,13 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	src.Status.LastAttemptedRevision = art.Revision
 
 	judged := evaluate.RepositoryWith(source.Evaluator(ctx, source.DefaultLimits), art.Files, nil)
-	src.Status.Findings = statusFindings(judged.Findings)
-	if judged.Config == nil || judged.Findings.HasErrors() {
-		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, judged.Findings))
+	findings := judged.Findings
+	if r.Kueue && judged.Config != nil {
+		findings = append(findings, kueueFindings(judged.Config, r.KueueLenient)...)
+	}
+	src.Status.Findings = statusFindings(findings)
+	if judged.Config == nil || findings.HasErrors() {
+		r.stall(src, ReasonValidationFailed, r.invalidMessage(src, art.Revision, findings))
 		return interval, nil
 	}
 	// The clusters Slurm runs are not a manager's: their pools and their

@@ -198,4 +198,69 @@ func testManager(t *testing.T, env *testenv.Env) {
 	if err := nominal("4")(); err != nil {
 		t.Errorf("after delta left: %v", err)
 	}
+
+	// A rule Kueue only approximates (a borrowOnly tier) is refused unless
+	// its tier says approximate: true: the last good revision stays, its
+	// WorkloadPriorityClass is not made; accepted, it is applied.
+	spot := func(extra string) string {
+		b, err := os.ReadFile(filepath.Join(repo, "capacity.cue"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _, _ := strings.Cut(string(b), "\ntiers: spot:")
+		body += "\ntiers: spot: {priority: 1, preemptible: true, borrowOnly: true" + extra + "}\n"
+		if err := os.WriteFile(filepath.Join(repo, "capacity.cue"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gittest.Run(t, repo, "commit", "-q", "-am", "spot tier"+extra)
+		return strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	}
+	wpc := func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(ClusterQueueGVK.GroupVersion().WithKind("WorkloadPriorityClass"))
+		return c.Get(ctx, client.ObjectKey{Name: "spot"}, u)
+	}
+	applied := func() string {
+		s := &allotv1.CapacitySource{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Status.LastAppliedRevision
+	}
+	good := strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD"))
+	testenv.Eventually(t, 60*time.Second, "the revision delta left in applied", func() error {
+		if got := applied(); !strings.HasSuffix(got, good) {
+			return fmt.Errorf("last applied %q, want %s", got, good)
+		}
+		return nil
+	})
+	refused := spot("")
+	testenv.Eventually(t, 60*time.Second, "the unaccepted approximation refused", func() error {
+		s := &allotv1.CapacitySource{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(src), s); err != nil {
+			return err
+		}
+		if !strings.HasSuffix(s.Status.LastAttemptedRevision, refused) {
+			return fmt.Errorf("last attempted %q, want %s", s.Status.LastAttemptedRevision, refused)
+		}
+		for _, f := range s.Status.Findings {
+			if f.Rule == "kueue-borrow-only" && f.Severity == "error" && strings.Contains(f.Message, "approximate: true on tier spot") {
+				return nil
+			}
+		}
+		return fmt.Errorf("findings %+v: want kueue-borrow-only an error naming tier spot", s.Status.Findings)
+	})
+	if got := applied(); !strings.HasSuffix(got, good) {
+		t.Errorf("last applied %q after the refused revision, want the last good %s", got, good)
+	}
+	if err := wpc(); !apierrors.IsNotFound(err) {
+		t.Errorf("WorkloadPriorityClass spot of the refused revision: %v, want not found", err)
+	}
+	accepted := spot(", approximate: true")
+	testenv.Eventually(t, 60*time.Second, "the accepted approximation applied", func() error {
+		if got := applied(); !strings.HasSuffix(got, accepted) {
+			return fmt.Errorf("last applied %q, want %s", got, accepted)
+		}
+		return wpc()
+	})
 }

@@ -55,6 +55,9 @@ values'.
 {{- if ne .Values.manager.scheduler "allot" }}
 - {{ printf "--scheduler=%s" .Values.manager.scheduler | quote }}
 {{- end }}
+{{- if .Values.manager.kueueApproximate }}
+- --kueue-approximate=true
+{{- end }}
 {{- with .Values.manager.cluster }}
 - {{ printf "--cluster=%s" . | quote }}
 {{- end }}
