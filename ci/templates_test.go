@@ -971,3 +971,39 @@ func TestInstallBuildsAnAllotThatStarts(t *testing.T) {
 		t.Fatalf("the allot install.sh built does not start: %v\n%s", err, v)
 	}
 }
+
+// TestPlanScriptTarget: plan.sh passes ALLOT_TARGET and ALLOT_STRICT to
+// validate and plan: with kueue and strict the examples' approximations are
+// errors (status 1, as a manager running Kueue refuses them) and the comment
+// lists them; an unknown value is bad usage, before anything runs.
+func TestPlanScriptTarget(t *testing.T) {
+	allot := buildAllot(t)
+	out := t.TempDir()
+	run := func(env ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(root, "ci", "scripts", "plan.sh"))
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), append([]string{"ALLOT=" + allot, "ALLOT_DIR=examples", "ALLOT_BASE=dir:examples", "ALLOT_OUT=" + out,
+			"ALLOT_GIT_DIR=" + filepath.Join(root, ".git"), "GITHUB_ACTIONS=", "ALLOT_SIMULATE=", "ALLOT_CODEOWNERS="}, env...)...)
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	if log, err := run("ALLOT_TARGET=kueue", "ALLOT_STRICT=true"); err != nil {
+		t.Fatalf("plan.sh: %v\n%s", err, log)
+	}
+	status, _ := os.ReadFile(filepath.Join(out, "status"))
+	md, _ := os.ReadFile(filepath.Join(out, "plan.md"))
+	if strings.TrimSpace(string(status)) != "1" || !strings.Contains(string(md), "**Approximations in force**: 10, 0 accepted") || !strings.Contains(string(md), "error") {
+		t.Errorf("kueue, strict: status %q, comment:\n%s", status, md)
+	}
+	if log, err := run("ALLOT_TARGET=kueue"); err != nil {
+		t.Fatalf("plan.sh: %v\n%s", err, log)
+	}
+	if status, _ := os.ReadFile(filepath.Join(out, "status")); strings.TrimSpace(string(status)) != "0" {
+		t.Errorf("kueue, not strict: status %q, want 0 (warnings)", status)
+	}
+	for _, env := range []string{"ALLOT_TARGET=kue ue", "ALLOT_STRICT=yes"} {
+		if log, err := run(env); err == nil || !strings.Contains(log, strings.SplitN(env, "=", 2)[0]) {
+			t.Errorf("%s: %v, want bad usage naming it\n%s", env, err, log)
+		}
+	}
+}

@@ -18,6 +18,11 @@
 #   ALLOT_SIMULATE     optional workload file: adds the what-if to the comment
 #   ALLOT_CODEOWNERS   optional path of the committed CODEOWNERS (e.g. .github/CODEOWNERS):
 #                      when allot render --codeowners renders another, verdict.sh fails
+#   ALLOT_TARGET       the scheduler the quotas run on: allot (default), kueue or slurm;
+#                      with kueue, the rules Kueue only approximates are findings and the
+#                      comment lists every approximation in force
+#   ALLOT_STRICT       true: an approximation its tier, team or pool does not accept
+#                      (approximate: true) is an error, as a manager running Kueue refuses it
 set -eu
 . "$(dirname -- "$0")/lib.sh"
 need git jq
@@ -50,20 +55,28 @@ if [ -z "$base" ]; then
 		die "set ALLOT_BASE_SHA or ALLOT_BASE_BRANCH (the target of the change), or ALLOT_BASE"
 	fi
 fi
+target=${ALLOT_TARGET:-allot}
+case $target in '' | *[!a-z]*) die "ALLOT_TARGET=$target: want allot, kueue or slurm" ;; esac
+strict=
+case ${ALLOT_STRICT:-false} in
+true) strict=--strict ;;
+false | '') ;;
+*) die "ALLOT_STRICT=$ALLOT_STRICT: want true or false" ;;
+esac
 mkdir -p "$ALLOT_OUT"
 
 # Findings with their annotations (GITHUB_ACTIONS=true) come from validate; the
 # plans run without, so each annotation is written once.
 status=0
-"$ALLOT" validate "$dir" --base "$base" || status=$?
+"$ALLOT" validate "$dir" --base "$base" --target "$target" $strict || status=$?
 [ "$status" -le 1 ] || exit "$status"
 echo "$status" >"$ALLOT_OUT/status"
 
 code=0
-GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o markdown ${ALLOT_SIMULATE:+--simulate "$ALLOT_SIMULATE"} >"$ALLOT_OUT/plan.md" || code=$?
+GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" --target "$target" $strict -o markdown ${ALLOT_SIMULATE:+--simulate "$ALLOT_SIMULATE"} >"$ALLOT_OUT/plan.md" || code=$?
 [ "$code" -le 1 ] || exit "$code"
 code=0
-GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" -o json >"$ALLOT_OUT/plan.json" || code=$?
+GITHUB_ACTIONS='' "$ALLOT" plan "$dir" --base "$base" --target "$target" $strict -o json >"$ALLOT_OUT/plan.json" || code=$?
 [ "$code" -le 1 ] || exit "$code"
 
 code=0
