@@ -162,6 +162,25 @@ func testManager(t *testing.T, env *testenv.Env) {
 			return nil
 		})
 	}
+	// The metered GPU time as the same counter, at least what the status
+	// held when the gauges were read.
+	testenv.Eventually(t, 30*time.Second, "allot_team_gpu_seconds_total of gamma", func() error {
+		team := &allotv1.Team{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "gamma"}, team); err != nil {
+			return err
+		}
+		var secs int64
+		for _, m := range team.Status.Metered {
+			if m.Flavor == "t4-16gb" && m.Tier == TierAll {
+				secs += m.GPUSeconds
+			}
+		}
+		got := testenv.Metric(t, ctrlmetrics.Registry, "allot_team_gpu_seconds_total", map[string]string{"team": "gamma", "flavor": "t4-16gb", "tier": TierAll})
+		if secs == 0 || got < float64(secs) || got > float64(secs)+4*10 {
+			return fmt.Errorf("allot_team_gpu_seconds_total{team=gamma} = %v, status %d GPU-seconds", got, secs)
+		}
+		return nil
+	})
 
 	// Lowered in Git: applied to the ClusterQueue.
 	write(4, 0)

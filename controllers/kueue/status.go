@@ -144,7 +144,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	team := &allotv1.Team{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, team); err != nil {
 		if apierrors.IsNotFound(err) {
-			runner.ForgetTeamGauges(name)
+			runner.ForgetTeam(name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -160,10 +160,12 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	patched.Status.Flavors, patched.Status.PendingWorkloads, patched.Status.AdmittedWorkloads = u.Flavors, u.PendingWorkloads, u.AdmittedWorkloads
 	patched.Status.Metered, patched.Status.MeteredAt = metered, at
 	if equality.Semantic.DeepEqual(team.Status, patched.Status) {
+		runner.SetTeamMetered(name, metered)
 		return ctrl.Result{RequeueAfter: every}, nil
 	}
 	if err := r.Client.Status().Patch(ctx, patched, client.MergeFrom(team)); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
+	runner.SetTeamMetered(name, metered)
 	return ctrl.Result{RequeueAfter: every}, nil
 }

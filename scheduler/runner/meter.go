@@ -149,6 +149,24 @@ func (c *meterCollector) set(t map[meterKey]float64) {
 	c.mu.Unlock()
 }
 
+// setTeam replaces team's totals by metered (none: the team is gone).
+func (c *meterCollector) setTeam(team string, metered []allotv1.MeteredUsage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total == nil {
+		c.total = map[meterKey]float64{}
+	}
+	maps.DeleteFunc(c.total, func(k meterKey, _ float64) bool { return k.team == team })
+	for _, m := range metered {
+		c.total[meterKey{team: team, flavor: m.Flavor, tier: m.Tier}] += float64(m.GPUSeconds)
+	}
+}
+
+// SetTeamMetered exports a team's metered GPU time (its Team status, as
+// another admitter's usage meters it: allot manager --scheduler=kueue) as
+// allot_team_gpu_seconds_total, the counter the runner exports.
+func SetTeamMetered(team string, metered []allotv1.MeteredUsage) { meterExport.setTeam(team, metered) }
+
 // Describe implements prometheus.Collector.
 func (c *meterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- meterDesc }
 

@@ -106,7 +106,7 @@ func init() {
 // under tier "", which Kueue does not tell apart) and admitted ones. The
 // dashboards and alerts then read the same series in either mode.
 func SetTeamGauges(team string, nominal map[string]int64, flavors []allotv1.FlavorUsage, pending, admitted int64) {
-	ForgetTeamGauges(team)
+	forgetTeamGauges(team)
 	for f, n := range nominal {
 		metricQuota.WithLabelValues(team, f).Set(float64(n))
 	}
@@ -119,9 +119,16 @@ func SetTeamGauges(team string, nominal map[string]int64, flavors []allotv1.Flav
 	metricAdmitted.WithLabelValues(team).Set(float64(admitted))
 }
 
-// ForgetTeamGauges drops a team's allot_team_* series (a team removed).
-func ForgetTeamGauges(team string) {
+// forgetTeamGauges drops a team's allot_team_* gauges.
+func forgetTeamGauges(team string) {
 	for _, g := range []*prometheus.GaugeVec{metricQuota, metricUsed, metricBorrowed, metricLent, metricPending, metricAdmitted} {
 		g.DeletePartialMatch(prometheus.Labels{"team": team})
 	}
+}
+
+// ForgetTeam drops every allot_team_* series of a team removed, its metered
+// GPU time too.
+func ForgetTeam(team string) {
+	forgetTeamGauges(team)
+	meterExport.setTeam(team, nil)
 }
