@@ -74,7 +74,7 @@ func (r Runner) Read(ctx context.Context) (*planner.Live, error) {
 	}
 	for _, f := range rows(out, 5) {
 		prio, _ := strconv.ParseInt(f[2], 10, 64)
-		live.QOS = append(live.QOS, planner.QOS{Name: f[0], Description: f[1], Priority: prio, Preempt: list(f[3]), PreemptMode: strings.ToLower(f[4])})
+		live.QOS = append(live.QOS, planner.QOS{Name: f[0], Description: f[1], Priority: prio, Preempt: planner.SplitList(f[3]), PreemptMode: strings.ToLower(f[4])})
 	}
 	out, err = r.run(ctx, []string{"sacctmgr", "-nP", "show", "account", "format=account,description,organization"})
 	if err != nil {
@@ -98,7 +98,7 @@ func (r Runner) Read(ctx context.Context) (*planner.Live, error) {
 		}
 		share, _ := strconv.ParseInt(f[4], 10, 64)
 		a := planner.Account{Name: f[0], Parent: f[2], Description: meta[f[0]][0], Organization: meta[f[0]][1],
-			GrpTRES: tres(f[3]), Fairshare: share, QOS: list(f[5]), DefaultQOS: f[6]}
+			GrpTRES: planner.ParseTRES(f[3]), Fairshare: share, QOS: planner.SplitList(f[5]), DefaultQOS: f[6]}
 		a.Team = len(a.QOS) > 0
 		live.Accounts = append(live.Accounts, a)
 	}
@@ -128,25 +128,6 @@ func rows(out string, n int) [][]string {
 		}
 	}
 	return rs
-}
-
-func list(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
-
-// tres parses a GrpTRES, e.g. gres/gpu:h100=8,gres/gpu=8.
-func tres(s string) map[string]int64 {
-	m := map[string]int64{}
-	for _, kv := range list(s) {
-		k, v, ok := strings.Cut(kv, "=")
-		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
-			m[k] = n
-		}
-	}
-	return m
 }
 
 // jobID is a job, an array task or a het job's component: 12, 12_3, 12+1.

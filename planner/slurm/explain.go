@@ -55,7 +55,7 @@ func ParseJobs(out string) ([]Job, error) {
 			return nil, fmt.Errorf("squeue line %d: NumNodes %q: not a count", i+1, f[7])
 		}
 		j := Job{ID: f[0], Account: f[1], User: f[2], QOS: f[3], Partition: f[4], State: f[5], Reason: f[6], Nodes: nodes, NodeList: f[8], TRES: map[string]int64{}}
-		for _, kv := range splitList(f[9]) {
+		for _, kv := range SplitList(f[9]) {
 			k, v, _ := strings.Cut(kv, "=")
 			if strings.HasPrefix(k, TRESGPU) {
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -113,7 +113,7 @@ func ParseAssocMgr(out string) ([]Usage, error) {
 			continue // a heading
 		}
 		u.Limit, u.Used = map[string]int64{}, map[string]int64{}
-		for _, t := range splitList(grp) {
+		for _, t := range SplitList(grp) {
 			k, v, _ := strings.Cut(t, "=")
 			if !strings.HasPrefix(k, TRESGPU) {
 				continue
@@ -264,11 +264,4 @@ func binding(u Usage, gresType string, tres map[string]int64) (key string, limit
 		}
 	}
 	return "", 0, 0, false
-}
-
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
 }

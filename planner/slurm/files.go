@@ -181,6 +181,27 @@ func (a Account) Settings(tres []string) []string {
 	return s
 }
 
+// SplitList splits a Slurm list (a,b,c); the empty string is none.
+func SplitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// ParseTRES reads a TRES list as sacctmgr prints it (gres/gpu:h100=8,
+// gres/gpu=8), FormatTRES's inverse; an entry without a count is left out.
+func ParseTRES(s string) map[string]int64 {
+	m := map[string]int64{}
+	for _, kv := range SplitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			m[k] = n
+		}
+	}
+	return m
+}
+
 // FormatTRES writes limits as sacctmgr takes them, in names' order, -1 for
 // a name without a limit (which clears it).
 func FormatTRES(limits map[string]int64, names []string) string {
