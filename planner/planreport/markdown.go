@@ -365,15 +365,22 @@ func writeApproximationsMarkdown(w io.Writer, fs schema.Findings) {
 	fmt.Fprintln(w)
 }
 
-// slurmMarkdown lists what the change does to each Slurm cluster's
-// accounting: what allot slurm apply runs after the merge.
-func slurmMarkdown(w io.Writer, cs []slurm.ClusterChanges) {
+// slurmRows are the Slurm clusters' changes, one row each: cluster, change
+// (op and kind), name, what.
+func slurmRows(cs []slurm.ClusterChanges) [][4]string {
 	var rows [][4]string
 	for _, sc := range cs {
 		for _, c := range sc.Changes {
 			rows = append(rows, [4]string{string(sc.Cluster), c.Op + " " + c.Kind, c.Name, c.Detail})
 		}
 	}
+	return rows
+}
+
+// slurmMarkdown lists what the change does to each Slurm cluster's
+// accounting: what allot slurm apply runs after the merge.
+func slurmMarkdown(w io.Writer, cs []slurm.ClusterChanges) {
+	rows := slurmRows(cs)
 	if len(rows) == 0 {
 		return
 	}

@@ -86,10 +86,8 @@ func text(w io.Writer, in Input) error {
 		if len(in.Slurm) > 0 {
 			fmt.Fprintln(ew)
 			t = newTable("SLURM CLUSTER", "CHANGE", "NAME", "WHAT")
-			for _, sc := range in.Slurm {
-				for _, c := range sc.Changes {
-					t.add(string(sc.Cluster), c.Op+" "+c.Kind, c.Name, c.Detail)
-				}
+			for _, r := range slurmRows(in.Slurm) {
+				t.add(r[:]...)
 			}
 			t.write(ew)
 		}
