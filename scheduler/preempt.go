@@ -10,7 +10,7 @@ import (
 type candidate struct {
 	w      *workload
 	reason PreemptReason
-	// prio, late and at order the candidates (see candidates).
+	// prio, late and at order the candidates (see candidatesOf).
 	prio int64
 	late bool
 	// borrowOnly, preemptible and gpus copy w's tier and size: a search

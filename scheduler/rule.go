@@ -106,7 +106,7 @@ func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
 }
 
 // mayReclaim says whether w may take back what other teams borrow on one of
-// its flavors (see candidates).
+// its flavors (see candidatesOf).
 func (s *Scheduler) mayReclaim(w *workload) bool {
 	if w.tier.spec.BorrowOnly || w.team.q.parent == nil {
 		return false
@@ -122,7 +122,7 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 	return false
 }
 
-// searchKind is which candidates a preemption search may take (candidates).
+// searchKind is which candidates a preemption search may take (candidatesOf).
 type searchKind uint8
 
 const (

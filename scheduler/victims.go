@@ -507,22 +507,15 @@ func (h streamHeap) down(i int) { siftDown(h, i, headFirst) }
 // headFirst says whether stream a's head comes before b's.
 func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 
-// candidates prepares the search of what the rules allow w to preempt on f:
-// what its team may reclaim from the other teams of its cohort (only their
-// borrowed work: all of a borrowing team's — in victim order, no more than it
-// borrows — else its borrowOnly tiers'), then its own preemptible workloads of
-// a lower tier. The order: lowest tier first; in a tier, a gang just admitted
-// on nodes drained for it last, then the most recently admitted first. ok is
-// false when evicting them all would not free enough GPUs: then nothing is
-// tried. starving asks for the search of a starving workload even where its
-// team may reclaim within its nominal (the second search, see preempt).
-func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *victimSearch, ok bool) {
-	vs, _, ok = s.candidatesOf(w, f, s.kindOf(w, f, starving))
-	return vs, ok
-}
-
-// candidatesOf is candidates for a search of the kind given (kindOf); room
-// is what the view has free and the candidates hold.
+// candidatesOf prepares the search of what the rules allow w to preempt on
+// f, a search of the kind given (kindOf): what its team may reclaim from the
+// other teams of its cohort (only their borrowed work: all of a borrowing
+// team's — in victim order, no more than it borrows — else its borrowOnly
+// tiers'), then its own preemptible workloads of a lower tier. The order:
+// lowest tier first; in a tier, a gang just admitted on nodes drained for it
+// last, then the most recently admitted first. room is what the view has free
+// and the candidates hold; ok is false when that is less than w asks: then
+// nothing is tried.
 func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
 	t := w.team
 	v := s.viewOf(w, f)

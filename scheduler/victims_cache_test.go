@@ -311,3 +311,11 @@ func (l *vlist) list() []candidate {
 	}
 	return out
 }
+
+// candidates is candidatesOf for the search findVictims makes: starving asks
+// for a starving workload's even where its team may reclaim within its
+// nominal (the second search, see preempt).
+func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *victimSearch, ok bool) {
+	vs, _, ok = s.candidatesOf(w, f, s.kindOf(w, f, starving))
+	return vs, ok
+}
