@@ -24,6 +24,7 @@ import (
 	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/internal/plaintext"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/sim"
 )
@@ -208,19 +209,33 @@ func explainHubJob(out io.Writer, j *batchv1.Job) {
 	fmt.Fprintf(out, "job/%s in namespace %s: a Job of the fleet's hub (spec.managedBy %s)\n", j.Name, j.Namespace, hub.ManagedBy)
 	switch cluster := a[hub.AnnotationCluster]; {
 	case cluster != "":
-		fmt.Fprintf(out, "  routed to cluster %s (attempt %s), where it runs as a copy of this Job\n", cluster, orDash(a[hub.AnnotationAttempt]))
+		cluster = plaintext.Escape(cluster)
+		fmt.Fprintf(out, "  routed to cluster %s (attempt %s), where it runs as a copy of this Job\n", cluster, plaintext.Escape(orDash(a[hub.AnnotationAttempt])))
 		if w := a[hub.AnnotationWhy]; w != "" {
-			fmt.Fprintf(out, "  why:   %s\n", w)
+			fmt.Fprintf(out, "  why:   %s\n", plaintext.Escape(w))
 		}
 		if c := a[hub.AnnotationConflict]; c != "" {
-			fmt.Fprintf(out, "  not running: %s\n", c)
+			fmt.Fprintf(out, "  not running: %s\n", plaintext.Escape(c))
 		}
 		fmt.Fprintf(out, "  status (mirrored from %s): %d active, %d succeeded, %d failed\n", cluster, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+		if p := a[hub.AnnotationWorkerPending]; p != "" {
+			fmt.Fprintf(out, "  waiting in %s: %s\n", cluster, plaintext.Escape(p))
+			code, _, _ := strings.Cut(p, ":")
+			if adv := advice(code); adv != "" {
+				fmt.Fprintf(out, "  what it means: %s\n", adv)
+			}
+		}
+		if evs := a[hub.AnnotationWorkerEvents]; evs != "" {
+			fmt.Fprintf(out, "  %s's scheduler said (newest first):\n", cluster)
+			for _, line := range strings.Split(evs, "\n") {
+				fmt.Fprintf(out, "    %s\n", plaintext.Escape(line))
+			}
+		}
 		fmt.Fprintf(out, "  its pods: allot explain job/%s -n %s --kubeconfig <%s's kubeconfig>\n", j.Name, j.Namespace, cluster)
 	case a[hub.AnnotationPending] != "":
 		fmt.Fprintln(out, "  pending: not routed to any cluster yet")
 		p := a[hub.AnnotationPending]
-		fmt.Fprintf(out, "  why:   %s\n", p)
+		fmt.Fprintf(out, "  why:   %s\n", plaintext.Escape(p))
 		code, _, _ := strings.Cut(p, ":")
 		if adv := advice(code); adv != "" {
 			fmt.Fprintf(out, "  what it means: %s\n", adv)

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	slurmctl "github.com/allot-dev/allot/controllers/slurm"
+	"github.com/allot-dev/allot/internal/plaintext"
 )
 
 // explainSlurm says why Slurm's job id waits, on a host where squeue and
@@ -21,11 +22,11 @@ func explainSlurm(ctx context.Context, out io.Writer, id string) error {
 		if j.State == "PENDING" {
 			line += " (" + j.Reason + ")"
 		}
-		fmt.Fprintln(out, escapeControl(line))
+		fmt.Fprintln(out, plaintext.Escape(line))
 		if e.Code != "" {
-			fmt.Fprintf(out, "  %s: %s\n", e.Code, escapeControl(e.Message))
+			fmt.Fprintf(out, "  %s: %s\n", e.Code, plaintext.Escape(e.Message))
 		} else {
-			fmt.Fprintf(out, "  %s\n", escapeControl(e.Message))
+			fmt.Fprintf(out, "  %s\n", plaintext.Escape(e.Message))
 		}
 		if e.Advice != "" {
 			fmt.Fprintf(out, "  %s\n", e.Advice)

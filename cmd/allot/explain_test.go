@@ -153,8 +153,15 @@ func TestExplainCluster(t *testing.T) {
 	const why = "routed to east: the cheapest cluster where 16 GPUs of h100 fit now, then the best fit ($1.25 per GPU-hour, 40 of 48 GPUs free); not west: lost"
 	hubJob("finetune", map[string]string{hub.AnnotationCluster: "east", hub.AnnotationAttempt: "2", hub.AnnotationWhy: why})
 	hubJob("sweep", map[string]string{hub.AnnotationPending: "OverQuota: over quota on h100: requests 16 GPUs; clusters: east 8 of 48 h100 GPUs free ($1.25 per GPU-hour)"})
+	// Routed, and waiting in its worker: the hub's decision and the worker's
+	// words together (what a worker wrote is printed escaped).
+	hubJob("pretrain", map[string]string{hub.AnnotationCluster: "east", hub.AnnotationAttempt: "1", hub.AnnotationWhy: why,
+		hub.AnnotationWorkerPending: "OverQuota: over quota on h100: requests 16 GPUs, 8 available to the team\x1b[2J",
+		hub.AnnotationWorkerEvents:  "pretrain-1 Unschedulable: OverQuota: over quota on h100 (x3)\npretrain-0 Unschedulable: WaitingForGang: 1 of 2 exist"})
 	for job, wants := range map[string][]string{
 		"finetune": {"a Job of the fleet's hub", "routed to cluster east (attempt 2)", "why:   " + why, "routed 2 times"},
+		"pretrain": {"routed to cluster east (attempt 1)", "why:   " + why, "waiting in east: OverQuota: over quota on h100: requests 16 GPUs, 8 available to the team\\x1b[2J\n",
+			"what it means: The team's quota", "east's scheduler said (newest first):\n    pretrain-1 Unschedulable: OverQuota: over quota on h100 (x3)\n    pretrain-0 Unschedulable"},
 		"sweep":    {"pending: not routed to any cluster yet", "why:   OverQuota: over quota", "east 8 of 48 h100 GPUs free", "what it means: The team's quota"},
 	} {
 		out.Reset()

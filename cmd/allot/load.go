@@ -10,15 +10,14 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"unicode"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/plaintext"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/evaluate"
 	"github.com/allot-dev/allot/planner/planreport"
@@ -197,29 +196,12 @@ func (spec baseSpec) load(stderr io.Writer) (checked, error) {
 func printFindings(w io.Writer, findings schema.Findings) {
 	github := os.Getenv("GITHUB_ACTIONS") == "true"
 	for _, f := range findings {
-		f.Pos.File = escapeControl(f.Pos.File)
+		f.Pos.File = plaintext.Escape(f.Pos.File)
 		fmt.Fprintln(w, f.String())
 		if github {
 			writeCommand(w, githubAnnotation(f))
 		}
 	}
-}
-
-// escapeControl writes the control characters of s as Go escapes (\n, \x1b).
-func escapeControl(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // workflowSafe returns w, or under GitHub Actions (GITHUB_ACTIONS=true) a

@@ -18,6 +18,7 @@ import (
 
 	slurmctl "github.com/allot-dev/allot/controllers/slurm"
 	"github.com/allot-dev/allot/internal/apilimits"
+	"github.com/allot-dev/allot/internal/plaintext"
 	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/schema"
 	"github.com/allot-dev/allot/schema/source"
@@ -207,7 +208,7 @@ func safeMessage(s string) string {
 		}
 		return sub[1] + "REDACTED"
 	})
-	return apilimits.Truncate(escapeControl(s), maxMessage)
+	return apilimits.Truncate(plaintext.Escape(s), maxMessage)
 }
 
 // slurmAttempt converges cluster to the repository at dir once and records

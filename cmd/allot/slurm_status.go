@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/allot-dev/allot/internal/plaintext"
 	"github.com/spf13/cobra"
 )
 
@@ -73,13 +74,13 @@ func printSlurmStatus(w io.Writer, st slurmStatus, now time.Time) {
 		if s == "" {
 			return "none"
 		}
-		return escapeControl(s)
+		return plaintext.Escape(s)
 	}
-	fmt.Fprintf(w, "cluster %s, source %s\n", escapeControl(st.Cluster), escapeControl(st.Source))
+	fmt.Fprintf(w, "cluster %s, source %s\n", plaintext.Escape(st.Cluster), plaintext.Escape(st.Source))
 	fmt.Fprintf(w, "applied   %s  attempted %s  handled %s\n", orNone(st.LastAppliedRevision), orNone(st.LastAttemptedRevision), age(now, st.LastHandledAt))
 	fmt.Fprintf(w, "changes   +%d ~%d -%d !%d\n", st.Changes["add"], st.Changes["modify"], st.Changes["remove"], st.Changes["conflict"])
 	for _, c := range st.Conditions {
-		fmt.Fprintf(w, "%-9s %-6s %s  %s  %s\n", escapeControl(c.Type), escapeControl(c.Status), escapeControl(c.Reason), age(now, c.LastTransitionTime), escapeControl(c.Message))
+		fmt.Fprintf(w, "%-9s %-6s %s  %s  %s\n", plaintext.Escape(c.Type), plaintext.Escape(c.Status), plaintext.Escape(c.Reason), age(now, c.LastTransitionTime), plaintext.Escape(c.Message))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -317,6 +318,11 @@ func (r *Router) Pass(ctx context.Context) error {
 				if errs = append(errs, err); unanswered(err) {
 					return errors.Join(errs...) // one timeout a pass, not one a job
 				}
+			}
+		}
+		if err := r.hear(wctx, w, d.mirror); err != nil {
+			if errs = append(errs, err); unanswered(err) {
+				return errors.Join(errs...)
 			}
 		}
 		for _, rt := range d.routes {
@@ -712,6 +718,8 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 	patch := client.MergeFrom(h.job.DeepCopy())
 	delete(h.job.Annotations, AnnotationCluster)
 	delete(h.job.Annotations, AnnotationPlacement)
+	delete(h.job.Annotations, AnnotationWorkerPending) // the next worker's to say
+	delete(h.job.Annotations, AnnotationWorkerEvents)
 	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(h.attempt)
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err
@@ -906,13 +914,15 @@ type noRetryAfter struct{ rt http.RoundTripper }
 // WrappedRoundTripper lets client-go cancel a request through it.
 func (t noRetryAfter) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
-// workerMapper maps the one kind the router reads and writes in a worker:
-// no discovery, whose calls take no context (a worker that froze held each
+// workerMapper maps the kinds the router reads and writes in a worker (its
+// Jobs; the pods and events of their copies, read only): no discovery, whose calls take no context (a worker that froze held each
 // pass for its client's timeout, past the pass's bound), and two calls fewer
 // to a worker that answers.
 func workerMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion})
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion, corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion})
 	m.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	m.Add(eventsv1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace)
 	return m
 }
 

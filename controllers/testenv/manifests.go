@@ -71,8 +71,15 @@ func ServiceAccountToken(t testing.TB, c client.Client, ns, name, clusterRole st
 			t.Fatal(err)
 		}
 	}
+	return Token(t, c, ns, name)
+}
+
+// Token returns a token of the service account ns/name (TokenRequest API).
+func Token(t testing.TB, c client.Client, ns, name string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	tr := &authenticationv1.TokenRequest{}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := c.SubResource("token").Create(context.Background(), sa, tr); err != nil {
 		t.Fatalf("a token of %s/%s: %v", ns, name, err)
 	}
 	return tr.Status.Token
