@@ -162,7 +162,7 @@ func TestExplainCluster(t *testing.T) {
 		"finetune": {"a Job of the fleet's hub", "routed to cluster east (attempt 2)", "why:   " + why, "routed 2 times"},
 		"pretrain": {"routed to cluster east (attempt 1)", "why:   " + why, "waiting in east: OverQuota: over quota on h100: requests 16 GPUs, 8 available to the team\\x1b[2J\n",
 			"what it means: The team's quota", "east's scheduler said (newest first):\n    pretrain-1 Unschedulable: OverQuota: over quota on h100 (x3)\n    pretrain-0 Unschedulable"},
-		"sweep":    {"pending: not routed to any cluster yet", "why:   OverQuota: over quota", "east 8 of 48 h100 GPUs free", "what it means: The team's quota"},
+		"sweep": {"pending: not routed to any cluster yet", "why:   OverQuota: over quota", "east 8 of 48 h100 GPUs free", "what it means: The team's quota"},
 	} {
 		out.Reset()
 		if code := run([]string{"explain", "job/" + job, "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != 0 {

@@ -8,11 +8,13 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +47,36 @@ type Env struct {
 	Client client.Client
 	// Scheme knows the core Kubernetes types and allot.dev/v1alpha1.
 	Scheme *runtime.Scheme
+
+	te *envtest.Environment
 }
+
+// StopAPIServer stops the API server and leaves etcd running, as an outage
+// of a cluster's control plane: its clients get no answer until
+// StartAPIServer. An API server that does not stop within apiServerStop
+// (it waits for its watches) is killed.
+func (e *Env) StopAPIServer() error {
+	err := e.te.ControlPlane.GetAPIServer().Stop()
+	if err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+		return err
+	}
+	addr := e.te.ControlPlane.GetAPIServer().SecureServing.ListenAddr.HostPort()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		_ = conn.Close()
+	}
+	return fmt.Errorf("the API server still listens on %s", addr)
+}
+
+// apiServerStop bounds how long an API server may take to stop.
+const apiServerStop = 5 * time.Second
+
+// StartAPIServer starts the API server StopAPIServer stopped, at the same
+// address, with the same certificates and the same data.
+func (e *Env) StartAPIServer() error { return e.te.ControlPlane.GetAPIServer().Start() }
 
 // Root is the repository root (where go.mod is).
 func Root() string {
@@ -118,8 +149,22 @@ func start() (*Env, func() error, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd"), filepath.Join(Root(), "controllers", "testenv", "testdata", "fluxcrd")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// Certificates in a directory of its own, kept over a restart of the API
+	// server (StopAPIServer): envtest makes new ones in a directory it
+	// allocates.
+	certs, err := os.MkdirTemp("", "allot-apiserver-")
+	if err != nil {
+		return nil, nil, err
+	}
+	te.ControlPlane.GetAPIServer().CertDir = certs
+	te.ControlPlane.GetAPIServer().StopTimeout = apiServerStop
+	stop := func() error {
+		err := te.Stop()
+		return errors.Join(err, os.RemoveAll(certs))
+	}
 	cfg, err := te.Start()
 	if err != nil {
+		_ = stop()
 		return nil, nil, err
 	}
 	// Client-side rate limits slow tests and benchmarks down for nothing.
@@ -127,10 +172,10 @@ func start() (*Env, func() error, error) {
 	scheme := NewScheme()
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		_ = te.Stop()
+		_ = stop()
 		return nil, nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme}, te.Stop, nil
+	return &Env{Config: cfg, Client: c, Scheme: scheme, te: te}, stop, nil
 }
 
 // MissingError says a control-plane binary is missing and how to build it.

@@ -78,3 +78,27 @@ func TestFinalizeNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartAPIServer: an API server stopped and started again answers at
+// the same address, to the same credentials, with the same data.
+func TestRestartAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}); err == nil {
+		t.Fatal("the stopped API server answered")
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Namespace
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), &got); err != nil || got.UID != ns.UID {
+		t.Fatalf("after the restart: %v, uid %q want %q", err, got.UID, ns.UID)
+	}
+}
