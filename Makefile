@@ -95,6 +95,18 @@ $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	@echo "  control plane ready: $(BIN)/etcd, $(BIN)/kube-apiserver, $(BIN)/kube-scheduler"
 	rm -f $(BIN)/.controlplane-* && touch $@
 
+# The Job controller of the side-by-side benchmark (BenchmarkThroughput): not
+# needed by the tests, built only for the benchmarks.
+JOBCONTROLLER := $(BIN)/.kube-controller-manager-$(KUBE_VERSION)
+
+.PHONY: jobcontroller
+jobcontroller: $(JOBCONTROLLER) ## Build kube-controller-manager into bin/ (its Job controller makes the pods of the side-by-side benchmark; cached; ~5 min).
+
+$(JOBCONTROLLER): config/controlplane/go.mod config/controlplane/go.sum
+	@echo "building kube-controller-manager $(KUBE_VERSION) into $(BIN)/ (once; ~5 min)"
+	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+	rm -f $(BIN)/.kube-controller-manager-* && touch $@
+
 # Kueue, for the Kueue backend's tests: the controller built from the module proxy
 # (config/kueue pins the release), rebuilt only when that pin changes.
 KUEUE_VERSION := $(shell sed -n 's/^require sigs.k8s.io\/kueue \(v[^ ]*\)$$/\1/p' config/kueue/go.mod)
@@ -196,7 +208,7 @@ test-fuzz: ## Fuzz the parsers, the planner and the simulator for a while (FUZZT
 	$(GO) test ./planner/slurm/ -run '^$$' -fuzz FuzzParseSlurm -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
-bench: build ## Run the benchmarks, then time the CLI on a generated 500-team repository.
+bench: build controlplane kueue jobcontroller ## Run the benchmarks, then time the CLI on a generated 500-team repository.
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	$(GO) test ./cmd/allot/ -run TestGeneratedFleetIsValid -count=1 -write-fleet "$$d" >/dev/null && \
@@ -207,6 +219,10 @@ bench: build ## Run the benchmarks, then time the CLI on a generated 500-team re
 .PHONY: bench-scheduler
 bench-scheduler: ## Starving replays (BenchmarkSimStarving), this tree against BASE (default 02ee642): least user CPU of RUNS runs each.
 	scheduler/bench/sidebyside.sh $(BASE) $(RUNS)
+
+.PHONY: bench-kueue
+bench-kueue: controlplane kueue jobcontroller ## allot against Kueue with kube-scheduler: the same Jobs, nodes and Job controller, the median of 3 runs each (~15 min).
+	$(GO) test ./controllers/kueue -run '^$$' -bench Throughput -benchtime 3x -timeout 90m
 
 .PHONY: verify
 verify: generate fmt ## Regenerate and format, then fail if anything changed.

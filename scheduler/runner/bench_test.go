@@ -3,9 +3,6 @@ package runner_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +46,7 @@ func BenchmarkBindThroughAPI(b *testing.B) {
 		s.stop()
 		deleteAll(b, cl, cl.ns)
 
-		stop := startKubeScheduler(b, cl.env)
+		stop := testenv.StartKubeScheduler(b, cl.env)
 		b.ReportMetric(bindAll(b, cl, "kube", corev1.DefaultSchedulerName, singles, gangs, gangSize), "kube-scheduler-pods/s")
 		stop()
 		deleteAll(b, cl, "kube")
@@ -109,41 +106,6 @@ func deleteAll(b *testing.B, cl *cluster, ns string) {
 	b.Helper()
 	if err := cl.c.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
 		b.Fatal(err)
-	}
-}
-
-// startKubeScheduler runs bin/kube-scheduler against the control plane with
-// the same client limits the allot runner has.
-func startKubeScheduler(b *testing.B, env *testenv.Env) func() {
-	b.Helper()
-	dir := b.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := env.WriteKubeconfig(kc); err != nil {
-		b.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.yaml")
-	err := os.WriteFile(cfg, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: `+kc+`
-  qps: 5000
-  burst: 10000
-leaderElection:
-  leaderElect: false
-`), 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(testenv.Assets(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
-	logf, _ := os.Create(filepath.Join(dir, "kube-scheduler.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting kube-scheduler (make controlplane builds it): %v", err)
-	}
-	return func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
 	}
 }
 
