@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -109,6 +110,7 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 	}
 	// A reason that changed needs the worker's events of its namespace.
 	changed := map[string][]*hubJob{}
+	fresh := map[string]bool{}
 	var errs []error
 	for _, h := range jobs {
 		if h.cluster != w.name {
@@ -127,16 +129,25 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 			}
 			continue
 		}
-		if !saidAlready(h.job.Annotations[AnnotationWorkerPending], msg) {
+		said := h.job.Annotations[AnnotationWorkerPending]
+		if !saidAlready(said, msg) {
 			changed[h.job.Namespace] = append(changed[h.job.Namespace], h)
-		}
-	}
-	namespaces := slices.Sorted(func(yield func(string) bool) {
-		for ns := range changed {
-			if !yield(ns) {
-				return
+			if !strings.HasPrefix(said, codeUnknown+": ") {
+				fresh[h.job.Namespace] = true
 			}
 		}
+	}
+	// A new reason first, then the codes not read yet, so that retries
+	// never keep a change waiting.
+	namespaces := slices.Collect(maps.Keys(changed))
+	slices.SortFunc(namespaces, func(a, b string) int {
+		if fresh[a] != fresh[b] {
+			if fresh[a] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
 	})
 	for _, ns := range namespaces[:min(len(namespaces), maxEventLists)] {
 		var evs eventsv1.EventList
@@ -160,7 +171,7 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 					continue
 				}
 				note := plaintext.Escape(e.Note)
-				if c, m, ok := strings.Cut(note, ": "); ok && code == "" && e.Reason == corev1.PodReasonUnschedulable && m == msg {
+				if c, m, ok := strings.Cut(note, ": "); ok && code == "" && e.Reason == corev1.PodReasonUnschedulable && sameMessage(m, msg) {
 					code = c
 				}
 				if len(lines) < maxWorkerEvents {
@@ -218,6 +229,16 @@ func saidAlready(annotation, msg string) bool {
 		return strings.HasPrefix(msg, cut)
 	}
 	return said == msg
+}
+
+// sameMessage says whether an event's message says msg: the same, or its
+// beginning where the event's note was cut at its bound (apilimits.Note).
+func sameMessage(said, msg string) bool {
+	if said == msg {
+		return true
+	}
+	cut, ok := strings.CutSuffix(said, apilimits.Truncated)
+	return ok && strings.HasPrefix(msg, cut)
 }
 
 // pendingMessage is the message of a pod's PodScheduled=False condition.

@@ -16,8 +16,8 @@ const (
 	NoteBytes      = 1 << 10
 )
 
-// truncated ends a message cut short.
-const truncated = " ... (truncated)"
+// Truncated ends a message cut short.
+const Truncated = " ... (truncated)"
 
 // Truncate returns s cut to at most n bytes, on a character boundary, saying
 // that it was (when n leaves room to).
@@ -25,7 +25,7 @@ func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	marker := truncated
+	marker := Truncated
 	if n < len(marker) {
 		marker = "" // no room to say so
 	}

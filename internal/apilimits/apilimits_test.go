@@ -25,7 +25,7 @@ func TestTruncate(t *testing.T) {
 		"x" + strings.Repeat("🙂", NoteBytes), // 4 bytes each, off by one
 	} {
 		got := Note(s)
-		if len(got) > NoteBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, truncated) || !strings.HasPrefix(s, strings.TrimSuffix(got, truncated)) {
+		if len(got) > NoteBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, Truncated) || !strings.HasPrefix(s, strings.TrimSuffix(got, Truncated)) {
 			t.Errorf("Note of %d bytes: %d bytes, valid UTF-8 %v, %q...", len(s), len(got), utf8.ValidString(got), got[:min(len(got), 20)])
 		}
 		if len(got) < NoteBytes-4 {
