@@ -37,7 +37,8 @@ const (
 	// maxWorkerEvents of them; read again each time the reason changes.
 	AnnotationWorkerEvents = "hub.allot.dev/worker-events"
 	// ReasonWorkerPending is the reason of the event on a hub Job when the
-	// worker's reason for its copy changes.
+	// worker's reason for its copy changes (its message: a code read after
+	// the message makes no second event).
 	ReasonWorkerPending = "WorkerPending"
 	// workerScheduler is the reporting controller of the worker
 	// scheduler's events.
@@ -195,7 +196,8 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 // so in an event.
 func (r *Router) tellWorker(ctx context.Context, h *hubJob, cluster, reason, events string) error {
 	reason, events = bounded(reason), bounded(events)
-	if h.job.Annotations[AnnotationWorkerPending] == reason && h.job.Annotations[AnnotationWorkerEvents] == events {
+	before := h.job.Annotations[AnnotationWorkerPending]
+	if before == reason && h.job.Annotations[AnnotationWorkerEvents] == events {
 		return nil
 	}
 	patch := client.MergeFrom(h.job.DeepCopy())
@@ -211,7 +213,10 @@ func (r *Router) tellWorker(ctx context.Context, h *hubJob, cluster, reason, eve
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err
 	}
-	if r.Recorder != nil {
+	// One event a reason: not again when only its code, read late, is added.
+	_, was, _ := strings.Cut(before, ": ")
+	_, is, _ := strings.Cut(reason, ": ")
+	if r.Recorder != nil && was != is {
 		r.Recorder.Eventf(h.job, nil, corev1.EventTypeNormal, ReasonWorkerPending, "Route", "%s",
 			apilimits.Note(fmt.Sprintf("waiting in cluster %s: %s", cluster, reason)))
 	}
