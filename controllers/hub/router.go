@@ -915,9 +915,10 @@ type noRetryAfter struct{ rt http.RoundTripper }
 func (t noRetryAfter) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // workerMapper maps the kinds the router reads and writes in a worker (its
-// Jobs; the pods and events of their copies, read only): no discovery, whose calls take no context (a worker that froze held each
-// pass for its client's timeout, past the pass's bound), and two calls fewer
-// to a worker that answers.
+// Jobs; the pods and events of their copies, read only): no discovery,
+// whose calls take no context (a worker that froze held each pass for its
+// client's timeout, past the pass's bound), and two calls fewer to a worker
+// that answers.
 func workerMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion, corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion})
 	m.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
