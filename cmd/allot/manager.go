@@ -28,6 +28,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 
@@ -172,6 +173,9 @@ func runManager(ctx context.Context, o managerOptions, cmd *cobra.Command) error
 		return err
 	}
 	if err := sourcev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := jobsetv1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	metrics := metricsserver.Options{BindAddress: o.metricsAddr}

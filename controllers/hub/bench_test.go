@@ -65,7 +65,7 @@ func benchFleet(clusters, nodes, pending int) (scheduler.Config, []snapshot, []a
 func benchJob(name string, team int, pods int32, gpp int64, cluster, placement string) *hubJob {
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("t%d", team), Name: name,
 		Annotations: map[string]string{AnnotationCluster: cluster, AnnotationPlacement: placement}}}
-	return &hubJob{job: j, cluster: cluster, attempt: 1, placement: placement, spec: scheduler.Workload{ID: scheduler.WorkloadID(j.Namespace + "/" + name),
+	return &hubJob{job: j, kind: jobKind{}, cluster: cluster, attempt: 1, placement: placement, spec: scheduler.Workload{ID: scheduler.WorkloadID(j.Namespace + "/" + name),
 		Team: scheduler.TeamName(j.Namespace), Tier: "research", Pods: int64(pods), GPUsPerPod: gpp, Submitted: time.Unix(int64(len(name)), 0)}}
 }
 
@@ -80,7 +80,7 @@ func BenchmarkHubDecide(b *testing.B) {
 			var routedN int
 			for b.Loop() {
 				for _, h := range jobs {
-					if h.job.Annotations[AnnotationCluster] == "" {
+					if h.job.GetAnnotations()[AnnotationCluster] == "" {
 						h.cluster = ""
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -32,15 +33,15 @@ func TestRoutedJobReadAsCopied(t *testing.T) {
 	edited.Spec.Parallelism = ptr.To[int32](1)
 	edited.Spec.Template.Labels[contract.LabelTeam] = "other"
 	for name, tc := range map[string]struct {
-		listed   map[types.UID]*batchv1.Job
+		listed   map[types.UID]client.Object
 		wantPods int64
 		wantErr  bool
 	}{
-		"copy listed":             {listed: map[types.UID]*batchv1.Job{"u1": cp}, wantPods: 2},
+		"copy listed":             {listed: map[types.UID]client.Object{"u1": cp}, wantPods: 2},
 		"no copy listed":          {wantErr: true},
-		"an older attempt's copy": {listed: map[types.UID]*batchv1.Job{"u1": workerCopy(routed, "c0", 2, "", time.Unix(1e6, 0))}, wantErr: true},
+		"an older attempt's copy": {listed: map[types.UID]client.Object{"u1": workerCopy(routed, "c0", 2, "", time.Unix(1e6, 0))}, wantErr: true},
 	} {
-		h := &hubJob{job: edited, cluster: "c0", attempt: 1}
+		h := &hubJob{job: edited, kind: jobKind{}, cluster: "c0", attempt: 1}
 		h.spec, h.specErr = jobWorkload(edited, ten)
 		asCopied([]*hubJob{h}, []snapshot{{name: "c0", state: Ready, byUID: tc.listed}}, ten)
 		if (h.specErr != nil) != tc.wantErr || !tc.wantErr && (h.spec.Team != "ml" || h.spec.Pods != tc.wantPods || h.spec.GPUsPerPod != 8) {

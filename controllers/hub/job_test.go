@@ -144,7 +144,7 @@ func TestUnprobedWorkerKeepsItsJobs(t *testing.T) {
 	}
 	for _, rt := range d.routes {
 		if rt.a.Cluster == "c1" {
-			t.Errorf("job %s routed to c1, which no probe has reached", rt.h.job.Name)
+			t.Errorf("job %s routed to c1, which no probe has reached", rt.h.job.GetName())
 		}
 	}
 	if len(d.routes) == 0 {
@@ -152,7 +152,7 @@ func TestUnprobedWorkerKeepsItsJobs(t *testing.T) {
 	}
 	// c1's Cluster deleted: its jobs go elsewhere.
 	for _, h := range jobs {
-		h.cluster = h.job.Annotations[AnnotationCluster]
+		h.cluster = h.job.GetAnnotations()[AnnotationCluster]
 	}
 	d, err = decide(cfg, scheduler.DefaultOptions(), withUnprobed(probed, clusters[:1]), pools, jobs, time.Unix(1e6, 0))
 	if err != nil {

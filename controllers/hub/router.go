@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -84,9 +85,9 @@ const (
 // the manager's role: a worker's manager never writes a Job.
 // +kubebuilder:rbac:groups=allot.dev,resources=teams;cohorts;tiers;pools,verbs=get;list;watch
 
-// Router routes the hub's Jobs (spec.managedBy allot.dev/hub) to worker
-// clusters with a scheduling core over every worker's nodes and the teams'
-// fleet-wide quotas: the cheapest cluster where the job fits now, then the
+// Router routes the hub's Jobs and JobSets (spec.managedBy allot.dev/hub;
+// kinds) to worker clusters with a scheduling core over every worker's
+// nodes and the teams' fleet-wide quotas: the cheapest cluster where the job fits now, then the
 // best fit (scheduler/cluster.go). It creates the job's copy in the worker,
 // in the same namespace, pinned there (label allot.dev/cluster on its pods,
 // which the worker's manager honours), mirrors the copy's status back, moves
@@ -166,7 +167,9 @@ func (r *Router) SetupWithManager(mgr ctrl.Manager) error {
 
 // hubJob is one of the hub's Jobs as a pass sees it.
 type hubJob struct {
-	job     *batchv1.Job
+	// job is the hub's object (a Job, a JobSet: kind).
+	job     client.Object
+	kind    kind
 	spec    scheduler.Workload
 	specErr error
 	// cluster, attempt and placement are the job's routing as the hub holds
@@ -227,27 +230,29 @@ func (r *Router) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var list batchv1.JobList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return err
-	}
 	ten := newTenancy(teams.Items, tiers.Items)
 	var jobs []*hubJob
 	live := map[types.UID]bool{}
-	for i := range list.Items {
-		live[list.Items[i].UID] = true
+	for _, k := range kinds {
+		list, err := k.List(ctx, r.Client)
+		if err != nil {
+			return fmt.Errorf("listing the hub's %ss: %w", k.Name(), err)
+		}
+		for _, j := range list {
+			live[j.GetUID()] = true
+			if !k.Managed(j) || j.GetDeletionTimestamp() != nil {
+				continue
+			}
+			a := j.GetAnnotations()
+			h := &hubJob{job: j, kind: k, cluster: a[AnnotationCluster], placement: a[AnnotationPlacement]}
+			h.attempt = parseAttempt(a[AnnotationAttempt])
+			jobs = append(jobs, h)
+		}
 	}
 	r.forgetGone(live)
-	for i := range list.Items {
-		j := &list.Items[i]
-		if j.Spec.ManagedBy == nil || *j.Spec.ManagedBy != ManagedBy || j.DeletionTimestamp != nil {
-			continue
-		}
-		h := &hubJob{job: j, cluster: j.Annotations[AnnotationCluster], placement: j.Annotations[AnnotationPlacement]}
-		h.attempt = parseAttempt(j.Annotations[AnnotationAttempt])
+	for _, h := range jobs {
 		r.recall(h)
-		h.spec, h.specErr = jobWorkload(j, ten)
-		jobs = append(jobs, h)
+		h.spec, h.specErr = h.kind.Workload(h.job, ten)
 	}
 
 	// Each worker's copies first: a routing read from a Job is the hub's only
@@ -261,14 +266,9 @@ func (r *Router) Pass(ctx context.Context) error {
 		if w.state != Ready || w.client == nil {
 			return nil
 		}
-		err := w.client.List(listing, &w.copies, client.HasLabels{LabelHubJob})
-		if err != nil {
+		if err := w.listCopies(listing); err != nil {
 			w.state = Unreachable // for this pass: it keeps its jobs, takes none
 			return fmt.Errorf("listing the hub's jobs in %s: %w", w.name, err)
-		}
-		w.byUID = map[types.UID]*batchv1.Job{}
-		for i := range w.copies.Items {
-			w.byUID[types.UID(w.copies.Items[i].Labels[LabelHubJob])] = &w.copies.Items[i]
 		}
 		return nil
 	})
@@ -276,7 +276,7 @@ func (r *Router) Pass(ctx context.Context) error {
 	asCopied(jobs, workers, ten)
 	claims := map[types.UID]claim{}
 	for _, h := range jobs {
-		claims[h.job.UID] = claim{h.cluster, h.attempt}
+		claims[h.job.GetUID()] = claim{h.cluster, h.attempt}
 	}
 	opts := scheduler.DefaultOptions()
 	if r.Core != nil {
@@ -297,7 +297,7 @@ func (r *Router) Pass(ctx context.Context) error {
 		switch {
 		case h.unclaimed:
 			errs = append(errs, r.unroute(ctx, h))
-		case h.lostFrom == "" && !finished(h.job) && (h.cluster != "" || h.remembered):
+		case h.lostFrom == "" && !h.kind.Finished(h.job) && (h.cluster != "" || h.remembered):
 			errs = append(errs, r.restore(ctx, h))
 		}
 	}
@@ -422,7 +422,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 	var pending []*hubJob
 	for _, h := range jobs {
 		switch {
-		case finished(h.job):
+		case h.kind.Finished(h.job):
 			continue
 		case h.specErr != nil:
 			d.pending[h] = "InvalidWorkload: " + h.specErr.Error()
@@ -500,7 +500,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 // hub's Job.
 func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.Admission, why string) error {
 	if w == nil || w.client == nil {
-		return fmt.Errorf("job %s routed to %s, which the hub cannot reach", h.job.Name, a.Cluster)
+		return fmt.Errorf("job %s routed to %s, which the hub cannot reach", h.job.GetName(), a.Cluster)
 	}
 	attempt := h.attempt
 	if attempt == 0 {
@@ -510,27 +510,24 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 	// routing (one whose record failed is made by the next pass's mirror).
 	// It is written over the Job as read, or not at all: a second hub, or
 	// this one reading an older Job, routes no job that was routed since.
-	patch := client.MergeFromWithOptions(h.job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if h.job.Annotations == nil {
-		h.job.Annotations = map[string]string{}
-	}
-	h.job.Annotations[AnnotationCluster] = a.Cluster
-	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
-	h.job.Annotations[AnnotationPlacement] = formatPlacement(a.Pods)
-	h.job.Annotations[AnnotationWhy] = bounded(why)
-	h.placement = h.job.Annotations[AnnotationPlacement]
-	delete(h.job.Annotations, AnnotationPending)
+	patch := client.MergeFromWithOptions(deepCopy(h.job), client.MergeFromWithOptimisticLock{})
+	setAnnotation(h.job, AnnotationCluster, a.Cluster)
+	setAnnotation(h.job, AnnotationAttempt, strconv.Itoa(attempt))
+	setAnnotation(h.job, AnnotationPlacement, formatPlacement(a.Pods))
+	setAnnotation(h.job, AnnotationWhy, bounded(why))
+	h.placement = h.job.GetAnnotations()[AnnotationPlacement]
+	setAnnotation(h.job, AnnotationPending, "")
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
-		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.Namespace, h.job.Name, err)
+		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.GetNamespace(), h.job.GetName(), err)
 	}
 	r.remember(h.job, a.Cluster, attempt)
 	if r.Metrics != nil {
 		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
 	}
 	r.Log.Info("job routed", "job", client.ObjectKeyFromObject(h.job), "cluster", a.Cluster, "attempt", attempt)
-	cp := workerCopy(h.job, a.Cluster, attempt, h.placement, w.fence)
+	cp := h.kind.Copy(h.job, a.Cluster, attempt, h.placement, w.fence)
 	if err := w.client.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating job %s/%s in %s: %w", cp.Namespace, cp.Name, a.Cluster, err)
+		return fmt.Errorf("creating %s %s/%s in %s: %w", h.kind.Name(), cp.GetNamespace(), cp.GetName(), a.Cluster, err)
 	}
 	return nil
 }
@@ -543,13 +540,13 @@ type routing struct {
 
 // remember notes a routing this router wrote, so that a pass that reads an
 // older copy of the Job from the cache does not take it for unrouted.
-func (r *Router) remember(j *batchv1.Job, cluster string, attempt int) {
+func (r *Router) remember(j client.Object, cluster string, attempt int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.routed == nil {
 		r.routed = map[types.UID]routing{}
 	}
-	r.routed[j.UID] = routing{cluster: cluster, placement: j.Annotations[AnnotationPlacement], attempt: attempt}
+	r.routed[j.GetUID()] = routing{cluster: cluster, placement: j.GetAnnotations()[AnnotationPlacement], attempt: attempt}
 }
 
 // forgetGone drops what the router remembers of Jobs that are gone.
@@ -568,7 +565,7 @@ func (r *Router) forgetGone(live map[types.UID]bool) {
 func (r *Router) recall(h *hubJob) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m, ok := r.routed[h.job.UID]; ok {
+	if m, ok := r.routed[h.job.GetUID()]; ok {
 		h.cluster, h.attempt, h.placement, h.remembered = m.cluster, m.attempt, m.placement, true
 	}
 }
@@ -606,11 +603,10 @@ func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 		if w.state != Ready {
 			continue
 		}
-		for i := range w.copies.Items {
-			cp := &w.copies.Items[i]
-			uid, a := types.UID(cp.Labels[LabelHubJob]), parseAttempt(cp.Annotations[AnnotationAttempt])
+		for _, cp := range w.copies {
+			uid, a := types.UID(cp.GetLabels()[LabelHubJob]), parseAttempt(cp.GetAnnotations()[AnnotationAttempt])
 			if n, ok := newest[uid]; !ok || a > n.attempt {
-				newest[uid] = routing{cluster: w.name, attempt: a, placement: cp.Annotations[AnnotationPlacement]}
+				newest[uid] = routing{cluster: w.name, attempt: a, placement: cp.GetAnnotations()[AnnotationPlacement]}
 			}
 		}
 	}
@@ -618,7 +614,7 @@ func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 		if h.remembered {
 			continue
 		}
-		cp, copied := newest[h.job.UID]
+		cp, copied := newest[h.job.GetUID()]
 		st, known := state[h.cluster]
 		doubt := known && st != Ready // the worker it names could not be asked
 		switch {
@@ -656,12 +652,12 @@ func asCopied(jobs []*hubJob, workers []snapshot, ten *tenancy) {
 		if h.cluster == "" || w == nil {
 			continue
 		}
-		cp := w.byUID[h.job.UID]
-		if cp == nil || cp.Annotations[AnnotationAttempt] != strconv.Itoa(max(h.attempt, 1)) {
+		cp := w.byUID[h.job.GetUID()]
+		if cp == nil || cp.GetAnnotations()[AnnotationAttempt] != strconv.Itoa(max(h.attempt, 1)) || kindOf(cp) != h.kind {
 			continue
 		}
-		h.spec, h.specErr = jobWorkload(cp, ten)
-		h.spec.Submitted = h.job.CreationTimestamp.Time
+		h.spec, h.specErr = h.kind.Workload(cp, ten)
+		h.spec.Submitted = h.job.GetCreationTimestamp().Time
 	}
 }
 
@@ -673,7 +669,7 @@ func (r *Router) restore(ctx context.Context, h *hubJob) error {
 	if h.attempt > 0 {
 		want[AnnotationAttempt] = strconv.Itoa(h.attempt)
 	}
-	read := h.job.Annotations
+	read := h.job.GetAnnotations()
 	if read[AnnotationCluster] == want[AnnotationCluster] && read[AnnotationAttempt] == want[AnnotationAttempt] && read[AnnotationPlacement] == want[AnnotationPlacement] {
 		return nil
 	}
@@ -681,19 +677,16 @@ func (r *Router) restore(ctx context.Context, h *hubJob) error {
 	// the patch changes nothing then, and nothing is said.
 	a := parseAttempt(read[AnnotationAttempt])
 	edited := !h.remembered || a > h.attempt || a == h.attempt && read[AnnotationCluster] != ""
-	patch := client.MergeFrom(h.job.DeepCopy())
-	if h.job.Annotations == nil {
-		h.job.Annotations = map[string]string{}
-	}
+	patch := client.MergeFrom(deepCopy(h.job))
 	for k, v := range want {
 		if v == "" {
-			delete(h.job.Annotations, k)
+			setAnnotation(h.job, k, "")
 		} else {
-			h.job.Annotations[k] = v
+			setAnnotation(h.job, k, v)
 		}
 	}
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
-		return fmt.Errorf("writing the routing of job %s/%s back: %w", h.job.Namespace, h.job.Name, err)
+		return fmt.Errorf("writing the routing of job %s/%s back: %w", h.job.GetNamespace(), h.job.GetName(), err)
 	}
 	if !edited {
 		return nil
@@ -715,12 +708,12 @@ func (r *Router) restore(ctx context.Context, h *hubJob) error {
 // unroute forgets a routing to a lost worker: the next routing is a new
 // attempt, and the lost worker's copy is stale when it comes back.
 func (r *Router) unroute(ctx context.Context, h *hubJob) error {
-	patch := client.MergeFrom(h.job.DeepCopy())
-	delete(h.job.Annotations, AnnotationCluster)
-	delete(h.job.Annotations, AnnotationPlacement)
-	delete(h.job.Annotations, AnnotationWorkerPending) // the next worker's to say
-	delete(h.job.Annotations, AnnotationWorkerEvents)
-	h.job.Annotations[AnnotationAttempt] = strconv.Itoa(h.attempt)
+	patch := client.MergeFrom(deepCopy(h.job))
+	setAnnotation(h.job, AnnotationCluster, "")
+	setAnnotation(h.job, AnnotationPlacement, "")
+	setAnnotation(h.job, AnnotationWorkerPending, "") // the next worker's to say
+	setAnnotation(h.job, AnnotationWorkerEvents, "")
+	setAnnotation(h.job, AnnotationAttempt, strconv.Itoa(h.attempt))
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err
 	}
@@ -755,7 +748,7 @@ func (r *Router) sayRecounted(ctx context.Context, d *decision, workers []snapsh
 			continue
 		}
 		msg := bounded(rc.message())
-		if h.job.Annotations[AnnotationAccounted] == msg {
+		if h.job.GetAnnotations()[AnnotationAccounted] == msg {
 			continue
 		}
 		r.Log.Info("a routed job's nodes no longer hold it: it is counted again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.cluster, "counted", rc.counted, "on", apilimits.Truncate(rc.on, 253))
@@ -776,17 +769,14 @@ func (r *Router) sayRecounted(ctx context.Context, d *decision, workers []snapsh
 // it), when it changes.
 func (r *Router) annotate(ctx context.Context, h *hubJob, key, value string) error {
 	value = bounded(value)
-	if h.job.Annotations[key] == value {
+	if h.job.GetAnnotations()[key] == value {
 		return nil
 	}
-	patch := client.MergeFrom(h.job.DeepCopy())
-	if h.job.Annotations == nil {
-		h.job.Annotations = map[string]string{}
-	}
+	patch := client.MergeFrom(deepCopy(h.job))
 	if value == "" {
-		delete(h.job.Annotations, key)
+		setAnnotation(h.job, key, "")
 	} else {
-		h.job.Annotations[key] = value
+		setAnnotation(h.job, key, value)
 	}
 	return r.Client.Patch(ctx, h.job, patch)
 }
@@ -798,24 +788,25 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	// too many (a worker's client makes 5 a second: 60 jobs in a worker
 	// held every pass 10 s, and its jobs past the pass's bound went without
 	// their fence renewed).
-	var cp batchv1.Job
+	cp := h.kind.New()
 	var err error
-	if listed := w.byUID[h.job.UID]; listed != nil && listed.Annotations[AnnotationAttempt] == strconv.Itoa(max(h.attempt, 1)) {
-		cp = *listed
+	if listed := w.byUID[h.job.GetUID()]; listed != nil && listed.GetAnnotations()[AnnotationAttempt] == strconv.Itoa(max(h.attempt, 1)) && kindOf(listed) == h.kind {
+		cp = listed
 	} else {
-		err = w.client.Get(ctx, client.ObjectKeyFromObject(h.job), &cp)
+		err = w.client.Get(ctx, client.ObjectKeyFromObject(h.job), cp)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return w.client.Create(ctx, workerCopy(h.job, w.name, max(h.attempt, 1), h.placement, w.fence))
+		return w.client.Create(ctx, h.kind.Copy(h.job, w.name, max(h.attempt, 1), h.placement, w.fence))
 	case err != nil:
-		return fmt.Errorf("reading job %s/%s in %s: %w", h.job.Namespace, h.job.Name, w.name, err)
-	case cp.Labels[LabelHubJob] != string(h.job.UID):
-		// Not ours: a Job of the same name made in the worker. It is left
-		// alone; the hub Job says why it does not run.
-		why := fmt.Sprintf("cluster %s has a Job %s/%s this hub did not make (its %s label is %q, not this Job's UID): the copy cannot be made there; delete or rename that Job, or this one", w.name, cp.Namespace, cp.Name, LabelHubJob, cp.Labels[LabelHubJob])
-		if h.job.Annotations[AnnotationConflict] != bounded(why) {
-			r.Log.Info("a Job of the same name that the hub did not make is in the worker: the copy cannot be made", "job", client.ObjectKeyFromObject(h.job), "cluster", w.name)
+		return fmt.Errorf("reading %s %s/%s in %s: %w", h.kind.Name(), h.job.GetNamespace(), h.job.GetName(), w.name, err)
+	case cp.GetLabels()[LabelHubJob] != string(h.job.GetUID()):
+		// Not ours: an object of the same name made in the worker. It is
+		// left alone; the hub object says why it does not run.
+		why := fmt.Sprintf("cluster %s has a %s %s/%s this hub did not make (its %s label is %q, not this %s's UID): the copy cannot be made there; delete or rename that %s, or this one",
+			w.name, h.kind.Name(), cp.GetNamespace(), cp.GetName(), LabelHubJob, cp.GetLabels()[LabelHubJob], h.kind.Name(), h.kind.Name())
+		if h.job.GetAnnotations()[AnnotationConflict] != bounded(why) {
+			r.Log.Info("an object of the same name that the hub did not make is in the worker: the copy cannot be made", "kind", h.kind.Name(), "job", client.ObjectKeyFromObject(h.job), "cluster", w.name)
 		}
 		return r.annotate(ctx, h, AnnotationConflict, why)
 	}
@@ -825,23 +816,38 @@ func (r *Router) mirror(ctx context.Context, w *snapshot, h *hubJob) error {
 	// The fence is renewed once half of it is gone, to failoverAfter after
 	// the worker's last successful probe (snapshot.fence): it always passes
 	// before the hub could move the job, so a copy never starts after its
-	// job went elsewhere.
-	if fence, err := time.Parse(time.RFC3339, cp.Annotations[contract.AnnotationHubFence]); err != nil || fence.Sub(r.now()) < w.failoverAfter/2 && w.fence.After(fence) {
-		p := client.MergeFrom(cp.DeepCopy())
-		if cp.Annotations == nil { // stripped in the worker
-			cp.Annotations = map[string]string{}
-		}
-		cp.Annotations[contract.AnnotationHubFence] = w.fence.UTC().Format(fenceLayout)
-		if err := w.client.Patch(ctx, &cp, p); err != nil {
-			return fmt.Errorf("renewing the fence of job %s/%s in %s: %w", cp.Namespace, cp.Name, w.name, err)
+	// job went elsewhere. A JobSet's Jobs carry it too: the worker's
+	// scheduler reads it on the Job of a pod.
+	if err := r.renewFence(ctx, w, cp); err != nil {
+		return err
+	}
+	for _, m := range w.members[h.job.GetUID()] {
+		if m.Annotations[AnnotationAttempt] == cp.GetAnnotations()[AnnotationAttempt] {
+			if err := r.renewFence(ctx, w, m); err != nil {
+				return err
+			}
 		}
 	}
-	if statusEqual(&cp.Status, &h.job.Status) {
+	patch := client.MergeFrom(deepCopy(h.job))
+	if !h.kind.TakeStatus(h.job, cp) {
 		return nil
 	}
-	patch := client.MergeFrom(h.job.DeepCopy())
-	h.job.Status = *cp.Status.DeepCopy()
 	return r.Client.Status().Patch(ctx, h.job, patch)
+}
+
+// renewFence moves the fence of the copy (or a JobSet's Job) o in w to the
+// worker's, once half of it is gone.
+func (r *Router) renewFence(ctx context.Context, w *snapshot, o client.Object) error {
+	fence, err := time.Parse(time.RFC3339, o.GetAnnotations()[contract.AnnotationHubFence])
+	if err == nil && (fence.Sub(r.now()) >= w.failoverAfter/2 || !w.fence.After(fence)) {
+		return nil
+	}
+	p := client.MergeFrom(deepCopy(o))
+	setAnnotation(o, contract.AnnotationHubFence, w.fence.UTC().Format(fenceLayout))
+	if err := w.client.Patch(ctx, o, p); err != nil {
+		return fmt.Errorf("renewing the fence of %s/%s in %s: %w", o.GetNamespace(), o.GetName(), w.name, err)
+	}
+	return nil
 }
 
 // claim is a Job's routing as the pass read it (the Job's annotations, or
@@ -856,13 +862,12 @@ type claim struct {
 // live copy. claims is every job's routing (own).
 func (r *Router) sweep(ctx context.Context, w *snapshot, claims map[types.UID]claim) error {
 	var errs []error
-	for i := range w.copies.Items {
-		cp := &w.copies.Items[i]
-		c, ok := claims[types.UID(cp.Labels[LabelHubJob])]
-		if ok && c.cluster == w.name && cp.Annotations[AnnotationAttempt] == strconv.Itoa(max(c.attempt, 1)) {
+	for _, cp := range w.copies {
+		c, ok := claims[types.UID(cp.GetLabels()[LabelHubJob])]
+		if ok && c.cluster == w.name && cp.GetAnnotations()[AnnotationAttempt] == strconv.Itoa(max(c.attempt, 1)) {
 			continue
 		}
-		r.Log.Info("deleting a stale copy", "cluster", w.name, "job", client.ObjectKeyFromObject(cp), "attempt", cp.Annotations[AnnotationAttempt])
+		r.Log.Info("deleting a stale copy", "cluster", w.name, "job", client.ObjectKeyFromObject(cp), "attempt", cp.GetAnnotations()[AnnotationAttempt])
 		err := w.client.Delete(ctx, cp, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
@@ -915,13 +920,14 @@ type noRetryAfter struct{ rt http.RoundTripper }
 func (t noRetryAfter) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // workerMapper maps the kinds the router reads and writes in a worker (its
-// Jobs; the pods and events of their copies, read only): no discovery,
+// Jobs and JobSets; the pods and events of their copies, read only): no discovery,
 // whose calls take no context (a worker that froze held each pass for its
 // client's timeout, past the pass's bound), and two calls fewer to a worker
 // that answers.
 func workerMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion, corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion})
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{batchv1.SchemeGroupVersion, corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion, jobsetv1.SchemeGroupVersion})
 	m.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
+	m.Add(jobsetv1.SchemeGroupVersion.WithKind("JobSet"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	m.Add(eventsv1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace)
 	return m
@@ -942,19 +948,7 @@ func (t noRetryAfter) RoundTrip(req *http.Request) (*http.Response, error) {
 // become the leader) and the fence (until when the hub vouches for it:
 // contract.AnnotationHubFence).
 func workerCopy(j *batchv1.Job, cluster string, attempt int, placement string, fence time.Time) *batchv1.Job {
-	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Labels: map[string]string{}, Annotations: map[string]string{}}}
-	for k, v := range j.Labels {
-		if !generatedLabel(k) {
-			cp.Labels[k] = v
-		}
-	}
-	cp.Labels[LabelHubJob] = string(j.UID)
-	cp.Labels[contract.LabelCluster] = cluster
-	cp.Annotations[AnnotationAttempt] = strconv.Itoa(attempt)
-	if placement != "" {
-		cp.Annotations[AnnotationPlacement] = placement
-	}
-	cp.Annotations[contract.AnnotationHubFence] = fence.UTC().Format(fenceLayout)
+	cp := &batchv1.Job{ObjectMeta: copyMeta(j, cluster, attempt, placement, fence)}
 	cp.Spec = *j.Spec.DeepCopy()
 	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector, cp.Spec.Suspend = nil, nil, nil, nil
 	labels := map[string]string{}

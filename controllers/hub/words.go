@@ -68,9 +68,12 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 		if h.cluster != w.name {
 			continue
 		}
-		told = told || h.job.Annotations[AnnotationWorkerPending] != ""
-		if cp := w.byUID[h.job.UID]; cp != nil && !finished(cp) {
-			byCopy[cp.UID] = h
+		told = told || h.job.GetAnnotations()[AnnotationWorkerPending] != ""
+		if cp := w.byUID[h.job.GetUID()]; cp != nil && kindOf(cp) == h.kind && !h.kind.Finished(cp) {
+			byCopy[cp.GetUID()] = h
+			for _, m := range w.members[h.job.GetUID()] {
+				byCopy[m.UID] = h // a JobSet's pods are its Jobs'
+			}
 		}
 	}
 	if len(byCopy) == 0 && !told {
@@ -95,7 +98,7 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 			p := &pods.Items[i]
 			ctl := controllerOf(p)
 			h := byCopy[ctl]
-			if h == nil || p.Namespace != h.job.Namespace || p.DeletionTimestamp != nil {
+			if h == nil || p.Namespace != h.job.GetNamespace() || p.DeletionTimestamp != nil {
 				continue
 			}
 			wt := waits[h]
@@ -125,16 +128,16 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 		if msg == "" {
 			// Running, finished, or not said yet: nothing to tell (unless
 			// its pods were past the bound of the list).
-			if h.job.Annotations[AnnotationWorkerPending] != "" && (wt != nil || !truncated) {
+			if h.job.GetAnnotations()[AnnotationWorkerPending] != "" && (wt != nil || !truncated) {
 				errs = append(errs, r.annotate(ctx, h, AnnotationWorkerPending, ""))
 			}
 			continue
 		}
-		said := h.job.Annotations[AnnotationWorkerPending]
+		said := h.job.GetAnnotations()[AnnotationWorkerPending]
 		if !saidAlready(said, msg) {
-			changed[h.job.Namespace] = append(changed[h.job.Namespace], h)
+			changed[h.job.GetNamespace()] = append(changed[h.job.GetNamespace()], h)
 			if !strings.HasPrefix(said, codeUnknown+": ") {
-				fresh[h.job.Namespace] = true
+				fresh[h.job.GetNamespace()] = true
 			}
 		}
 	}
@@ -196,19 +199,16 @@ func (r *Router) hear(ctx context.Context, w *snapshot, jobs []*hubJob) error {
 // so in an event.
 func (r *Router) tellWorker(ctx context.Context, h *hubJob, cluster, reason, events string) error {
 	reason, events = bounded(reason), bounded(events)
-	before := h.job.Annotations[AnnotationWorkerPending]
-	if before == reason && h.job.Annotations[AnnotationWorkerEvents] == events {
+	before := h.job.GetAnnotations()[AnnotationWorkerPending]
+	if before == reason && h.job.GetAnnotations()[AnnotationWorkerEvents] == events {
 		return nil
 	}
-	patch := client.MergeFrom(h.job.DeepCopy())
-	if h.job.Annotations == nil {
-		h.job.Annotations = map[string]string{}
-	}
-	h.job.Annotations[AnnotationWorkerPending] = reason
+	patch := client.MergeFrom(deepCopy(h.job))
+	setAnnotation(h.job, AnnotationWorkerPending, reason)
 	if events == "" {
-		delete(h.job.Annotations, AnnotationWorkerEvents)
+		setAnnotation(h.job, AnnotationWorkerEvents, "")
 	} else {
-		h.job.Annotations[AnnotationWorkerEvents] = events
+		setAnnotation(h.job, AnnotationWorkerEvents, events)
 	}
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err

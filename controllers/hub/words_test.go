@@ -98,6 +98,21 @@ func TestWorkerWordsOnTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The worker's scheduler first says of its first pod that the gang's
+	// other pod does not exist yet: that is a reason too, and the hub would
+	// tell it. The hub is asked once the worker says why the whole gang waits.
+	testenv.Eventually(t, 30*time.Second, "the worker's reason for the whole gang", func() error {
+		var p corev1.Pod
+		if err := west.Get(ctx, client.ObjectKey{Namespace: "ml", Name: pods[0]}, &p); err != nil {
+			return err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && strings.Contains(cond.Message, "over quota") {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s's conditions: %+v", pods[0], p.Status.Conditions)
+	})
 
 	var said string
 	testenv.Eventually(t, 30*time.Second, "the worker's reason on the hub Job", func() error {

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"crypto/sha256"
 	"maps"
 	"slices"
@@ -137,10 +138,35 @@ type snapshot struct {
 	// a write to the worker (with a client made before the probes began to
 	// fail) renews it.
 	fence time.Time
-	// copies are the hub's copies in the worker, listed by the pass; byUID
-	// indexes them by their hub Job's UID.
-	copies batchv1.JobList
-	byUID  map[types.UID]*batchv1.Job
+	// copies are the hub's copies in the worker (of every kind), listed by
+	// the pass; byUID indexes them by their hub object's UID. members are
+	// the Jobs a copied JobSet made there, by the hub JobSet's UID: the hub
+	// renews their fence with their JobSet's.
+	copies  []client.Object
+	byUID   map[types.UID]client.Object
+	members map[types.UID][]*batchv1.Job
+}
+
+// listCopies lists the hub's copies in the worker: one call a kind (a
+// worker that does not serve a kind has no copy of it).
+func (w *snapshot) listCopies(ctx context.Context) error {
+	w.copies, w.byUID, w.members = nil, map[types.UID]client.Object{}, map[types.UID][]*batchv1.Job{}
+	for _, k := range kinds {
+		list, err := k.List(ctx, w.client, client.HasLabels{LabelHubJob})
+		if err != nil {
+			return err
+		}
+		for _, cp := range list {
+			uid := types.UID(cp.GetLabels()[LabelHubJob])
+			if j, ok := cp.(*batchv1.Job); ok && jobSetMember(j) {
+				w.members[uid] = append(w.members[uid], j)
+				continue
+			}
+			w.copies = append(w.copies, cp)
+			w.byUID[uid] = cp
+		}
+	}
+	return nil
 }
 
 // snapshot returns the workers by name as of now (a worker whose Cluster was

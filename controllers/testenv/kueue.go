@@ -71,7 +71,7 @@ func StartKueue(t testing.TB, env *Env) *Kueue {
 		}
 	}
 	ctx := context.Background()
-	if err := installKueueCRDs(ctx, env, crdDir); err != nil {
+	if err := installCRDs(ctx, env, crdDir); err != nil {
 		t.Fatalf("testenv: installing Kueue's CRDs: %v", err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}
@@ -189,9 +189,9 @@ func mountSecret(ctx context.Context, env *Env, secret *corev1.Secret, dir strin
 	return true, nil
 }
 
-// installKueueCRDs creates the CRDs in dir, each storing and serving its
+// installCRDs creates the CRDs in dir, each storing and serving its
 // newest version only, and waits until they are established.
-func installKueueCRDs(ctx context.Context, env *Env, dir string) error {
+func installCRDs(ctx context.Context, env *Env, dir string) error {
 	scheme := NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,12 +95,13 @@ func Assets() string {
 }
 
 // NewScheme returns a scheme with the core Kubernetes types, allot's and
-// Flux's sources (source.toolkit.fluxcd.io/v1).
+// Flux's sources (source.toolkit.fluxcd.io/v1) and JobSet.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(s))
 	must(allotv1.AddToScheme(s))
 	must(sourcev1.AddToScheme(s))
+	must(jobsetv1.AddToScheme(s))
 	return s
 }
 

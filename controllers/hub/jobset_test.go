@@ -1,0 +1,220 @@
+package hub_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/allot-dev/allot/api/contract"
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/hub"
+	"github.com/allot-dev/allot/controllers/testenv"
+)
+
+// gpuJobSet is a hub JobSet of ml: for each replicated job, replicas Jobs
+// of pods pods of gpus GPUs each.
+func gpuJobSet(name string, gpus int64, rjobs ...jobsetv1.ReplicatedJob) *jobsetv1.JobSet {
+	js := &jobsetv1.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name}, Spec: jobsetv1.JobSetSpec{ManagedBy: ptr.To(hub.ManagedBy)}}
+	for _, rj := range rjobs {
+		rj.Template.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			SchedulerName: contract.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "train", Image: "trainer", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}},
+		}}
+		js.Spec.ReplicatedJobs = append(js.Spec.ReplicatedJobs, rj)
+	}
+	return js
+}
+
+func replicated(name string, replicas, pods int32) jobsetv1.ReplicatedJob {
+	return jobsetv1.ReplicatedJob{Name: name, Replicas: replicas, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: ptr.To(pods), Completions: ptr.To(pods)}}}
+}
+
+// TestJobSetRoutedAsOneGang: a JobSet on the hub is routed whole, all its
+// replicated jobs' pods one gang in one worker, counted whole in its team's
+// quota, its copy's pods one gang there (allot.dev/gang, gang-size: all its
+// pods), pinned, fenced (on the JobSet and on the Jobs it makes there),
+// its status mirrored back; a lost worker's JobSet moves no sooner than its
+// fence, as a Job does. A JobSet whose pods are not alike waits, saying why.
+func TestJobSetRoutedAsOneGang(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const failoverAfter = 4 * time.Second
+	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"east": {price: "10", nodes: 3}, "west": {price: "30", nodes: 4}}, 32, failoverAfter)
+	for _, e := range []*testenv.Env{hubEnv, workers["east"].env, workers["west"].env} {
+		testenv.InstallJobSetCRD(t, e)
+	}
+	c := hubEnv.Client
+	r, probe := probedRouter(t, ctx, hubEnv, c)
+	probe("east", "west")
+	pass := func() {
+		t.Helper()
+		if err := r.Pass(ctx); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	get := func(name string) *jobsetv1.JobSet {
+		t.Helper()
+		var js jobsetv1.JobSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ml", Name: name}, &js); err != nil {
+			t.Fatal(err)
+		}
+		return &js
+	}
+	copyOf := func(w, name string) *jobsetv1.JobSet {
+		t.Helper()
+		var js jobsetv1.JobSet
+		err := workers[w].env.Client.Get(ctx, client.ObjectKey{Namespace: "ml", Name: name}, &js)
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		if err != nil || js.DeletionTimestamp != nil {
+			return nil
+		}
+		return &js
+	}
+
+	// 1 leader and 2 Jobs of 1 worker, 8 GPUs each: 24 GPUs, one gang.
+	if err := c.Create(ctx, gpuJobSet("train", 8, replicated("leader", 1, 1), replicated("workers", 2, 1))); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	js := get("train")
+	if js.Annotations[hub.AnnotationCluster] != "east" || js.Annotations[hub.AnnotationAttempt] != "1" {
+		t.Fatalf("ml/train routed to %q attempt %q (pending %q), want east 1", js.Annotations[hub.AnnotationCluster], js.Annotations[hub.AnnotationAttempt], js.Annotations[hub.AnnotationPending])
+	}
+	pods := 0
+	for _, p := range strings.Split(js.Annotations[hub.AnnotationPlacement], ",") {
+		node, n, _ := strings.Cut(p, "=")
+		if !strings.HasPrefix(node, "east-") {
+			t.Errorf("ml/train counted on node %s, not east's", node)
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("placement %q: %v", js.Annotations[hub.AnnotationPlacement], err)
+		}
+		pods += k
+	}
+	if pods != 3 {
+		t.Errorf("ml/train counted as %q: want its 3 pods", js.Annotations[hub.AnnotationPlacement])
+	}
+	cp := copyOf("east", "train")
+	if cp == nil || copyOf("west", "train") != nil {
+		t.Fatalf("ml/train's copies: east %v, west %v; want east's only", cp != nil, copyOf("west", "train") != nil)
+	}
+	if cp.Spec.ManagedBy != nil || cp.Labels[hub.LabelHubJob] != string(js.UID) || cp.Labels[contract.LabelCluster] != "east" {
+		t.Errorf("east's copy: managedBy %v, labels %v", cp.Spec.ManagedBy, cp.Labels)
+	}
+	fence := cp.Annotations[contract.AnnotationHubFence]
+	for _, rj := range cp.Spec.ReplicatedJobs {
+		l, a := rj.Template.Spec.Template.Labels, rj.Template.Annotations
+		if l[contract.LabelGang] != "train" || l[contract.LabelGangSize] != "3" || l[contract.LabelCluster] != "east" {
+			t.Errorf("replicated job %s's pods are labelled %v: want gang train of 3, pinned to east", rj.Name, l)
+		}
+		if rj.Template.Labels[hub.LabelHubJob] != string(js.UID) || a[hub.AnnotationAttempt] != "1" || a[contract.AnnotationHubFence] != fence {
+			t.Errorf("replicated job %s's Jobs are labelled %v, annotated %v: want the hub JobSet's UID, attempt 1 and the fence", rj.Name, rj.Template.Labels, a)
+		}
+	}
+
+	// Counted whole: 24 of ml's 32 GPUs; a second JobSet of 16 waits.
+	if err := c.Create(ctx, gpuJobSet("more", 8, replicated("w", 1, 2))); err != nil {
+		t.Fatal(err)
+	}
+	// And one whose pods are not alike waits, saying why.
+	odd := gpuJobSet("odd", 8, replicated("a", 1, 1), replicated("b", 1, 1))
+	odd.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = *resource.NewQuantity(4, resource.DecimalSI)
+	if err := c.Create(ctx, odd); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if p := get("more").Annotations[hub.AnnotationPending]; !strings.HasPrefix(p, "OverQuota") {
+		t.Errorf("ml/more (16 GPUs beside ml/train's 24 in a quota of 32): pending %q, want OverQuota", p)
+	}
+	if p := get("odd").Annotations[hub.AnnotationPending]; !strings.Contains(p, "InvalidWorkload") || !strings.Contains(p, "different GPUs") {
+		t.Errorf("ml/odd: pending %q, want InvalidWorkload naming the different GPUs", p)
+	}
+
+	// The Jobs the JobSet controller makes in east from the copy (made here
+	// as it does: their template's labels and annotations, owned by the
+	// JobSet) have their fence renewed with the copy's.
+	member := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train-leader-0",
+		Labels: cp.Spec.ReplicatedJobs[0].Template.Labels, Annotations: cp.Spec.ReplicatedJobs[0].Template.Annotations,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: jobsetv1.SchemeGroupVersion.String(), Kind: "JobSet", Name: "train", UID: cp.UID, Controller: ptr.To(true)}}},
+		Spec: cp.Spec.ReplicatedJobs[0].Template.Spec}
+	member.Spec.Template.Labels = map[string]string{contract.LabelCluster: "east"}
+	if err := workers["east"].env.Client.Create(ctx, member); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(failoverAfter/2 + 200*time.Millisecond)
+	probe("east", "west")
+	pass()
+	if err := workers["east"].env.Client.Get(ctx, client.ObjectKeyFromObject(member), member); err != nil {
+		t.Fatal(err)
+	}
+	if got := member.Annotations[contract.AnnotationHubFence]; got == fence || got != copyOf("east", "train").Annotations[contract.AnnotationHubFence] {
+		t.Errorf("the fence of ml/train's Job in east is %q (was %q; the copy's %q): not renewed with the copy's", got, fence, copyOf("east", "train").Annotations[contract.AnnotationHubFence])
+	}
+	if copyOf("east", "train-leader-0") != nil || get("train").Annotations[hub.AnnotationCluster] != "east" {
+		t.Error("the JobSet's Job in east was taken for a copy of its own")
+	}
+
+	// The copy's status comes back to the hub.
+	cp = copyOf("east", "train")
+	cp.Status.ReplicatedJobsStatus = []jobsetv1.ReplicatedJobStatus{{Name: "leader", Active: 1}, {Name: "workers", Active: 2}}
+	if err := workers["east"].env.Client.Status().Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if st := get("train").Status.ReplicatedJobsStatus; len(st) != 2 || st[1].Active != 2 {
+		t.Errorf("ml/train's status on the hub: %+v, want east's copy's", st)
+	}
+
+	// east is deregistered: the JobSet moves to west, once its fence passed.
+	if err := c.Delete(ctx, &allotv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "east"}}); err != nil {
+		t.Fatal(err)
+	}
+	probe("east")
+	end, err := time.Parse(time.RFC3339, copyOf("east", "train").Annotations[contract.AnnotationHubFence])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if time.Now().Before(end) && (get("train").Annotations[hub.AnnotationCluster] != "east" || copyOf("west", "train") != nil) {
+		t.Fatal("ml/train moved before the fence of its copy in east")
+	}
+	time.Sleep(time.Until(end) + 100*time.Millisecond)
+	pass()
+	js = get("train")
+	if js.Annotations[hub.AnnotationCluster] != "west" || js.Annotations[hub.AnnotationAttempt] != "2" {
+		t.Fatalf("after the fence, ml/train is routed to %q attempt %q: want west 2", js.Annotations[hub.AnnotationCluster], js.Annotations[hub.AnnotationAttempt])
+	}
+	if cp := copyOf("west", "train"); cp == nil || cp.Spec.ReplicatedJobs[1].Template.Spec.Template.Labels[contract.LabelCluster] != "west" {
+		t.Error("no copy of ml/train in west pinned there")
+	}
+
+	// Completed there: it counts no more, and ml/more is routed.
+	cp = copyOf("west", "train")
+	cp.Status.TerminalState = string(jobsetv1.JobSetCompleted)
+	cp.Status.Conditions = []metav1.Condition{{Type: string(jobsetv1.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", LastTransitionTime: metav1.Now()}}
+	if err := workers["west"].env.Client.Status().Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	pass()
+	if get("train").Status.TerminalState != string(jobsetv1.JobSetCompleted) {
+		t.Error("ml/train's completion was not mirrored to the hub")
+	}
+	if cl := get("more").Annotations[hub.AnnotationCluster]; cl != "west" {
+		t.Errorf("ml/more, with ml/train done, is routed to %q (pending %q): want west", cl, get("more").Annotations[hub.AnnotationPending])
+	}
+}
