@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	jscontrollers "sigs.k8s.io/jobset/pkg/controllers"
 
 	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
@@ -217,4 +219,113 @@ func TestJobSetRoutedAsOneGang(t *testing.T) {
 	if cl := get("more").Annotations[hub.AnnotationCluster]; cl != "west" {
 		t.Errorf("ml/more, with ml/train done, is routed to %q (pending %q): want west", cl, get("more").Annotations[hub.AnnotationPending])
 	}
+}
+
+// TestJobSetRunsAsOneGangInItsWorker: the copy of a hub JobSet runs in its
+// worker as one gang. The worker runs JobSet's own controller (in the test's
+// process, as the worker's scheduler is) and allot's scheduler: the JobSet
+// controller makes the copy's 3 Jobs, carrying the hub's fence; their pods
+// (made as the Job controller would: none runs here) wait while some of the
+// gang's are missing, and the hub Job says so in the worker's words; once
+// all exist, all 3 bind in the worker.
+func TestJobSetRunsAsOneGangInItsWorker(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"west": {price: "10", nodes: 4}}, 32, time.Minute)
+	west := workers["west"].env
+	for _, e := range []*testenv.Env{hubEnv, west} {
+		testenv.InstallJobSetCRD(t, e)
+	}
+	startWorkerScheduler(t, ctx, west, "west")
+	mgr := newManager(t, west)
+	if err := jscontrollers.SetupJobSetIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1019 JobSet's controller takes the core events recorder.
+	if err := jscontrollers.NewJobSetReconciler(mgr.GetClient(), mgr.GetScheme(), mgr.GetEventRecorderFor("jobset")).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, ctx, mgr)
+
+	// What JobSet's defaulting webhook sets (none runs on the hub here).
+	js := gpuJobSet("train", 8, replicated("leader", 1, 1), replicated("workers", 2, 1))
+	js.Spec.SuccessPolicy = &jobsetv1.SuccessPolicy{Operator: jobsetv1.OperatorAll}
+	js.Spec.StartupPolicy = &jobsetv1.StartupPolicy{StartupPolicyOrder: jobsetv1.AnyOrder}
+	js.Spec.Network = &jobsetv1.Network{EnableDNSHostnames: ptr.To(false)}
+	c := hubEnv.Client
+	if err := c.Create(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	r := directRouter(t, ctx, hubEnv, c, "west")
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
+		t.Fatal(err)
+	}
+	if cl := js.Annotations[hub.AnnotationCluster]; cl != "west" {
+		t.Fatalf("ml/train routed to %q (pending %q), want west", cl, js.Annotations[hub.AnnotationPending])
+	}
+
+	var jobs batchv1.JobList
+	testenv.Eventually(t, 30*time.Second, "the JobSet controller's 3 Jobs in west", func() error {
+		if err := west.Client.List(ctx, &jobs, client.InNamespace("ml")); err != nil {
+			return err
+		}
+		if len(jobs.Items) != 3 {
+			return fmt.Errorf("%d Jobs", len(jobs.Items))
+		}
+		return nil
+	})
+	for _, j := range jobs.Items {
+		if j.Labels[hub.LabelHubJob] != string(js.UID) || j.Annotations[contract.AnnotationHubFence] == "" || j.Spec.Template.Labels[contract.LabelGang] != "train" {
+			t.Errorf("Job %s: labels %v, annotations %v, pod labels %v: want the hub's UID, fence and gang", j.Name, j.Labels, j.Annotations, j.Spec.Template.Labels)
+		}
+	}
+	var pods []string
+	for _, j := range jobs.Items[:2] {
+		names, err := testenv.CreateJobPods(ctx, west.Client, "ml", j.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, names...)
+	}
+	testenv.Eventually(t, 30*time.Second, "the hub saying the gang waits for its third pod", func() error {
+		if err := r.Pass(ctx); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
+			return err
+		}
+		if w := js.Annotations[hub.AnnotationWorkerPending]; !strings.Contains(w, "2 of 3 exist") {
+			return fmt.Errorf("worker-pending %q", w)
+		}
+		return nil
+	})
+	for _, name := range pods {
+		var p corev1.Pod
+		if err := west.Client.Get(ctx, client.ObjectKey{Namespace: "ml", Name: name}, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s bound to %s before its gang's third pod exists", name, p.Spec.NodeName)
+		}
+	}
+	names, err := testenv.CreateJobPods(ctx, west.Client, "ml", jobs.Items[2].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods = append(pods, names...)
+	testenv.Eventually(t, 30*time.Second, "the gang's 3 pods bound in west", func() error {
+		for _, name := range pods {
+			var p corev1.Pod
+			if err := west.Client.Get(ctx, client.ObjectKey{Namespace: "ml", Name: name}, &p); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(p.Spec.NodeName, "west-") {
+				return fmt.Errorf("pod %s on %q: %+v", name, p.Spec.NodeName, p.Status.Conditions)
+			}
+		}
+		return nil
+	})
 }
