@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
@@ -34,11 +35,13 @@ func init() { commands = append(commands, newExplainCommand) }
 func newExplainCommand() *cobra.Command {
 	var kubeconfig, namespace, simFile string
 	c := &cobra.Command{
-		Use:   "explain [pod/]NAME | job/NAME | gang/NAME | slurm/JOBID",
+		Use:   "explain [pod/]NAME | job/NAME | jobset/NAME | gang/NAME | slurm/JOBID",
 		Short: "Say why a workload is pending (or where it runs), in plain words with the numbers",
-		Long: `Explain a workload of the embedded scheduler: a pod, a Job's pods or the pods of
-an allot.dev/gang label, in the cluster (--kubeconfig, -n). It prints where its pods
-run, or why they wait, with the scheduler's numbers and what would let them run.
+		Long: `Explain a workload of the embedded scheduler: a pod, a Job's or a JobSet's pods
+or the pods of an allot.dev/gang label, in the cluster (--kubeconfig, -n). It prints
+where its pods run, or why they wait, with the scheduler's numbers and what would let
+them run. On a fleet's hub, a Job or JobSet it routes is explained by its routing:
+where it went and why, or why it waits, and what its worker's scheduler says of it.
 
 slurm/JOBID explains a job of the Slurm cluster this host reaches (squeue and
 scontrol; SLURM_CONF names its slurm.conf): Slurm's pending reason in allot's
@@ -67,6 +70,9 @@ Exit status: 0 explained, 2 not found or bad usage.`,
 			}
 			scheme := runtime.NewScheme()
 			if err := clientgoscheme.AddToScheme(scheme); err != nil {
+				return err
+			}
+			if err := jobsetv1.AddToScheme(scheme); err != nil {
 				return err
 			}
 			c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -112,12 +118,22 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 			return usageError{fmt.Errorf("pod %s/%s: %w", ns, name, err)}
 		}
 		pods = []corev1.Pod{p}
-	case "job", "gang":
-		if kind == "job" {
+	case "job", "jobset", "gang":
+		switch kind {
+		case "job":
 			var j batchv1.Job
 			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j)
 			if err == nil && j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == hub.ManagedBy {
-				explainHubJob(out, &j)
+				explainHubJob(out, kind, &j, fmt.Sprintf("%d active, %d succeeded, %d failed", j.Status.Active, j.Status.Succeeded, j.Status.Failed))
+				return nil
+			}
+		case "jobset":
+			// A cluster that does not serve JobSets has none: their pods are
+			// looked for all the same.
+			var js jobsetv1.JobSet
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &js)
+			if err == nil && js.Spec.ManagedBy != nil && *js.Spec.ManagedBy == hub.ManagedBy {
+				explainHubJob(out, kind, &js, jobSetStatus(&js.Status))
 				return nil
 			}
 		}
@@ -128,12 +144,13 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 		for _, p := range list.Items {
 			ctl := metav1.GetControllerOf(&p)
 			if kind == "job" && ctl != nil && ctl.Kind == "Job" && ctl.Name == name ||
+				kind == "jobset" && p.Labels[jobsetv1.JobSetNameKey] == name ||
 				kind == "gang" && p.Labels[contract.LabelGang] == name {
 				pods = append(pods, p)
 			}
 		}
 	default:
-		return usageError{fmt.Errorf("%q: want pod/NAME, job/NAME, gang/NAME or slurm/JOBID", ref)}
+		return usageError{fmt.Errorf("%q: want pod/NAME, job/NAME, jobset/NAME, gang/NAME or slurm/JOBID", ref)}
 	}
 	if len(pods) == 0 {
 		return usageError{fmt.Errorf("%s in namespace %s has no pods", ref, ns)}
@@ -203,21 +220,23 @@ func explainCluster(ctx context.Context, out io.Writer, c client.Client, ns, ref
 	return nil
 }
 
-// explainHubJob says where the hub routed a Job and why, or why it waits.
-func explainHubJob(out io.Writer, j *batchv1.Job) {
-	a := j.Annotations
-	fmt.Fprintf(out, "job/%s in namespace %s: a Job of the fleet's hub (spec.managedBy %s)\n", j.Name, j.Namespace, hub.ManagedBy)
+// explainHubJob says where the hub routed a Job or JobSet (kind "job",
+// "jobset") and why, or why it waits; status is its mirrored status.
+func explainHubJob(out io.Writer, kind string, j client.Object, status string) {
+	a := j.GetAnnotations()
+	what := map[string]string{"job": "Job", "jobset": "JobSet"}[kind]
+	fmt.Fprintf(out, "%s/%s in namespace %s: a %s of the fleet's hub (spec.managedBy %s)\n", kind, j.GetName(), j.GetNamespace(), what, hub.ManagedBy)
 	switch cluster := a[hub.AnnotationCluster]; {
 	case cluster != "":
 		cluster = plaintext.Escape(cluster)
-		fmt.Fprintf(out, "  routed to cluster %s (attempt %s), where it runs as a copy of this Job\n", cluster, plaintext.Escape(orDash(a[hub.AnnotationAttempt])))
+		fmt.Fprintf(out, "  routed to cluster %s (attempt %s), where it runs as a copy of this %s\n", cluster, plaintext.Escape(orDash(a[hub.AnnotationAttempt])), what)
 		if w := a[hub.AnnotationWhy]; w != "" {
 			fmt.Fprintf(out, "  why:   %s\n", plaintext.Escape(w))
 		}
 		if c := a[hub.AnnotationConflict]; c != "" {
 			fmt.Fprintf(out, "  not running: %s\n", plaintext.Escape(c))
 		}
-		fmt.Fprintf(out, "  status (mirrored from %s): %d active, %d succeeded, %d failed\n", cluster, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+		fmt.Fprintf(out, "  status (mirrored from %s): %s\n", cluster, status)
 		if p := a[hub.AnnotationWorkerPending]; p != "" {
 			fmt.Fprintf(out, "  waiting in %s: %s\n", cluster, plaintext.Escape(p))
 			code, _, _ := strings.Cut(p, ":")
@@ -231,7 +250,7 @@ func explainHubJob(out io.Writer, j *batchv1.Job) {
 				fmt.Fprintf(out, "    %s\n", plaintext.Escape(line))
 			}
 		}
-		fmt.Fprintf(out, "  its pods: allot explain job/%s -n %s --kubeconfig <%s's kubeconfig>\n", j.Name, j.Namespace, cluster)
+		fmt.Fprintf(out, "  its pods: allot explain %s/%s -n %s --kubeconfig <%s's kubeconfig>\n", kind, j.GetName(), j.GetNamespace(), cluster)
 	case a[hub.AnnotationPending] != "":
 		fmt.Fprintln(out, "  pending: not routed to any cluster yet")
 		p := a[hub.AnnotationPending]
@@ -246,6 +265,19 @@ func explainHubJob(out io.Writer, j *batchv1.Job) {
 	if n, _ := strconv.Atoi(a[hub.AnnotationAttempt]); n > 1 {
 		fmt.Fprintf(out, "  history: routed %d times (each failover to another cluster routes it again)\n", n)
 	}
+}
+
+// jobSetStatus sums a JobSet's Jobs by state, and says how it ended.
+func jobSetStatus(st *jobsetv1.JobSetStatus) string {
+	var active, ready, succeeded, failed int32
+	for _, r := range st.ReplicatedJobsStatus {
+		active, ready, succeeded, failed = active+r.Active, ready+r.Ready, succeeded+r.Succeeded, failed+r.Failed
+	}
+	s := fmt.Sprintf("Jobs: %d active (%d ready), %d succeeded, %d failed; %d restarts", active, ready, succeeded, failed, st.Restarts)
+	if st.TerminalState != "" {
+		s += "; " + plaintext.Escape(st.TerminalState)
+	}
+	return s
 }
 
 // podEvents returns the events about the pods, oldest first.

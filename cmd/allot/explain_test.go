@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/controllers/hub"
@@ -172,6 +173,34 @@ func TestExplainCluster(t *testing.T) {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("explain job/%s lacks %q:\n%s", job, want, out.String())
 			}
+		}
+	}
+
+	// A JobSet of the hub: its routing, and its Jobs' mirrored status.
+	errb.Reset()
+	if code := run([]string{"explain", "jobset/train", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "has no pods") {
+		t.Errorf("a JobSet where JobSets are not served: exit %d, %q", code, errb.String())
+	}
+	testenv.InstallJobSetCRD(t, env)
+	js := &jobsetv1.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "nlp", Name: "train", Annotations: map[string]string{hub.AnnotationCluster: "east", hub.AnnotationAttempt: "1", hub.AnnotationWhy: why,
+		hub.AnnotationWorkerPending: "WaitingForGang: waiting for the gang's pods: 2 of 3 exist"}},
+		Spec: jobsetv1.JobSetSpec{ManagedBy: ptr.To(hub.ManagedBy), ReplicatedJobs: []jobsetv1.ReplicatedJob{{Name: "workers", Replicas: 2, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}}}}}}}
+	if err := c.Create(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	js.Status.ReplicatedJobsStatus = []jobsetv1.ReplicatedJobStatus{{Name: "workers", Active: 2, Ready: 1}}
+	if err := c.Status().Update(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"explain", "jobset/train", "-n", "nlp", "--kubeconfig", kubeconfig}, &out, &errb); code != 0 {
+		t.Fatalf("explain jobset/train exited %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"jobset/train in namespace nlp: a JobSet of the fleet's hub", "routed to cluster east (attempt 1), where it runs as a copy of this JobSet", "why:   " + why,
+		"status (mirrored from east): Jobs: 2 active (1 ready), 0 succeeded, 0 failed", "waiting in east: WaitingForGang: waiting for the gang's pods: 2 of 3 exist", "allot explain jobset/train -n nlp"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain jobset/train lacks %q:\n%s", want, out.String())
 		}
 	}
 }
