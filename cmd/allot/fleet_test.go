@@ -211,6 +211,25 @@ func TestFleetOutageAndReturn(t *testing.T) {
 		t.Errorf("ml/over was routed to %s once east came back: ml/train counts twice", j.Annotations[hub.AnnotationCluster])
 	}
 
+	// Metering: each worker meters what ran in it, once. The stale copy's
+	// pod in east ran there until the outage ended (its node kept it: that
+	// is GPU time used); it goes with its copy (the garbage collector deletes
+	// it and the kubelet stops it in a real cluster; neither runs here, so the
+	// test deletes it at once), and east meters ml no more, while west goes on
+	// metering the two jobs it runs. The pod went while east's manager was
+	// still reconnecting its watches (client-go retries with a backoff of up to
+	// a minute after an outage): it is metered until that manager sees it go,
+	// which the test waits for below, through west's flap.
+	var stale corev1.PodList
+	if err := workers["east"].Client.List(ctx, &stale, client.InNamespace("ml")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range stale.Items {
+		if err := workers["east"].Client.Delete(ctx, &stale.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// west flaps: down for longer than a probe, back well before its
 	// failoverAfter (made longer than a restart of an API server takes on a
 	// loaded machine, from the probe before the stop). Its jobs stay, with
@@ -266,6 +285,34 @@ func TestFleetOutageAndReturn(t *testing.T) {
 			t.Errorf("ml/%s's copy in west after the flap: %v", name, err)
 		}
 	}
+
+	// Metered once: east, its pod gone, meters ml no more; west meters on.
+	metered := func(cluster string) int64 {
+		t.Helper()
+		var team allotv1.Team
+		if err := workers[cluster].Client.Get(ctx, client.ObjectKey{Name: "ml"}, &team); err != nil {
+			t.Fatal(err)
+		}
+		var s int64
+		for _, u := range team.Status.Metered {
+			s += u.GPUSeconds
+		}
+		return s
+	}
+	testenv.Eventually(t, 30*time.Second, "east metering ml no more, west metering on", func() error {
+		e1, w1 := metered("east"), metered("west")
+		time.Sleep(3 * time.Second)
+		e2, w2 := metered("east"), metered("west")
+		switch {
+		case e1 <= 0:
+			return fmt.Errorf("east metered %d GPU-seconds of ml: ml/train ran there", e1)
+		case e2 != e1:
+			return fmt.Errorf("east metered ml %d then %d GPU-seconds, with none of its pods left", e1, e2)
+		case w2 <= w1:
+			return fmt.Errorf("west metered ml %d then %d GPU-seconds, with 2 jobs of 8 GPUs running", w1, w2)
+		}
+		return nil
+	})
 }
 
 // startManagerProcess runs allot manager as the binary would, against env

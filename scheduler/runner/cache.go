@@ -48,7 +48,8 @@ type podInfo struct {
 	rv string
 	// scheduledAt is when the pod was bound (PodScheduled=True), if known.
 	scheduledAt time.Time
-	// deletedAt is when the pod was asked to go, if it was.
+	// deletedAt is when the pod asked to go must be gone (its deletion
+	// timestamp: the end of its grace period), if it was asked.
 	deletedAt time.Time
 }
 

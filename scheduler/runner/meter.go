@@ -56,7 +56,10 @@ func (r *Runner) accrue(p *podInfo, until time.Time) {
 		return
 	}
 	if !p.deletedAt.IsZero() && p.deletedAt.Before(until) {
-		until = p.deletedAt // asked to go: its grace period is not charged
+		// Asked to go: charged to the end of its grace period (the deletion
+		// timestamp, when the kubelet kills it), not while a finalizer or a
+		// node that does not answer keeps the object.
+		until = p.deletedAt
 	}
 	m := &r.meter
 	from, ok := m.upTo[p.uid]
