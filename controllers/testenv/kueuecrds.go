@@ -2,9 +2,9 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,13 +25,19 @@ func InstallKueueCRDs(t testing.TB, env *Env) {
 // the sigs.k8s.io/jobset module the hub is built with) in env.
 func InstallJobSetCRD(t testing.TB, env *Env) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset")
+	// Downloaded if it is not in the module cache yet (the version go.mod
+	// requires).
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/jobset")
 	cmd.Dir = Root()
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("testenv: finding the sigs.k8s.io/jobset module: %v", err)
+	var mod struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "components", "crd", "bases")
+	if err != nil || mod.Dir == "" {
+		t.Fatalf("testenv: finding the sigs.k8s.io/jobset module: %v %s", err, mod.Error)
+	}
+	dir := filepath.Join(mod.Dir, "config", "components", "crd", "bases")
 	if err := installCRDs(context.Background(), env, dir); err != nil {
 		t.Fatalf("testenv: installing JobSet's CRD: %v", err)
 	}
