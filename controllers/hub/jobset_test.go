@@ -120,7 +120,7 @@ func TestJobSetRoutedAsOneGang(t *testing.T) {
 	fence := cp.Annotations[contract.AnnotationHubFence]
 	for _, rj := range cp.Spec.ReplicatedJobs {
 		l, a := rj.Template.Spec.Template.Labels, rj.Template.Annotations
-		if l[contract.LabelGang] != "train" || l[contract.LabelGangSize] != "3" || l[contract.LabelCluster] != "east" {
+		if l[contract.LabelGang] != string(js.UID) || l[contract.LabelGangSize] != "3" || l[contract.LabelCluster] != "east" {
 			t.Errorf("replicated job %s's pods are labelled %v: want gang train of 3, pinned to east", rj.Name, l)
 		}
 		if rj.Template.Labels[hub.LabelHubJob] != string(js.UID) || a[hub.AnnotationAttempt] != "1" || a[contract.AnnotationHubFence] != fence {
@@ -166,8 +166,9 @@ func TestJobSetRoutedAsOneGang(t *testing.T) {
 	if got := member.Annotations[contract.AnnotationHubFence]; got == fence || got != copyOf("east", "train").Annotations[contract.AnnotationHubFence] {
 		t.Errorf("the fence of ml/train's Job in east is %q (was %q; the copy's %q): not renewed with the copy's", got, fence, copyOf("east", "train").Annotations[contract.AnnotationHubFence])
 	}
-	if copyOf("east", "train-leader-0") != nil || get("train").Annotations[hub.AnnotationCluster] != "east" {
-		t.Error("the JobSet's Job in east was taken for a copy of its own")
+	// Not taken for a stale copy of its own: it stays.
+	if member.DeletionTimestamp != nil || get("train").Annotations[hub.AnnotationCluster] != "east" {
+		t.Errorf("the JobSet's Job in east is being deleted (%v), or ml/train moved (%q)", member.DeletionTimestamp, get("train").Annotations[hub.AnnotationCluster])
 	}
 
 	// The copy's status comes back to the hub.
@@ -190,9 +191,17 @@ func TestJobSetRoutedAsOneGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass()
-	if time.Now().Before(end) && (get("train").Annotations[hub.AnnotationCluster] != "east" || copyOf("west", "train") != nil) {
-		t.Fatal("ml/train moved before the fence of its copy in east")
+	checked := 0
+	for time.Until(end) > 500*time.Millisecond {
+		pass()
+		if get("train").Annotations[hub.AnnotationCluster] != "east" || copyOf("west", "train") != nil {
+			t.Fatalf("ml/train moved %s before the fence of its copy in east", time.Until(end).Round(time.Millisecond))
+		}
+		checked++
+		time.Sleep(200 * time.Millisecond)
+	}
+	if checked == 0 {
+		t.Fatal("no pass before the fence: the test checked nothing")
 	}
 	time.Sleep(time.Until(end) + 100*time.Millisecond)
 	pass()
@@ -278,7 +287,7 @@ func TestJobSetRunsAsOneGangInItsWorker(t *testing.T) {
 		return nil
 	})
 	for _, j := range jobs.Items {
-		if j.Labels[hub.LabelHubJob] != string(js.UID) || j.Annotations[contract.AnnotationHubFence] == "" || j.Spec.Template.Labels[contract.LabelGang] != "train" {
+		if j.Labels[hub.LabelHubJob] != string(js.UID) || j.Annotations[contract.AnnotationHubFence] == "" || j.Spec.Template.Labels[contract.LabelGang] != string(js.UID) {
 			t.Errorf("Job %s: labels %v, annotations %v, pod labels %v: want the hub's UID, fence and gang", j.Name, j.Labels, j.Annotations, j.Spec.Template.Labels)
 		}
 	}
@@ -328,4 +337,53 @@ func TestJobSetRunsAsOneGangInItsWorker(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestJobSetNotRoutedWhereUnserved: a worker without JobSet's CRD takes
+// Jobs as before (it is not unreachable), and no JobSet: one that fits best
+// there waits, saying why; pinned to a worker that serves JobSets, it goes
+// there.
+func TestJobSetNotRoutedWhereUnserved(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hubEnv, workers := startFleet(t, ctx, map[string]fleetSpec{"east": {price: "10", nodes: 2}, "west": {price: "30", nodes: 2}}, 32, time.Minute)
+	testenv.InstallJobSetCRD(t, hubEnv)
+	testenv.InstallJobSetCRD(t, workers["west"].env)
+	c := hubEnv.Client
+	r := directRouter(t, ctx, hubEnv, c, "east", "west")
+	if err := c.Create(ctx, gpuJob("plain", 1, 8, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, gpuJobSet("set", 8, replicated("w", 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	pinned := gpuJobSet("pinned", 8, replicated("w", 1, 1))
+	pinned.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels = map[string]string{contract.LabelCluster: "west"}
+	if err := c.Create(ctx, pinned); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := r.Pass(ctx); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	var j batchv1.Job
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ml", Name: "plain"}, &j); err != nil {
+		t.Fatal(err)
+	}
+	if cl := j.Annotations[hub.AnnotationCluster]; cl != "east" {
+		t.Errorf("ml/plain, a Job, routed to %q (pending %q): want east, which serves Jobs", cl, j.Annotations[hub.AnnotationPending])
+	}
+	for name, want := range map[string]string{"set": "", "pinned": "west"} {
+		var js jobsetv1.JobSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ml", Name: name}, &js); err != nil {
+			t.Fatal(err)
+		}
+		if cl := js.Annotations[hub.AnnotationCluster]; cl != want {
+			t.Errorf("ml/%s routed to %q (pending %q), want %q", name, cl, js.Annotations[hub.AnnotationPending], want)
+		}
+		if p := js.Annotations[hub.AnnotationPending]; want == "" && !strings.Contains(p, "cluster east, where it fits, does not serve JobSets") {
+			t.Errorf("ml/%s: pending %q, want it to say east does not serve JobSets", name, p)
+		}
+	}
 }

@@ -30,8 +30,7 @@ type kind interface {
 	Name() string
 	// New is an empty object of the kind.
 	New() client.Object
-	// List lists the kind's objects; a cluster that does not serve the kind
-	// has none (no error).
+	// List lists the kind's objects.
 	List(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]client.Object, error)
 	// Managed says whether the hub routes o.
 	Managed(o client.Object) bool
@@ -56,14 +55,11 @@ func kindOf(o client.Object) kind {
 	return jobKind{}
 }
 
-// served is err of listing a kind, but for what says the cluster serves
-// none of it: no CRD (or, in a worker, no right to read it: a worker whose
-// role predates the kind has no copy of it).
-func served(err error) error {
-	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-		return nil
-	}
-	return err
+// unserved says whether err, listing a kind in a worker, says the worker
+// serves none of it: no CRD, or no right to read it (a worker whose role
+// predates the kind). The hub routes that kind elsewhere.
+func unserved(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
 // jobKind is batch/v1 Job: its pods are its gang (its parallelism, at most
@@ -120,7 +116,7 @@ func (jobSetKind) New() client.Object { return &jobsetv1.JobSet{} }
 func (jobSetKind) List(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]client.Object, error) {
 	var l jobsetv1.JobSetList
 	if err := c.List(ctx, &l, opts...); err != nil {
-		return nil, served(err)
+		return nil, err
 	}
 	out := make([]client.Object, len(l.Items))
 	for i := range l.Items {
@@ -150,6 +146,13 @@ func (jobSetKind) Workload(o client.Object, ten *tenancy) (scheduler.Workload, e
 		return w, errors.New("the JobSet has no replicated jobs: nothing to run")
 	case len(rjs) > maxReplicatedJobs:
 		return w, fmt.Errorf("the JobSet has %d replicated jobs, more than the hub routes (%d)", len(rjs), maxReplicatedJobs)
+	case js.Spec.StartupPolicy != nil && js.Spec.StartupPolicy.StartupPolicyOrder == jobsetv1.InOrder:
+		return w, errors.New("startupPolicy InOrder: the hub routes a JobSet as one gang, whose pods bind together; in order, its later Jobs would wait for pods that wait for them (use AnyOrder)")
+	}
+	for _, rj := range rjs {
+		if len(rj.DependsOn) > 0 {
+			return w, fmt.Errorf("replicated job %s depends on %s: the hub routes a JobSet as one gang, whose pods bind together; a Job made only once another is ready would never be (drop dependsOn)", rj.Name, rj.DependsOn[0].Name)
+		}
 	}
 	// The workload of its first replicated job, as a Job's; the others
 	// must agree with it, and add their pods.
@@ -174,11 +177,18 @@ func (jobSetKind) Workload(o client.Object, ten *tenancy) (scheduler.Workload, e
 	return w, err
 }
 
+// maxJobSetJobs bounds the Jobs a routed JobSet makes in its worker (the
+// sum of its replicated jobs' replicas).
+const maxJobSetJobs = 10_000
+
 // jobSetPods counts a JobSet's pods: each replicated job's replicas times
-// its Job's parallelism (at most its completions).
+// its Job's parallelism (at most its completions), bounded.
 func jobSetPods(js *jobsetv1.JobSet) (int64, error) {
-	var n int64
+	var n, jobs int64
 	for i, rj := range js.Spec.ReplicatedJobs {
+		if i >= maxReplicatedJobs {
+			return 0, fmt.Errorf("the JobSet has %d replicated jobs, more than the hub routes (%d)", len(js.Spec.ReplicatedJobs), maxReplicatedJobs)
+		}
 		pods := int64(1)
 		if p := rj.Template.Spec.Parallelism; p != nil {
 			pods = int64(*p)
@@ -186,10 +196,18 @@ func jobSetPods(js *jobsetv1.JobSet) (int64, error) {
 		if c := rj.Template.Spec.Completions; c != nil && int64(*c) < pods {
 			pods = int64(*c)
 		}
-		if rj.Replicas < 0 || pods < 0 || i >= maxReplicatedJobs {
-			return 0, fmt.Errorf("replicated job %s: %d replicas of %d pods: nothing to run", rj.Name, rj.Replicas, pods)
+		switch {
+		case rj.Replicas < 0:
+			return 0, fmt.Errorf("replicated job %s: %d replicas", rj.Name, rj.Replicas)
+		case rj.Replicas > 0 && pods < 1:
+			return 0, fmt.Errorf("replicated job %s: %d Jobs of no pods (parallelism or completions 0): nothing to run", rj.Name, rj.Replicas)
 		}
+		// Both are int32: their product fits; the sums are bounded at each step.
+		jobs += int64(rj.Replicas)
 		n += int64(rj.Replicas) * pods
+		if jobs > maxJobSetJobs || n > scheduler.MaxPods {
+			return 0, fmt.Errorf("the JobSet makes more than the hub routes (at most %d Jobs and %d pods): replicated job %s brings it to %d Jobs, %d pods", maxJobSetJobs, scheduler.MaxPods, rj.Name, jobs, n)
+		}
 	}
 	if n < 1 {
 		return 0, errors.New("the JobSet's replicated jobs have no pods: nothing to run")
@@ -213,7 +231,7 @@ func jobOf(js *jobsetv1.JobSet, i int) *batchv1.Job {
 // Its replicated jobs' Jobs carry what the worker's scheduler reads on a
 // copy's Job (the hub Job's UID, the attempt and the fence: the hub renews
 // it on them too, as on the JobSet); their pods are pinned to the worker and
-// are one gang (contract.LabelGang: the JobSet's name, LabelGangSize: all
+// are one gang (contract.LabelGang: the hub JobSet's UID, LabelGangSize: all
 // its pods).
 func (jobSetKind) Copy(o client.Object, cluster string, attempt int, placement string, fence time.Time) client.Object {
 	js := o.(*jobsetv1.JobSet)
@@ -238,6 +256,9 @@ func (jobSetKind) Copy(o client.Object, cluster string, attempt int, placement s
 		}
 		t.Annotations[AnnotationAttempt] = cp.Annotations[AnnotationAttempt]
 		t.Annotations[contract.AnnotationHubFence] = cp.Annotations[contract.AnnotationHubFence]
+		if m := t.Spec.ManagedBy; m != nil && *m == ManagedBy {
+			t.Spec.ManagedBy = nil // the worker's Job controller runs its Jobs
+		}
 		labels := map[string]string{}
 		for k, v := range t.Spec.Template.Labels {
 			if !generatedLabel(k) {
@@ -245,7 +266,7 @@ func (jobSetKind) Copy(o client.Object, cluster string, attempt int, placement s
 			}
 		}
 		labels[contract.LabelCluster] = cluster
-		labels[contract.LabelGang] = js.Name
+		labels[contract.LabelGang] = string(js.UID) // no other gang's in the worker
 		if size != "" {
 			labels[contract.LabelGangSize] = size
 		}

@@ -233,8 +233,18 @@ func (r *Router) Pass(ctx context.Context) error {
 	ten := newTenancy(teams.Items, tiers.Items)
 	var jobs []*hubJob
 	live := map[types.UID]bool{}
+	// A hub without a kind's CRD has none of it (and the copies of those
+	// there were are stale). A kind it cannot read otherwise fails the pass:
+	// without its jobs' claims, sweep would delete their copies. The bound
+	// keeps an informer that cannot sync (its rights are missing) from
+	// holding up every pass for good.
+	listing, cancelListing := context.WithTimeout(ctx, timeout)
+	defer cancelListing()
 	for _, k := range kinds {
-		list, err := k.List(ctx, r.Client)
+		list, err := k.List(listing, r.Client)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("listing the hub's %ss: %w", k.Name(), err)
 		}
@@ -286,6 +296,16 @@ func (r *Router) Pass(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	d.routes = slices.DeleteFunc(d.routes, func(rt routed) bool {
+		for _, w := range workers {
+			if w.name == rt.a.Cluster && w.unserved[rt.h.kind.Name()] {
+				d.pending[rt.h] = fmt.Sprintf("NoMatchingNodes: cluster %s, where it fits, does not serve %ss (install their CRD and controller there, and give the hub's account the rights of config/hub-worker), or pin it with label %s to one that does",
+					w.name, rt.h.kind.Name(), contract.LabelCluster)
+				return true
+			}
+		}
+		return false
+	})
 	for _, h := range d.failovers {
 		r.Log.Info("worker lost: the job is routed again", "job", client.ObjectKeyFromObject(h.job), "cluster", h.lostFrom)
 		if r.Metrics != nil {
@@ -313,7 +333,7 @@ func (r *Router) Pass(ctx context.Context) error {
 			return errs[0]
 		}
 		for _, h := range d.mirror {
-			if h.cluster == w.name {
+			if h.cluster == w.name && !w.unserved[h.kind.Name()] {
 				err := r.mirror(wctx, w, h)
 				if errs = append(errs, err); unanswered(err) {
 					return errors.Join(errs...) // one timeout a pass, not one a job
@@ -597,9 +617,11 @@ func (r *Router) recall(h *hubJob) {
 // makes that copy stale: the job's own copy restarts, nobody else's.
 func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 	state := map[string]State{}
+	unservedBy := map[string]map[string]bool{}
 	newest := map[types.UID]routing{}
 	for _, w := range workers {
 		state[w.name] = w.state
+		unservedBy[w.name] = w.unserved
 		if w.state != Ready {
 			continue
 		}
@@ -616,7 +638,9 @@ func (r *Router) own(jobs []*hubJob, workers []snapshot) {
 		}
 		cp, copied := newest[h.job.GetUID()]
 		st, known := state[h.cluster]
-		doubt := known && st != Ready // the worker it names could not be asked
+		// The worker it names could not be asked: down, or its copies of
+		// this kind cannot be read there.
+		doubt := known && (st != Ready || unservedBy[h.cluster][h.kind.Name()])
 		switch {
 		case copied && (cp.attempt >= max(h.attempt, 1) || h.cluster != "" && !doubt):
 			if cp.placement == "" && cp.cluster == h.cluster && cp.attempt == h.attempt {

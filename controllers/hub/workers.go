@@ -145,14 +145,22 @@ type snapshot struct {
 	copies  []client.Object
 	byUID   map[types.UID]client.Object
 	members map[types.UID][]*batchv1.Job
+	// unserved are the kinds the worker does not serve (unserved), by name:
+	// none is routed there, and a job of that kind the hub reads as routed
+	// there keeps the routing it says.
+	unserved map[string]bool
 }
 
-// listCopies lists the hub's copies in the worker: one call a kind (a
-// worker that does not serve a kind has no copy of it).
+// listCopies lists the hub's copies in the worker: one call a kind. A
+// kind other than Job that the worker does not serve is noted (unserved).
 func (w *snapshot) listCopies(ctx context.Context) error {
-	w.copies, w.byUID, w.members = nil, map[types.UID]client.Object{}, map[types.UID][]*batchv1.Job{}
+	w.copies, w.byUID, w.members, w.unserved = nil, map[types.UID]client.Object{}, map[types.UID][]*batchv1.Job{}, map[string]bool{}
 	for _, k := range kinds {
 		list, err := k.List(ctx, w.client, client.HasLabels{LabelHubJob})
+		if err != nil && k != kinds[0] && unserved(err) {
+			w.unserved[k.Name()] = true
+			continue
+		}
 		if err != nil {
 			return err
 		}
