@@ -62,6 +62,21 @@ func unserved(err error) bool {
 	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
 }
 
+// objects are a list's items as objects.
+func objects[T any, P interface {
+	*T
+	client.Object
+}](items []T) []client.Object {
+	out := make([]client.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
+	}
+	return out
+}
+
+// byHub says whether a spec.managedBy hands its object to the hub.
+func byHub(m *string) bool { return m != nil && *m == ManagedBy }
+
 // jobKind is batch/v1 Job: its pods are its gang (its parallelism, at most
 // its completions).
 type jobKind struct{}
@@ -74,16 +89,11 @@ func (jobKind) List(ctx context.Context, c client.Reader, opts ...client.ListOpt
 	if err := c.List(ctx, &l, opts...); err != nil {
 		return nil, err
 	}
-	out := make([]client.Object, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	return out, nil
+	return objects(l.Items), nil
 }
 
 func (jobKind) Managed(o client.Object) bool {
-	m := o.(*batchv1.Job).Spec.ManagedBy
-	return m != nil && *m == ManagedBy
+	return byHub(o.(*batchv1.Job).Spec.ManagedBy)
 }
 
 func (jobKind) Workload(o client.Object, ten *tenancy) (scheduler.Workload, error) {
@@ -118,16 +128,11 @@ func (jobSetKind) List(ctx context.Context, c client.Reader, opts ...client.List
 	if err := c.List(ctx, &l, opts...); err != nil {
 		return nil, err
 	}
-	out := make([]client.Object, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	return out, nil
+	return objects(l.Items), nil
 }
 
 func (jobSetKind) Managed(o client.Object) bool {
-	m := o.(*jobsetv1.JobSet).Spec.ManagedBy
-	return m != nil && *m == ManagedBy
+	return byHub(o.(*jobsetv1.JobSet).Spec.ManagedBy)
 }
 
 // maxReplicatedJobs bounds the replicated jobs of a JobSet the hub reads.
@@ -185,10 +190,7 @@ const maxJobSetJobs = 10_000
 // its Job's parallelism (at most its completions), bounded.
 func jobSetPods(js *jobsetv1.JobSet) (int64, error) {
 	var n, jobs int64
-	for i, rj := range js.Spec.ReplicatedJobs {
-		if i >= maxReplicatedJobs {
-			return 0, fmt.Errorf("the JobSet has %d replicated jobs, more than the hub routes (%d)", len(js.Spec.ReplicatedJobs), maxReplicatedJobs)
-		}
+	for _, rj := range js.Spec.ReplicatedJobs {
 		pods := int64(1)
 		if p := rj.Template.Spec.Parallelism; p != nil {
 			pods = int64(*p)
@@ -256,7 +258,7 @@ func (jobSetKind) Copy(o client.Object, cluster string, attempt int, placement s
 		}
 		t.Annotations[AnnotationAttempt] = cp.Annotations[AnnotationAttempt]
 		t.Annotations[contract.AnnotationHubFence] = cp.Annotations[contract.AnnotationHubFence]
-		if m := t.Spec.ManagedBy; m != nil && *m == ManagedBy {
+		if byHub(t.Spec.ManagedBy) {
 			t.Spec.ManagedBy = nil // the worker's Job controller runs its Jobs
 		}
 		labels := map[string]string{}

@@ -238,10 +238,10 @@ func (r *Router) Pass(ctx context.Context) error {
 	// without its jobs' claims, sweep would delete their copies. The bound
 	// keeps an informer that cannot sync (its rights are missing) from
 	// holding up every pass for good.
-	listing, cancelListing := context.WithTimeout(ctx, timeout)
-	defer cancelListing()
+	reading, cancelReading := context.WithTimeout(ctx, timeout)
+	defer cancelReading()
 	for _, k := range kinds {
-		list, err := k.List(listing, r.Client)
+		list, err := k.List(reading, r.Client)
 		if meta.IsNoMatchError(err) {
 			continue
 		}
