@@ -498,7 +498,7 @@ func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
 	if s.opts.ReserveAfter >= 0 && since.After(s.reserveCut) && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
 		res.wakeNoLater(since.Add(s.opts.ReserveAfter))
 	}
-	if s.opts.StarvationAfter > 0 && since.After(s.starveCut) && !p.spec.BorrowOnly && t.q.parent != nil {
+	if s.opts.StarvationAfter > 0 && since.After(s.starveCut) && !p.spec.BorrowOnly && t.q.Parent != nil {
 		res.wakeNoLater(since.Add(s.opts.StarvationAfter))
 	}
 }

@@ -105,10 +105,10 @@ func (s *Scheduler) checkInvariants() error {
 	// Lenders: in each tree, the others may use at most the tree's nominal minus
 	// what a team does not lend.
 	for _, t := range s.teamList {
-		root := t.q.root()
+		root := t.q.Root()
 		for f, q := range t.spec.Quota {
 			var total, others GPUs
-			for _, o := range root.teams {
+			for _, o := range s.trees[root] {
 				total += o.spec.Quota[f].Nominal
 				if o != t {
 					others += usage[o][f]

@@ -47,11 +47,11 @@ func (s *Scheduler) starving(p *tier, since time.Time) bool {
 // othersBorrow says whether a team of t's cohort other than t uses of f what
 // may be reclaimed.
 func othersBorrow(t *team, f *flavorState) bool {
-	if t.q.parent == nil {
+	if t.q.Parent == nil {
 		return false
 	}
-	root := t.q.root()
-	return f.id < len(root.reclaimable) && root.reclaimable[f.id]-t.reclaimable(f.id) > 0
+	root := t.q.Root()
+	return root.ReclaimableIn(f.id)-t.reclaimable(f.id) > 0
 }
 
 // reclaimsFor is reclaims for a workload of team t and tier p asking need
@@ -59,14 +59,14 @@ func othersBorrow(t *team, f *flavorState) bool {
 // may make of its own lower tiers: the search (bounded) checks the team ends
 // within its nominal with the victims it keeps.
 func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
-	if p.spec.BorrowOnly || t.q.parent == nil {
+	if p.spec.BorrowOnly || t.q.Parent == nil {
 		return false
 	}
-	if r := t.q.r(f.id); r.usage-r.below(p.spec.Priority)+need > r.nominal {
+	if r := t.q.R(f.id); r.Usage-r.Below(p.spec.Priority)+need > r.Nominal {
 		return false
 	}
-	root := t.q.root()
-	return f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0
+	root := t.q.Root()
+	return root.ReclaimableIn(f.id) > 0
 }
 
 // takes says whether the search may evict c, which its streams yield: a
@@ -85,8 +85,8 @@ func (vs *victimSearch) laterBorrow(c *candidate) bool {
 // borrowing says whether t uses more of f than its nominal quota, not counting
 // its borrowOnly workloads.
 func borrowing(t *team, f *flavorState) bool {
-	r := t.q.r(f.id)
-	return r.usage-r.borrowOnly > r.nominal
+	r := t.q.R(f.id)
+	return r.Usage-r.BorrowOnly > r.Nominal
 }
 
 // worthSearching is a bound checked before the search is built: a workload
@@ -101,21 +101,21 @@ func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
 // ownMayMakeRoom says whether team t's preemptible work below tier p on f
 // and what is free on view v add up to need GPUs.
 func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
-	own := t.q.r(f.id).below(p.spec.Priority)
+	own := t.q.R(f.id).Below(p.spec.Priority)
 	return own > 0 && v.all.free+own >= need
 }
 
 // mayReclaim says whether w may take back what other teams borrow on one of
 // its flavors (see candidatesOf).
 func (s *Scheduler) mayReclaim(w *workload) bool {
-	if w.tier.spec.BorrowOnly || w.team.q.parent == nil {
+	if w.tier.spec.BorrowOnly || w.team.q.Parent == nil {
 		return false
 	}
 	if s.starving(w.tier, w.since) {
 		return true
 	}
 	for _, f := range w.cands {
-		if r := w.team.q.r(f.id); r.usage-r.below(w.tier.spec.Priority)+w.GPUs() <= r.nominal {
+		if r := w.team.q.R(f.id); r.Usage-r.Below(w.tier.spec.Priority)+w.GPUs() <= r.Nominal {
 			return true
 		}
 	}

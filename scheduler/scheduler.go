@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
 // Scheduler holds the fleet, the quota tree and the workloads, and decides in
@@ -21,10 +23,12 @@ type Scheduler struct {
 	teams      map[TeamName]*team
 	teamList   []*team
 	tiers      map[TierName]*tier
-	cohorts    map[CohortName]*qnode
-	workloads  map[WorkloadID]*workload
-	seq        int64
-	now        time.Time
+	cohorts    map[CohortName]*quota.Node
+	// trees are the teams of each cohort tree, by its root, in team order.
+	trees     map[*quota.Node][]*team
+	workloads map[WorkloadID]*workload
+	seq       int64
+	now       time.Time
 	// reserveCut and starveCut are now less Options.ReserveAfter and
 	// Options.StarvationAfter (setNow): a workload waiting since no later
 	// than one may reserve, or starves. A walk asks it of every workload it
@@ -54,7 +58,7 @@ type Scheduler struct {
 	admittedNow map[*workload]int
 	// borrowFirst is, per cohort tree (by its root), the gang the tree's
 	// borrowable quota goes to first (Options.BorrowFirstAfter).
-	borrowFirst map[*qnode]*workload
+	borrowFirst map[*quota.Node]*workload
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
 	searching bool
@@ -135,12 +139,13 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		nodeByName:  map[NodeName]*node{},
 		teams:       map[TeamName]*team{},
 		tiers:       map[TierName]*tier{},
-		cohorts:     map[CohortName]*qnode{},
+		cohorts:     map[CohortName]*quota.Node{},
 		workloads:   map[WorkloadID]*workload{},
 		unstarted:   map[*workload]struct{}{},
 		shapes:      map[shapeKey]*shapeInfo{},
 		admittedNow: map[*workload]int{},
-		borrowFirst: map[*qnode]*workload{},
+		borrowFirst: map[*quota.Node]*workload{},
+		trees:       map[*quota.Node][]*team{},
 	}
 	s.setNow(time.Time{})
 	for _, t := range cfg.Tiers {
@@ -153,7 +158,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		if _, dup := s.cohorts[c.Name]; dup {
 			return nil, fmt.Errorf("cohort %s declared twice", c.Name)
 		}
-		s.cohorts[c.Name] = &qnode{name: string(c.Name)}
+		s.cohorts[c.Name] = &quota.Node{Name: string(c.Name)}
 	}
 	for _, c := range cfg.Cohorts {
 		if c.Parent == "" {
@@ -163,13 +168,11 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		if !ok {
 			return nil, fmt.Errorf("cohort %s: parent cohort %s does not exist", c.Name, c.Parent)
 		}
-		q := s.cohorts[c.Name]
-		q.parent = p
-		p.children = append(p.children, q)
+		s.cohorts[c.Name].Attach(p)
 	}
 	for _, c := range cfg.Cohorts {
-		seen := map[*qnode]bool{}
-		for q := s.cohorts[c.Name]; q != nil; q = q.parent {
+		seen := map[*quota.Node]bool{}
+		for q := s.cohorts[c.Name]; q != nil; q = q.Parent {
 			if seen[q] {
 				return nil, fmt.Errorf("cohort %s: its parents form a cycle", c.Name)
 			}
@@ -200,14 +203,13 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 				t.tiers[n] = true
 			}
 		}
-		t.q = &qnode{name: string(spec.Name), team: t}
+		t.q = &quota.Node{Name: string(spec.Name), Leaf: true}
 		if spec.Cohort != "" {
 			p, ok := s.cohorts[spec.Cohort]
 			if !ok {
 				return nil, fmt.Errorf("team %s: cohort %s does not exist", spec.Name, spec.Cohort)
 			}
-			t.q.parent = p
-			p.children = append(p.children, t.q)
+			t.q.Attach(p)
 		}
 		flavors := make([]Flavor, 0, len(spec.Quota))
 		for f, q := range spec.Quota {
@@ -229,14 +231,14 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		for _, f := range flavors {
 			fs := s.flavor(f)
 			t.flavors = append(t.flavors, fs)
-			r := t.q.r(fs.id)
+			r := t.q.R(fs.id)
 			q := spec.Quota[f]
-			r.nominal, r.has = q.Nominal, true
+			r.Nominal, r.Has = q.Nominal, true
 			if q.BorrowingLimit != nil {
-				r.borrow = *q.BorrowingLimit
+				r.Borrow = *q.BorrowingLimit
 			}
 			if q.LendingLimit != nil {
-				r.lend = min(*q.LendingLimit, q.Nominal)
+				r.Lend = min(*q.LendingLimit, q.Nominal)
 			}
 		}
 		s.teams[spec.Name] = t
@@ -244,8 +246,8 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 	}
 	s.recomputeQuota()
 	for _, t := range s.teamList {
-		root := t.q.root()
-		root.teams = append(root.teams, t)
+		root := t.q.Root()
+		s.trees[root] = append(s.trees[root], t)
 	}
 	return s, nil
 }
@@ -253,20 +255,20 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 // recomputeQuota refreshes the subtree quotas of every tree.
 func (s *Scheduler) recomputeQuota() {
 	for _, q := range s.roots() {
-		q.computeSubtree(len(s.flavorList))
+		q.ComputeSubtree(len(s.flavorList))
 	}
 }
 
-func (s *Scheduler) roots() []*qnode {
-	var out []*qnode
+func (s *Scheduler) roots() []*quota.Node {
+	var out []*quota.Node
 	for _, t := range s.teamList {
-		if t.q.parent == nil {
+		if t.q.Parent == nil {
 			out = append(out, t.q)
 		}
 	}
 	names := make([]CohortName, 0, len(s.cohorts))
 	for n, q := range s.cohorts {
-		if q.parent == nil {
+		if q.Parent == nil {
 			names = append(names, n)
 		}
 	}

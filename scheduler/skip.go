@@ -254,7 +254,7 @@ func lowerLevel(bs []levelBound, level string, gpp GPUs, pods int64) []levelBoun
 func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 	eligible := s.mayReserve(b.since)
 	for _, f := range t.flavors {
-		v, avail := f.view, t.q.available(f.id)
+		v, avail := f.view, t.q.Available(f.id)
 		if eligible && f.res == nil && avail >= b.need {
 			// One of them may reserve (reserve: where its quotaCheck
 			// passes, which needs the team's available GPUs).

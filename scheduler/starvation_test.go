@@ -161,7 +161,7 @@ func TestDrainedQuotaHeldAgainstBorrowing(t *testing.T) {
 	if blocked == 0 {
 		t.Errorf("every borrowing job of team c was admitted, taking the quota drained toward the gang")
 	}
-	if avail := f.s.teams["a"].q.available(f.s.flavors["a"].id); avail < 8 {
+	if avail := f.s.teams["a"].q.Available(f.s.flavors["a"].id); avail < 8 {
 		t.Errorf("the gang's team has %d GPUs of quota left, want at least the 8 drained for it", avail)
 	}
 	if err := f.s.checkInvariants(); err != nil {

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"slices"
+
+	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
 // State is a comparable summary of the scheduler's accounting: used GPUs per node,
@@ -20,14 +22,14 @@ func (s *Scheduler) state() State {
 			st.NodeUsed[n.spec.Name] = n.used
 		}
 	}
-	var visit func(q *qnode)
-	visit = func(q *qnode) {
+	var visit func(q *quota.Node)
+	visit = func(q *quota.Node) {
 		u := map[Flavor]GPUs{}
 		for _, f := range s.flavorList {
-			u[f.name] = q.r(f.id).usage
+			u[f.name] = q.R(f.id).Usage
 		}
-		st.Usage[q.name] = u
-		for _, c := range q.children {
+		st.Usage[q.Name] = u
+		for _, c := range q.Children {
 			visit(c)
 		}
 	}

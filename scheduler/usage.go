@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/allot-dev/allot/scheduler/internal/quota"
+
 // FlavorUsage is a team's use of one flavor.
 type FlavorUsage struct {
 	Flavor  Flavor
@@ -29,24 +31,24 @@ type TeamUsage struct {
 func (s *Scheduler) Usage() []TeamUsage {
 	// Per tree and flavor: what is borrowed and what could be lent.
 	type key struct {
-		root *qnode
+		root *quota.Node
 		f    int
 	}
 	borrowed, lendable := map[key]GPUs{}, map[key]GPUs{}
 	idle := func(t *team, f int) GPUs {
-		r := t.q.r(f)
-		free := max(0, r.nominal-(r.usage-r.borrowOnly))
-		if r.lend != unlimited {
-			free = min(free, r.lend)
+		r := t.q.R(f)
+		free := max(0, r.Nominal-(r.Usage-r.BorrowOnly))
+		if r.Lend != quota.Unlimited {
+			free = min(free, r.Lend)
 		}
 		return free
 	}
 	for _, t := range s.teamList {
-		if t.q.parent == nil {
+		if t.q.Parent == nil {
 			continue
 		}
 		for _, f := range t.flavors {
-			k := key{t.q.root(), f.id}
+			k := key{t.q.Root(), f.id}
 			borrowed[k] += t.reclaimable(f.id)
 			lendable[k] += idle(t, f.id)
 		}
@@ -55,10 +57,10 @@ func (s *Scheduler) Usage() []TeamUsage {
 	for _, t := range s.teamList {
 		u := TeamUsage{Team: t.spec.Name, Admitted: int64(len(t.running)), Pending: map[TierName]int64{}}
 		for _, f := range t.flavors {
-			r := t.q.r(f.id)
-			fu := FlavorUsage{Flavor: f.name, Nominal: r.nominal, Used: r.usage, Borrowed: t.reclaimable(f.id)}
-			if t.q.parent != nil {
-				k := key{t.q.root(), f.id}
+			r := t.q.R(f.id)
+			fu := FlavorUsage{Flavor: f.name, Nominal: r.Nominal, Used: r.Usage, Borrowed: t.reclaimable(f.id)}
+			if t.q.Parent != nil {
+				k := key{t.q.Root(), f.id}
 				if l := lendable[k]; l > 0 {
 					// Others borrow what this team does not itself borrow.
 					others := borrowed[k] - fu.Borrowed

@@ -294,7 +294,7 @@ type victimSearch struct {
 // fit test and, for a bounded search that reclaims, its team within its
 // nominal.
 func (vs *victimSearch) fits(tr trial) bool {
-	return (!vs.bounded || vs.reclaimed == 0 || vs.team.q.r(vs.fid).usage <= vs.ceiling) && tr.fits()
+	return (!vs.bounded || vs.reclaimed == 0 || vs.team.q.R(vs.fid).Usage <= vs.ceiling) && tr.fits()
 }
 
 // evict evicts c by tr and counts it; back puts it back (failed: see trial).
@@ -526,11 +526,10 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 	if forStarving {
 		reason, vs.after = PreemptStarving, unixNanos(w.spec.Submitted)
 	} else if boundedFor(w, f) {
-		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, t.q.r(f.id).nominal-w.GPUs()
+		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, t.q.R(f.id).Nominal-w.GPUs()
 	}
 	if kind != kindOwn {
-		root := t.q.root()
-		for _, o := range root.teams {
+		for _, o := range s.trees[t.q.Root()] {
 			if o == t || o.reclaimable(f.id) == 0 {
 				continue
 			}
@@ -552,8 +551,8 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 				room += l.borrowOnlyGPUs
 			}
 			if borrowing(o, f) {
-				or := o.q.r(f.id)
-				excess := or.usage - or.borrowOnly - or.nominal
+				or := o.q.R(f.id)
+				excess := or.Usage - or.BorrowOnly - or.Nominal
 				st.all, st.budget = true, excess
 				for c := range l.rest.from(vpos{}) {
 					if excess <= 0 || (forStarving && c.prio > vs.prio) {
@@ -585,8 +584,8 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 // (victimSearch.bounded): its team would pass its nominal were none of its
 // own lower tiers evicted.
 func boundedFor(w *workload, f *flavorState) bool {
-	r := w.team.q.r(f.id)
-	return r.usage+w.GPUs() > r.nominal
+	r := w.team.q.R(f.id)
+	return r.Usage+w.GPUs() > r.Nominal
 }
 
 // maxGPUs is a budget no stream reaches.

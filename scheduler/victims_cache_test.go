@@ -12,13 +12,13 @@ import (
 // must give it: the candidates in order, and whether all of them free enough.
 func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) {
 	t := w.team
-	r := t.q.r(f.id)
+	r := t.q.R(f.id)
 	v := s.viewOf(w, f)
 	var reclaim, own []candidate
-	if !w.tier.spec.BorrowOnly && r.usage+w.GPUs() <= r.nominal && t.q.parent != nil {
-		root := t.q.root()
-		if f.id < len(root.reclaimable) && root.reclaimable[f.id] > 0 {
-			for _, o := range root.teams {
+	if !w.tier.spec.BorrowOnly && r.Usage+w.GPUs() <= r.Nominal && t.q.Parent != nil {
+		root := t.q.Root()
+		if root.ReclaimableIn(f.id) > 0 {
+			for _, o := range s.trees[root] {
 				if o == t || o.reclaimable(f.id) == 0 {
 					continue
 				}
@@ -35,8 +35,8 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 					}
 				}
 				slices.SortFunc(rest, victimOrder)
-				or := o.q.r(f.id)
-				for excess, i := or.usage-or.borrowOnly-or.nominal, 0; excess > 0 && i < len(rest); i++ {
+				or := o.q.R(f.id)
+				for excess, i := or.Usage-or.BorrowOnly-or.Nominal, 0; excess > 0 && i < len(rest); i++ {
 					reclaim = append(reclaim, rest[i])
 					excess -= rest[i].w.GPUs()
 				}
@@ -251,9 +251,9 @@ func TestPreemptionBoundIsSound(t *testing.T) {
 					}
 				}
 				got := map[int64]GPUs{}
-				for _, x := range tm.q.r(f.id).preemptible {
-					if x.gpus != 0 {
-						got[x.prio] = x.gpus
+				for _, x := range tm.q.R(f.id).Preemptible {
+					if x.GPUs != 0 {
+						got[x.Prio] = x.GPUs
 					}
 				}
 				if !maps.Equal(got, want) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
 // TestStreamTakesWhatTheRuleSays checks a borrowing team's stream of reclaim
@@ -19,24 +21,24 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 	}
 	for round := range 2000 {
 		var cands []candidate
-		var r qres
+		var r quota.Res
 		for i := range rng.IntN(30) {
 			w := &workload{spec: Workload{Pods: int64(1 + rng.IntN(3)), GPUsPerPod: GPUs(1 + rng.IntN(8))}, tier: tierOf[rng.IntN(len(tierOf))], seq: int64(i)}
-			r.usage += w.GPUs()
+			r.Usage += w.GPUs()
 			if w.tier.spec.BorrowOnly {
-				r.borrowOnly += w.GPUs()
+				r.BorrowOnly += w.GPUs()
 			}
 			c := candidateOf(w, rng.IntN(4) == 0)
 			c.at = int64(rng.IntN(5))
 			cands = append(cands, c)
 		}
-		r.nominal = GPUs(rng.IntN(int(r.usage) + 1))
+		r.Nominal = GPUs(rng.IntN(int(r.Usage) + 1))
 		// The rule: all in victim order, skipping the others once the team
 		// no longer borrows.
 		all := slices.Clone(cands)
 		slices.SortFunc(all, victimOrder)
 		var want []candidate
-		excess := r.usage - r.borrowOnly - r.nominal
+		excess := r.Usage - r.BorrowOnly - r.Nominal
 		for _, c := range all {
 			if c.w.tier.spec.BorrowOnly {
 				want = append(want, c)
@@ -50,7 +52,7 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 		for _, c := range cands {
 			l.add(c)
 		}
-		st := stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: r.usage - r.borrowOnly - r.nominal}
+		st := stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: r.Usage - r.BorrowOnly - r.Nominal}
 		var got []candidate
 		for c, ok := st.head(); ok; c, ok = st.head() {
 			got = append(got, c)

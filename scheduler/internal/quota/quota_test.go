@@ -1,0 +1,166 @@
+package quota
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// world is a random tree of cohorts and teams with the usage charged to it.
+type world struct {
+	nodes []*Node
+	teams []*Node
+	own   map[*Node][]GPUs // what was charged to each team, per flavor
+}
+
+const flavors = 2
+
+func randomWorld(rng *rand.Rand) *world {
+	w := &world{own: map[*Node][]GPUs{}}
+	limit := func() GPUs {
+		if rng.IntN(3) == 0 {
+			return Unlimited
+		}
+		return GPUs(rng.IntN(12))
+	}
+	cohorts := []*Node{{Name: "root"}}
+	for i := range rng.IntN(4) {
+		c := &Node{Name: "c" + string(rune('a'+i))}
+		c.Attach(cohorts[rng.IntN(len(cohorts))])
+		for f := range flavors {
+			c.R(f).Borrow, c.R(f).Lend = limit(), limit()
+		}
+		cohorts = append(cohorts, c)
+	}
+	for i := range 1 + rng.IntN(6) {
+		t := &Node{Name: "t" + string(rune('a'+i)), Leaf: true}
+		t.Attach(cohorts[rng.IntN(len(cohorts))])
+		for f := range flavors {
+			r := t.R(f)
+			r.Nominal, r.Borrow, r.Lend = GPUs(rng.IntN(16)), limit(), limit()
+			if r.Lend != Unlimited {
+				r.Lend = min(r.Lend, r.Nominal)
+			}
+		}
+		w.teams = append(w.teams, t)
+		w.own[t] = make([]GPUs, flavors)
+	}
+	w.nodes = append(cohorts, w.teams...)
+	cohorts[0].ComputeSubtree(flavors)
+	return w
+}
+
+// fits says whether x more GPUs of f charged to team t keep every constraint
+// of the tree, propagated the slow way: a node's usage counts in its parent
+// only above its guaranteed part; a node's usage in its parent stays within
+// what it lends plus its borrowing limit; the root's within its subtree quota.
+func fits(t *Node, f int, x GPUs) bool {
+	d := x
+	for n := t; n != nil && d != 0; n = n.Parent {
+		r := n.R(f)
+		g := n.Guaranteed(f)
+		before := max(0, r.Usage-g)
+		after := max(0, r.Usage+d-g)
+		if n.Parent == nil {
+			return r.Usage+d <= r.Subtree
+		}
+		if r.Borrow != Unlimited && after > before && after > r.Subtree-g+r.Borrow {
+			return false
+		}
+		d = after - before
+	}
+	return true
+}
+
+// usageFromScratch is every node's usage of f from what was charged to the
+// teams: a cohort uses what its children use above their guaranteed parts.
+func (w *world) usageFromScratch(f int) map[*Node]GPUs {
+	u := map[*Node]GPUs{}
+	var visit func(n *Node) GPUs
+	visit = func(n *Node) GPUs {
+		if n.Leaf {
+			u[n] = w.own[n][f]
+		} else {
+			var sum GPUs
+			for _, c := range n.Children {
+				sum += max(0, visit(c)-c.Guaranteed(f))
+			}
+			u[n] = sum
+		}
+		return u[n]
+	}
+	visit(w.nodes[0])
+	return u
+}
+
+// TestTreeAgainstItsDefinition charges and releases random amounts in random
+// trees, only what Available allows, and checks after every step that the
+// usage kept incrementally is the usage from scratch, and that Available is
+// the most a team may add without breaking a limit of the tree.
+func TestTreeAgainstItsDefinition(t *testing.T) {
+	for seed := range uint64(400) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		w := randomWorld(rng)
+		for step := range 60 {
+			tm := w.teams[rng.IntN(len(w.teams))]
+			f := rng.IntN(flavors)
+			avail := tm.Available(f)
+			brute := GPUs(-1)
+			for x := GPUs(0); x <= 200 && fits(tm, f, x); x++ {
+				brute = x
+			}
+			if brute >= 0 && avail != brute {
+				t.Fatalf("seed %d step %d: %s Available(%d) = %d, the tree's limits allow %d", seed, step, tm.Name, f, avail, brute)
+			}
+			var d GPUs
+			if rng.IntN(3) == 0 && w.own[tm][f] > 0 {
+				d = -GPUs(1 + rng.IntN(int(w.own[tm][f])))
+			} else if avail > 0 {
+				d = GPUs(1 + rng.IntN(int(avail)))
+			}
+			tm.AddUsage(f, d)
+			w.own[tm][f] += d
+			for n, want := range w.usageFromScratch(f) {
+				if got := n.R(f).Usage; got != want {
+					t.Fatalf("seed %d step %d: %s uses %d of flavor %d, from scratch %d", seed, step, n.Name, got, f, want)
+				}
+			}
+		}
+	}
+}
+
+func TestLimitAndReclaimable(t *testing.T) {
+	root := &Node{Name: "root"}
+	a := &Node{Name: "a", Leaf: true}
+	a.Attach(root)
+	r := a.R(0)
+	r.Nominal, r.Borrow = 8, 4
+	root.ComputeSubtree(1)
+	if got := a.Limit(0); got != 12 {
+		t.Errorf("Limit = %d, want nominal 8 + borrowing limit 4", got)
+	}
+	a.R(0).Borrow = Unlimited
+	if got := a.Limit(0); got != Unlimited {
+		t.Errorf("Limit = %d, want Unlimited", got)
+	}
+	if got := root.Limit(0); got != 0 {
+		t.Errorf("a root's Limit is its nominal: got %d, want 0", got)
+	}
+	r.Usage, r.BorrowOnly = 11, 2
+	if got := r.Reclaimable(); got != 3 {
+		t.Errorf("Reclaimable = %d, want 1 above nominal + 2 borrowOnly", got)
+	}
+	a.AddReclaimable(0, 3)
+	a.AddReclaimable(2, 5)
+	if root.ReclaimableIn(0) != 3 || root.ReclaimableIn(1) != 0 || root.ReclaimableIn(2) != 5 || root.ReclaimableIn(9) != 0 {
+		t.Errorf("root's Reclaimable = %v, want [3 0 5]", root.Reclaimable)
+	}
+	r.AddPreemptible(1, 4)
+	r.AddPreemptible(3, 2)
+	r.AddPreemptible(1, -1)
+	if got := r.Below(3); got != 3 {
+		t.Errorf("Below(3) = %d, want 3", got)
+	}
+	if got := r.Below(4); got != 5 {
+		t.Errorf("Below(4) = %d, want 5", got)
+	}
+}
