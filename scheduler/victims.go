@@ -515,12 +515,14 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // lowest tier first; in a tier, a gang just admitted on nodes drained for it
 // last, then the most recently admitted first. room is what the view has free
 // and the candidates hold; ok is false when that is less than w asks: then
-// nothing is tried.
+// nothing is tried. The search and its streams are the scheduler's, reused:
+// they hold until the next call.
 func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
 	t := w.team
 	v := s.viewOf(w, f)
 	room = v.all.free
-	vs = &victimSearch{prio: w.tier.spec.Priority}
+	vs = &s.search
+	*vs = victimSearch{prio: w.tier.spec.Priority, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
 	reason := PreemptReclaim
 	forStarving := kind != kindReclaim
 	if forStarving {
@@ -529,12 +531,17 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, t.q.R(f.id).Nominal-w.GPUs()
 	}
 	if kind != kindOwn {
-		for _, o := range s.trees[t.q.Root()] {
+		teams := s.trees[t.q.Root()]
+		if len(s.streams) < len(teams) {
+			s.streams = make([]stream, len(teams))
+		}
+		for i, o := range teams {
 			if o == t || o.reclaimable(f.id) == 0 {
 				continue
 			}
 			l := s.teamVictims(f, v, o)
-			st := &stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
+			st := &s.streams[i]
+			*st = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
 			if forStarving {
 				// Only what it may take counts, and the stream yields only
 				// that.
