@@ -10,12 +10,13 @@ import "time"
 // starts. When a bound on what the run asks of each flavor (the fewest GPUs;
 // per pod size, and per required level and pod size, the fewest pods) shows
 // that none of them can be admitted, preempt or reserve, the walk passes over
-// the run; their reasons are what a consideration finds first, worked out
-// again every resayEvery (reexplain; Scheduler.Reason works it out when
-// asked). The
-// decisions are those of the walk that tries each workload: the bounds are
-// ones the admission, preemption and reservation paths check before anything
-// else, taken over the run (TestSkippedRunsDecideAsTheWholeWalk).
+// the run (a starving run too, bounded by the search of its first submitted:
+// starvingRoom); their reasons are what a consideration finds first, worked
+// out again every resayEvery (reexplain; Scheduler.Reason works it out when
+// asked). The decisions are those of the walk that tries each workload: the
+// bounds are ones the admission, preemption and reservation paths check
+// before anything else, taken over the run
+// (TestSkippedRunsDecideAsTheWholeWalk).
 
 // runBound is what a run of pending workloads asks, at the least.
 type runBound struct {
@@ -26,6 +27,9 @@ type runBound struct {
 	// when some of the run went back to the front of the queue (ahead).
 	latest int
 	need   GPUs
+	// submitted is the first submission of the run's workloads: a starving
+	// one takes back only what was submitted after it.
+	submitted time.Time
 	// pods: per pod size, the fewest pods asked by a workload that requires
 	// no topology level; levels: the same per level and pod size for those
 	// that require one.
@@ -135,6 +139,10 @@ type runCache struct {
 	ver   uint64
 	start int
 	b     runBound
+	// skip and backoff space out starvingRoom's checks of a run that had
+	// room: a fleet whose starving work may take back plenty finds room
+	// check after check, and each costs a search's streams.
+	skip, backoff int
 }
 
 // boundRun sums up c's run, or the part of it scanRun stops at; whole says
@@ -212,6 +220,9 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if b.n == 0 || e.submitted.After(c.list[b.latest].submitted) {
 			b.latest = i
 		}
+		if b.n == 0 || e.submitted.Before(b.submitted) {
+			b.submitted = e.submitted
+		}
 		b.n++
 		b.last = i
 		if e.require != "" {
@@ -276,12 +287,66 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// worthSearching, for the least of the run, then the room its own
 		// lower tiers could make.
-		if reclaimsFor(t, p, f, b.need) || s.takesBack(t, p, f, b.since) ||
+		if reclaimsFor(t, p, f, b.need) || (s.takesBack(t, p, f, b.since) && s.starvingRoom(t, p, f, b)) ||
 			(ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}
 	}
 	return true
+}
+
+// starvingRunMin is the fewest workloads of a starving run bounded as one: a
+// single workload's search is bounded by the search itself (its failure
+// remembered, memo.go).
+const starvingRunMin = 2
+
+// starvingRoom says whether a starving workload of the run b bounds could
+// fit on f were every candidate of its search evicted: the search of the
+// run's first submitted (a later one takes back no more: only what was
+// submitted after it), on the flavor's own view, has the GPUs of the least
+// of the run, the pods of the least of each pod size (roomInPods) and the
+// GPUs in one domain of each required level (roomInOneDomain). Each is a
+// bound a search checks, or one its fit test needs (a single pod's search
+// evicts its candidates one by one before it gives up; passing over it
+// changes nothing: a failed search leaves the index as it was).
+func (s *Scheduler) starvingRoom(t *team, p *tier, f *flavorState, b runBound) bool {
+	rc := t.runs[p]
+	if b.n < starvingRunMin || rc == nil {
+		return true
+	}
+	if rc.skip > 0 {
+		rc.skip--
+		return true
+	}
+	if s.starvingRoomNow(t, p, f, b) {
+		rc.backoff = min(max(1, 2*rc.backoff), maxStarvingBackoff)
+		rc.skip = rc.backoff
+		return true
+	}
+	rc.backoff = 0
+	return false
+}
+
+// maxStarvingBackoff is the most checks of a run starvingRoom passes over
+// after it found room.
+const maxStarvingBackoff = 32
+
+func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound) bool {
+	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kindStarving)
+	if room < b.need {
+		return false
+	}
+	for _, pb := range b.pods {
+		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
+			return true
+		}
+	}
+	for _, lb := range b.levels {
+		if s.domainRoom(f, f.view, lb.level, lb.gpp*lb.pods, search) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownRoom says whether evicting all of team t's preemptible work below tier

@@ -518,17 +518,23 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // nothing is tried. The search and its streams are the scheduler's, reused:
 // they hold until the next call.
 func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
-	t := w.team
-	v := s.viewOf(w, f)
+	vs, room = s.candidatesFor(w.team, w.tier.spec.Priority, w.spec.Submitted, f, s.viewOf(w, f), kind)
+	if kind == kindReclaim && boundedFor(w, f) {
+		vs.bounded, vs.team, vs.fid, vs.ceiling = true, w.team, f.id, w.team.q.R(f.id).Nominal-w.GPUs()
+	}
+	return vs, room, room >= w.GPUs()
+}
+
+// candidatesFor is candidatesOf for a workload of team t and tier priority
+// prio submitted then, on view v of f: the search, not bounded, and its room.
+func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *flavorState, v *view, kind searchKind) (vs *victimSearch, room GPUs) {
 	room = v.all.free
 	vs = &s.search
-	*vs = victimSearch{prio: w.tier.spec.Priority, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
+	*vs = victimSearch{prio: prio, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
 	reason := PreemptReclaim
 	forStarving := kind != kindReclaim
 	if forStarving {
-		reason, vs.after = PreemptStarving, unixNanos(w.spec.Submitted)
-	} else if boundedFor(w, f) {
-		vs.bounded, vs.team, vs.fid, vs.ceiling = true, t, f.id, t.q.R(f.id).Nominal-w.GPUs()
+		reason, vs.after = PreemptStarving, unixNanos(submitted)
 	}
 	if kind != kindOwn {
 		teams := s.trees[t.q.Root()]
@@ -579,12 +585,12 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 	}
 	l := s.teamVictims(f, v, t)
 	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
-	for prio, g := range l.preemptible {
-		if prio < w.tier.spec.Priority {
+	for p, g := range l.preemptible {
+		if p < prio {
 			room += g
 		}
 	}
-	return vs, room, room >= w.GPUs()
+	return vs, room
 }
 
 // boundedFor says whether w's reclaim search on f is a bounded one
