@@ -114,13 +114,15 @@ type entry struct {
 	w                       *workload
 	gen                     uint32
 	ahead, gone, held, seen bool
-	tier                    *tier
-	seq                     int64
-	submitted               time.Time
-	since, notBefore        time.Time
-	pods                    int64
-	gpp                     GPUs
-	require                 string
+	// rules: the workload has placement rules (a view of its own).
+	rules            bool
+	tier             *tier
+	seq              int64
+	submitted        time.Time
+	since, notBefore time.Time
+	pods             int64
+	gpp              GPUs
+	require          string
 }
 
 func (e *entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }
@@ -148,7 +150,7 @@ func entryOrder(a, b *entry) int {
 func entryOf(w *workload) entry {
 	return entry{w: w, gen: w.gen, ahead: w.ahead, held: w.reserved != nil, seen: w.reason.Code != ReasonQueued,
 		tier: w.tier, seq: w.seq, submitted: w.spec.Submitted, since: w.since, notBefore: w.notBefore,
-		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require}
+		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require, rules: w.spec.Rules != nil}
 }
 
 // find returns w's live entry: in items by binary search (items are in

@@ -30,6 +30,8 @@ type runBound struct {
 	// submitted is the first submission of the run's workloads: a starving
 	// one takes back only what was submitted after it.
 	submitted time.Time
+	// rules: some workload of the run has placement rules.
+	rules bool
 	// pods: per pod size, the fewest pods asked by a workload that requires
 	// no topology level; levels: the same per level and pod size for those
 	// that require one.
@@ -223,6 +225,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if b.n == 0 || e.submitted.Before(b.submitted) {
 			b.submitted = e.submitted
 		}
+		b.rules = b.rules || e.rules
 		b.n++
 		b.last = i
 		if e.require != "" {
@@ -308,10 +311,14 @@ const starvingRunMin = 2
 // GPUs in one domain of each required level (roomInOneDomain). Each is a
 // bound a search checks, or one its fit test needs (a single pod's search
 // evicts its candidates one by one before it gives up; passing over it
-// changes nothing: a failed search leaves the index as it was).
+// changes nothing: a failed search leaves the index as it was). Not for a
+// run with placement rules: a borrowing team's work is taken back only up
+// to what it borrows, counted down its victims on the view searched, so a
+// narrower view may reach a victim the flavor's own never counts
+// (TestStarvingRunWithRulesIsNotBoundByTheFlavorsView).
 func (s *Scheduler) starvingRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 	rc := t.runs[p]
-	if b.n < starvingRunMin || rc == nil {
+	if b.n < starvingRunMin || b.rules || rc == nil {
 		return true
 	}
 	if rc.skip > 0 {

@@ -134,7 +134,7 @@ func evenWorkload(rng *rand.Rand, cfg Config, id, sec int, rules bool) Workload 
 }
 
 func sameBound(a, b runBound) bool {
-	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since.Equal(b.since) && a.submitted.Equal(b.submitted) && a.wake.Equal(b.wake) &&
+	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since.Equal(b.since) && a.submitted.Equal(b.submitted) && a.rules == b.rules && a.wake.Equal(b.wake) &&
 		slices.Equal(a.pods, b.pods) && slices.Equal(a.levels, b.levels)
 }
 
@@ -248,5 +248,42 @@ func TestPassedOverSaysWhatIsAvailableNow(t *testing.T) {
 				t.Errorf("the cycle's statuses %+v, want %+v", res.Pending, reported)
 			}
 		})
+	}
+}
+
+// TestStarvingRunWithRulesIsNotBoundByTheFlavorsView: a borrowing team's
+// work is taken back only up to what it borrows, counted down its victims on
+// the view searched, so a workload whose rules narrow its view may reach a
+// victim the flavor's own view never counts. o borrows 2 GPUs, with c1 (2
+// GPUs, on the class-a node, admitted last) and c2 (4, on the class-b node);
+// t's starving run is w1 (2x4 GPUs, class b only) and w2 (2x4, no rules). On
+// the flavor's view c1 uses up what o borrows (room 6 of 8), yet w1's own
+// view takes back c2 and fits: the run must not be passed over.
+func TestStarvingRunWithRulesIsNotBoundByTheFlavorsView(t *testing.T) {
+	cfg := Config{Cohorts: []Cohort{{Name: "c"}}, Teams: []Team{teamQ("t", "c", 4, nil, nil), teamQ("o", "c", 4, nil, nil), teamQ("z", "c", 8, nil, nil)}}
+	nodes := []Node{{Name: "A", Flavor: "a", GPUs: 2, Class: "a"}, {Name: "B", Flavor: "a", GPUs: 8, Class: "b"}}
+	opts := Options{ReserveAfter: -1, StarvationAfter: time.Minute}
+	var got [2]string
+	for i, noSkip := range []bool{false, true} {
+		f := newFx(t, cfg, nodes, opts)
+		f.s.hooks().noSkip = noSkip
+		f.submit(wl("c2", "o", "production", 1, 4, 100))
+		f.cycle(0)
+		f.submit(wl("c1", "o", "production", 1, 2, 101))
+		f.cycle(1)
+		if a, ok := f.admitted["c1"]; !ok || a.Pods[0].Node != "A" {
+			t.Fatalf("c1 not admitted on A: %+v", f.admitted)
+		}
+		w1 := wl("w1", "t", "production", 2, 4, 0)
+		w1.Rules = classRules("b")
+		f.submit(w1, wl("w2", "t", "production", 2, 4, 1))
+		f.cycle(10)
+		got[i] = decisions(f.cycle(70))
+	}
+	if got[0] != got[1] {
+		t.Fatalf("with skips %q, walking every workload %q", got[0], got[1])
+	}
+	if !strings.Contains(got[1], "admit w1") || !strings.Contains(got[1], "preempt c2 by w1") {
+		t.Fatalf("walking every workload: %q, want w1 admitted taking back c2", got[1])
 	}
 }
