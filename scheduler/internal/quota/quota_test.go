@@ -164,3 +164,47 @@ func TestLimitAndReclaimable(t *testing.T) {
 		t.Errorf("Below(4) = %d, want 5", got)
 	}
 }
+
+// TestLendingAndBorrowingLimits works Kueue's rules out by hand: a team
+// lends at most its lending limit and borrows at most its borrowing limit;
+// a team in no cohort has its nominal.
+func TestLendingAndBorrowingLimits(t *testing.T) {
+	root := &Node{Name: "c"}
+	a, b, c := &Node{Name: "a", Leaf: true}, &Node{Name: "b", Leaf: true}, &Node{Name: "alone", Leaf: true}
+	a.Attach(root)
+	b.Attach(root)
+	a.R(0).Nominal, a.R(0).Lend = 10, 4
+	b.R(0).Nominal, b.R(0).Borrow = 2, 3
+	c.R(0).Nominal = 5
+	root.ComputeSubtree(1)
+	c.ComputeSubtree(1)
+	if g := a.Guaranteed(0); g != 6 {
+		t.Errorf("a keeps %d, want 10 - lending limit 4", g)
+	}
+	if s := root.R(0).Subtree; s != 6 {
+		t.Errorf("the cohort has %d, want 4 lent by a + 2 of b", s)
+	}
+	for _, tc := range []struct {
+		n    *Node
+		want GPUs
+	}{{a, 12}, {b, 5}, {c, 5}} {
+		if got := tc.n.Available(0); got != tc.want {
+			t.Errorf("%s may use %d, want %d", tc.n.Name, got, tc.want)
+		}
+	}
+	b.AddUsage(0, 5) // 2 of its own, 3 borrowed of what a lends
+	if got := a.Available(0); got != 7 {
+		t.Errorf("a may use %d once b borrows 3 of its 4, want 6 kept + 1 still lent", got)
+	}
+	if got := root.R(0).Usage; got != 5 {
+		t.Errorf("the cohort counts %d, want b's 5 (b keeps nothing back)", got)
+	}
+	a.AddUsage(0, 6)
+	if got := root.R(0).Usage; got != 5 {
+		t.Errorf("the cohort counts %d once a uses the 6 it keeps, want still 5", got)
+	}
+	c.AddUsage(0, 2)
+	if got := c.Available(0); got != 3 {
+		t.Errorf("a team in no cohort may use %d, want 5 - 2", got)
+	}
+}
