@@ -205,7 +205,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 // wakeFor sets res.Wake no later than the next time a waiting workload of
 // team t and tier p, waiting since then and backed off until notBefore, may
 // do more than it could now: its backoff ends, or wakeBy's times.
-func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore time.Time, res *Results) {
+func (s *Scheduler) wakeFor(t *team, p *tier, since int64, notBefore time.Time, res *Results) {
 	if notBefore.After(s.now) {
 		res.wakeNoLater(notBefore)
 	}
@@ -492,29 +492,36 @@ func (s *Scheduler) expire(res *Results) {
 // (Options.ReserveAfter) on a flavor none holds, or take back borrowed
 // capacity as a starving one (Options.StarvationAfter). Nothing is released
 // then, so only a wake makes the walk look again.
-func (s *Scheduler) wakeBy(t *team, p *tier, since time.Time, res *Results) {
+func (s *Scheduler) wakeBy(t *team, p *tier, since int64, res *Results) {
 	// since.Add(d).After(now), compared against the cut: a long queue's
 	// workloads mostly passed both times long ago.
-	if s.opts.ReserveAfter >= 0 && since.After(s.reserveCut) && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
-		res.wakeNoLater(since.Add(s.opts.ReserveAfter))
+	if s.opts.ReserveAfter >= 0 && since > s.reserveCut && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
+		res.wakeNoLater(s.at(since).Add(s.opts.ReserveAfter))
 	}
-	if s.opts.StarvationAfter > 0 && since.After(s.starveCut) && !p.spec.BorrowOnly && t.q.Parent != nil {
-		res.wakeNoLater(since.Add(s.opts.StarvationAfter))
+	if s.opts.StarvationAfter > 0 && since > s.starveCut && !p.spec.BorrowOnly && t.q.Parent != nil {
+		res.wakeNoLater(s.at(since).Add(s.opts.StarvationAfter))
 	}
 }
 
 // setNow sets the scheduler's now and the cuts that go with it.
 func (s *Scheduler) setNow(now time.Time) {
 	s.now = now
-	s.reserveCut = now.Add(-max(s.opts.ReserveAfter, 0))
-	s.starveCut = now.Add(-max(s.opts.StarvationAfter, 0))
+	s.reserveCut = unixNanos(now.Add(-max(s.opts.ReserveAfter, 0)))
+	s.starveCut = unixNanos(now.Add(-max(s.opts.StarvationAfter, 0)))
 	s.resayCut = now.Add(-resayEvery)
+}
+
+// at is the time of a wait's start (unixNanos), in now's location: a
+// workload's since is at most a wake's length before now when a wake is made
+// of it.
+func (s *Scheduler) at(since int64) time.Time {
+	return s.now.Add(time.Duration(since - unixNanos(s.now)))
 }
 
 // mayReserve says whether a workload waiting since then may reserve nodes
 // (Options.ReserveAfter).
-func (s *Scheduler) mayReserve(since time.Time) bool {
-	return s.opts.ReserveAfter >= 0 && !since.After(s.reserveCut)
+func (s *Scheduler) mayReserve(since int64) bool {
+	return s.opts.ReserveAfter >= 0 && since <= s.reserveCut
 }
 
 // olderWaiting says whether work submitted before this cycle's arrivals

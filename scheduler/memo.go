@@ -21,7 +21,7 @@ type searchFail struct {
 	// since and starving are the workload's when it failed; at is when,
 	// until the first time after it that the victim order it read changes
 	// (zero: none).
-	since     time.Time
+	since     int64
 	starving  bool
 	at, until time.Time
 }
@@ -61,7 +61,7 @@ func (s *Scheduler) failedBefore(w *workload, f *flavorState) bool {
 		if m.f != f {
 			continue
 		}
-		return m.gen == f.gen && m.since.Equal(w.since) && m.starving == s.starving(w.tier, w.since) &&
+		return m.gen == f.gen && m.since == w.since && m.starving == s.starving(w.tier, w.since) &&
 			!s.now.Before(m.at) && (m.until.IsZero() || s.now.Before(m.until))
 	}
 	return false

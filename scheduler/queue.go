@@ -36,8 +36,10 @@ type workload struct {
 	// fields above (a slice of its own is one more miss for a search).
 	pbuf     [1]placement
 	reserved []*node
-	// since is when the workload last entered its queue.
-	since     time.Time
+	// since is when the workload last entered its queue (unixNanos): a walk
+	// compares it with the cycle's cuts (setNow) for every workload it
+	// passes.
+	since     int64
 	notBefore time.Time
 	// pending state.
 	reason PendingReason
@@ -115,14 +117,15 @@ type entry struct {
 	gen                     uint32
 	ahead, gone, held, seen bool
 	// rules: the workload has placement rules (a view of its own).
-	rules            bool
-	tier             *tier
-	seq              int64
-	submitted        time.Time
-	since, notBefore time.Time
-	pods             int64
-	gpp              GPUs
-	require          string
+	rules     bool
+	tier      *tier
+	seq       int64
+	submitted time.Time
+	since     int64
+	notBefore time.Time
+	pods      int64
+	gpp       GPUs
+	require   string
 }
 
 func (e *entry) live() bool { return e.w.gen == e.gen && e.w.state == statePending }

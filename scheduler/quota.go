@@ -109,11 +109,11 @@ func (s *Scheduler) noteBorrowFirst(w *workload) {
 	}
 	root := w.team.q.Root()
 	h := s.borrowFirst[root]
-	ok := w.spec.Pods > 1 && w.reason.Code == ReasonCohortExhausted && s.now.Sub(w.since) >= s.opts.BorrowFirstAfter
+	ok := w.spec.Pods > 1 && w.reason.Code == ReasonCohortExhausted && unixNanos(s.now)-w.since >= int64(s.opts.BorrowFirstAfter)
 	switch {
 	case h == w && !ok:
 		delete(s.borrowFirst, root)
-	case ok && (h == nil || h.state != statePending || w.since.Before(h.since)):
+	case ok && (h == nil || h.state != statePending || w.since < h.since):
 		s.borrowFirst[root] = w
 	}
 }

@@ -1,7 +1,5 @@
 package scheduler
 
-import "time"
-
 // Who may take from whom. A preemption search (preempt.go) evicts running
 // workloads so that a pending one fits, and only these:
 //
@@ -34,14 +32,14 @@ func (s *Scheduler) reclaims(w *workload, f *flavorState) bool {
 // takesBack says whether a workload of team t and tier p waiting since then
 // is starving and another team of its cohort borrows of f: what it may take
 // back as a starving one.
-func (s *Scheduler) takesBack(t *team, p *tier, f *flavorState, since time.Time) bool {
+func (s *Scheduler) takesBack(t *team, p *tier, f *flavorState, since int64) bool {
 	return s.starving(p, since) && othersBorrow(t, f)
 }
 
 // starving says whether a workload of tier p waiting since then may take
 // back borrowed capacity as a starving one (Options.StarvationAfter).
-func (s *Scheduler) starving(p *tier, since time.Time) bool {
-	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && !since.After(s.starveCut)
+func (s *Scheduler) starving(p *tier, since int64) bool {
+	return s.opts.StarvationAfter > 0 && !p.spec.BorrowOnly && since <= s.starveCut
 }
 
 // othersBorrow says whether a team of t's cohort other than t uses of f what

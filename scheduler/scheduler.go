@@ -32,10 +32,12 @@ type Scheduler struct {
 	// reserveCut and starveCut are now less Options.ReserveAfter and
 	// Options.StarvationAfter (setNow): a workload waiting since no later
 	// than one may reserve, or starves. A walk asks it of every workload it
-	// considers; a comparison costs a fraction of now.Sub(since).
+	// considers, so they are unixNanos, as a workload's since is: comparing
+	// two integers costs a fraction of comparing two times.
 	// resayCut is now less resayEvery: a reason said no later than it is
 	// said again when its workload is passed over (reexplain).
-	reserveCut, starveCut, resayCut time.Time
+	reserveCut, starveCut int64
+	resayCut              time.Time
 	// dirty is set when capacity or quota was released since the last cycle:
 	// only then may a waiting workload have become admissible.
 	dirty bool
@@ -464,7 +466,7 @@ func (s *Scheduler) Submit(spec Workload) error {
 	if spec.Pods > MaxPods || spec.GPUsPerPod > MaxGPUsPerPod {
 		return fmt.Errorf("workload %s: %d pods of %d GPUs is more than any fleet holds (at most %d pods of at most %d GPUs)", spec.ID, spec.Pods, spec.GPUsPerPod, MaxPods, MaxGPUsPerPod)
 	}
-	w := &workload{spec: spec, gpp: spec.GPUsPerPod, team: t, tier: tr, seq: s.seq, since: spec.Submitted, restarts: spec.Restarts, ahead: spec.Restarts > 0}
+	w := &workload{spec: spec, gpp: spec.GPUsPerPod, team: t, tier: tr, seq: s.seq, since: unixNanos(spec.Submitted), restarts: spec.Restarts, ahead: spec.Restarts > 0}
 	w.spec.Flavors = slices.Clone(spec.Flavors)
 	s.seq++
 	s.setShape(w)
@@ -586,7 +588,7 @@ func (s *Scheduler) release(w *workload) {
 // requeue returns a released workload to its queue.
 func (s *Scheduler) requeue(w *workload) {
 	w.placements, w.flavor, w.domain = nil, nil, nil
-	w.since = s.now
+	w.since = unixNanos(s.now)
 	w.reason = PendingReason{Code: ReasonQueued, Requested: w.GPUs()}
 	w.team.queue.push(w)
 }

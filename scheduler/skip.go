@@ -37,7 +37,7 @@ type runBound struct {
 	// that require one.
 	pods   []podBound
 	levels []levelBound
-	since  time.Time
+	since  int64
 	wake   time.Time
 }
 
@@ -216,7 +216,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if b.n == 0 || need < b.need {
 			b.need = need
 		}
-		if b.n == 0 || e.since.Before(b.since) {
+		if b.n == 0 || e.since < b.since {
 			b.since = e.since
 		}
 		if b.n == 0 || e.submitted.After(c.list[b.latest].submitted) {

@@ -134,7 +134,7 @@ func evenWorkload(rng *rand.Rand, cfg Config, id, sec int, rules bool) Workload 
 }
 
 func sameBound(a, b runBound) bool {
-	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since.Equal(b.since) && a.submitted.Equal(b.submitted) && a.rules == b.rules && a.wake.Equal(b.wake) &&
+	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since == b.since && a.submitted.Equal(b.submitted) && a.rules == b.rules && a.wake.Equal(b.wake) &&
 		slices.Equal(a.pods, b.pods) && slices.Equal(a.levels, b.levels)
 }
 
