@@ -70,16 +70,16 @@ type Scheduler struct {
 	gens     uint64
 	// tallying numbers the tally running, if any (tally.go).
 	tallying uint64
+	// search and streams are candidatesOf's: one search runs at a time,
+	// and a busy fleet runs hundreds of thousands (each a stream per
+	// borrowing team: garbage to collect were they allocated anew).
+	search  victimSearch
+	streams []stream
 	// chosen is searchVictims' list of the candidates tried; lastPending
 	// is how many pending statuses the last walk of the arrivals [0] and the
 	// last whole walk [1] reported (buffers a busy cycle would otherwise grow
 	// anew: garbage to collect).
-	chosen []candidate
-	// search and streams are candidatesOf's: one search runs at a time,
-	// and a busy fleet runs hundreds of thousands (each a stream per
-	// borrowing team: garbage to collect were they allocated anew).
-	search      victimSearch
-	streams     []stream
+	chosen      []candidate
 	lastPending [2]int
 	// head is the entry of the workload a whole walk considers, in its
 	// team's queue: admitted, it leaves the queue there without a search.

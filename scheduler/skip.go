@@ -338,22 +338,10 @@ func (s *Scheduler) starvingRoom(t *team, p *tier, f *flavorState, b runBound) b
 // after it found room.
 const maxStarvingBackoff = 32
 
+// starvingRoomNow is starvingRoom's check, on the state now.
 func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound) bool {
 	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kindStarving)
-	if room < b.need {
-		return false
-	}
-	for _, pb := range b.pods {
-		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
-			return true
-		}
-	}
-	for _, lb := range b.levels {
-		if s.domainRoom(f, f.view, lb.level, lb.gpp*lb.pods, search) {
-			return true
-		}
-	}
-	return false
+	return room >= b.need && s.runRoom(f, b, search)
 }
 
 // ownRoom says whether evicting all of team t's preemptible work below tier
@@ -365,8 +353,15 @@ func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound
 // over it changes nothing because a failed search leaves the index exactly
 // as it was: journal.go.)
 func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
-	l := s.teamVictims(f, f.view, t)
-	search := &victimSearch{prio: p.spec.Priority, own: stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs}}
+	search, _ := s.candidatesFor(t, p.spec.Priority, time.Time{}, f, f.view, kindOwn)
+	return s.runRoom(f, b, search)
+}
+
+// runRoom says whether, were every candidate of the search evicted, the
+// flavor's nodes could take the pods of the least of some pod size of the
+// run b bounds (roomInPods), or one domain of some required level its GPUs
+// (roomInOneDomain).
+func (s *Scheduler) runRoom(f *flavorState, b runBound, search *victimSearch) bool {
 	for _, pb := range b.pods {
 		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {
 			return true
