@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -331,7 +332,18 @@ type raw struct {
 		} `json:"price"`
 		Headroom   json.Number `json:"headroom"`
 		SpareNodes int64       `json:"spareNodes"`
-		Slurm      *struct {
+		Repair     *struct {
+			After      string `json:"after"`
+			MaxNodes   int64  `json:"maxNodes"`
+			Broken     string `json:"broken"`
+			Flaps      int    `json:"flaps"`
+			FlapWindow string `json:"flapWindow"`
+		} `json:"repair"`
+		Burst *struct {
+			MaxNodes  int64  `json:"maxNodes"`
+			IdleAfter string `json:"idleAfter"`
+		} `json:"burst"`
+		Slurm *struct {
 			Partition  string `json:"partition"`
 			NodePrefix string `json:"nodePrefix"`
 			NodeDigits int    `json:"nodeDigits"`
@@ -412,6 +424,22 @@ func decode(b []byte, ix *Index) (*Config, Findings) {
 		if p.Price.Committed != nil {
 			pool.Price.CommittedPerNodeHour = num(*p.Price.Committed, "pools", name, "price", "committedPerNodeHour")
 			pool.Price.HasCommittedPrice = true
+		}
+		span := func(v string, least, most time.Duration, path ...string) time.Duration {
+			d, err := ParseDuration(v, least, most)
+			if err != nil {
+				findings = append(findings, Finding{Severity: SeverityError, Rule: RuleSchema, Pos: ix.Lookup(path...),
+					Message: fmt.Sprintf("%s: %v", strings.Join(path, "."), err)})
+			}
+			return d
+		}
+		if r := p.Repair; r != nil {
+			pool.Repair = &Repair{MaxNodes: r.MaxNodes, Broken: RepairBroken(r.Broken), Flaps: r.Flaps,
+				After:      span(r.After, 0, MaxRepairAfter, "pools", name, "repair", "after"),
+				FlapWindow: span(r.FlapWindow, time.Hour, MaxFlapWindow, "pools", name, "repair", "flapWindow")}
+		}
+		if b := p.Burst; b != nil {
+			pool.Burst = &Burst{MaxNodes: b.MaxNodes, IdleAfter: span(b.IdleAfter, time.Minute, MaxIdleAfter, "pools", name, "burst", "idleAfter")}
 		}
 		if c := cfg.Clusters[pool.Cluster]; p.Slurm != nil || c != nil && c.Scheduler == SchedulerSlurm {
 			pool.Slurm = &SlurmNodes{Partition: name, NodePrefix: name + "-", GRESType: p.Flavor}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -50,6 +51,35 @@ func TestLoadTypedValuesAndDefaults(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"capacity.cue"}, cfg.Files); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+func TestLoadRepairAndBurst(t *testing.T) {
+	src := minimal + `pools: a: repair: {}
+pools: a: burst: maxNodes: 2
+pools: b: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: max: 4, price: onDemandPerNodeHour: 1.5}
+pools: b: repair: {after: "1h30m", maxNodes: 3, broken: "keep", flaps: 5, flapWindow: "72h"}
+pools: b: burst: {maxNodes: 4, idleAfter: "2h"}
+`
+	cfg, findings := Load(mapFS(map[string]string{"capacity.cue": src}))
+	if len(findings) > 0 || cfg == nil {
+		t.Fatalf("findings: %v", findings)
+	}
+	for name, want := range map[PoolName][2]any{
+		"a": {&Repair{After: 15 * time.Minute, MaxNodes: 1, Broken: BrokenRemove, Flaps: 3, FlapWindow: 24 * time.Hour}, &Burst{MaxNodes: 2, IdleAfter: 30 * time.Minute}},
+		"b": {&Repair{After: 90 * time.Minute, MaxNodes: 3, Broken: BrokenKeep, Flaps: 5, FlapWindow: 72 * time.Hour}, &Burst{MaxNodes: 4, IdleAfter: 2 * time.Hour}},
+	} {
+		p := cfg.Pools[name]
+		if diff := cmp.Diff(want[0], p.Repair); diff != "" {
+			t.Errorf("pool %s repair (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(want[1], p.Burst); diff != "" {
+			t.Errorf("pool %s burst (-want +got):\n%s", name, diff)
+		}
+	}
+	cfg, _ = Load(mapFS(map[string]string{"capacity.cue": minimal}))
+	if p := cfg.Pools["a"]; p.Repair != nil || p.Burst != nil {
+		t.Errorf("a pool that declares neither: repair %v, burst %v", p.Repair, p.Burst)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/allot-dev/allot/schema/quantity"
 )
@@ -83,6 +84,10 @@ type Pool struct {
 	Price       Price
 	Headroom    quantity.Decimal
 	SpareNodes  int64
+	// Repair, when set, replaces the pool's broken nodes; Burst, when set,
+	// grows it for pending gangs (docs/elastic.md).
+	Repair *Repair
+	Burst  *Burst
 	// Slurm holds the pool's Slurm names when its cluster's scheduler is
 	// slurm (defaults filled in), or when the pool sets them; else nil.
 	Slurm *SlurmNodes
@@ -90,6 +95,57 @@ type Pool struct {
 	// approximates a rule of it (Finding.Approximation).
 	Approximate bool
 	Pos         Pos
+}
+
+// Repair is how a pool replaces nodes that stay unusable.
+type Repair struct {
+	// After is how long a node stays unusable before it is replaced.
+	After time.Duration
+	// MaxNodes bounds the replacement nodes held at once.
+	MaxNodes int64
+	// Broken is what becomes of a replaced node once no gang runs on it.
+	Broken RepairBroken
+	// Flaps is how many failures within FlapWindow retire a node for good.
+	Flaps      int
+	FlapWindow time.Duration
+}
+
+// RepairBroken is what becomes of a replaced node.
+type RepairBroken string
+
+const (
+	// BrokenRemove deletes the node once no gang runs on it.
+	BrokenRemove RepairBroken = "remove"
+	// BrokenKeep leaves it cordoned for someone to repair.
+	BrokenKeep RepairBroken = "keep"
+)
+
+// Burst is how far a pool may grow past its planned size for pending gangs.
+type Burst struct {
+	// MaxNodes bounds the nodes added beyond the planned size.
+	MaxNodes int64
+	// IdleAfter is how long a burst node runs no gang before it goes.
+	IdleAfter time.Duration
+}
+
+// Bounds of the durations of a pool's repair and burst.
+const (
+	MaxRepairAfter = 7 * 24 * time.Hour
+	MaxFlapWindow  = 30 * 24 * time.Hour
+	MaxIdleAfter   = 7 * 24 * time.Hour
+)
+
+// ParseDuration reads a #Duration ("1h30m") and checks it is within
+// [least, most].
+func ParseDuration(s string, least, most time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration such as 15m or 1h30m", s)
+	}
+	if d < least || d > most {
+		return 0, fmt.Errorf("%s is outside [%s, %s]", d, least, most)
+	}
+	return d, nil
 }
 
 // SlurmNodes are the Slurm names of a pool: its nodes are NodePrefix then
