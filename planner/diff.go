@@ -13,7 +13,8 @@ import (
 type Diff struct {
 	// Quotas lists every team and flavor whose nominal quota changes.
 	Quotas []QuotaChange
-	// Pools lists every pool whose node count or cost changes, added or removed.
+	// Pools lists every pool whose node count, cost or cost ceiling changes,
+	// added or removed.
 	Pools []PoolChange
 	// Teams and CostCenters list every monthly cost that changes.
 	Teams       []CostChange
@@ -21,6 +22,12 @@ type Diff struct {
 	Before      quantity.Decimal
 	After       quantity.Decimal
 	Delta       quantity.Decimal
+	// CeilingBefore and CeilingAfter are the plans' CeilingMonthlyUSD: what
+	// the pools may cost a month at most, their repair and burst envelopes
+	// full; CeilingDelta = CeilingAfter − CeilingBefore.
+	CeilingBefore quantity.Decimal
+	CeilingAfter  quantity.Decimal
+	CeilingDelta  quantity.Decimal
 	// Approvals are filled in by the policies: who must approve the change, and why.
 	Approvals []Approval
 }
@@ -33,8 +40,8 @@ type QuotaChange struct {
 	NominalAfter  int64
 }
 
-// PoolChange is a pool's size and cost, before and after. A pool that is added has
-// zero before, one that is removed zero after.
+// PoolChange is a pool's size, cost and envelope's ceiling, before and after. A
+// pool that is added has zero before, one that is removed zero after.
 type PoolChange struct {
 	Pool             schema.PoolName
 	Flavor           schema.Flavor
@@ -42,6 +49,10 @@ type PoolChange struct {
 	NodesAfter       int64
 	MonthlyUSDBefore quantity.Decimal
 	MonthlyUSDAfter  quantity.Decimal
+	// CeilingMonthlyUSDBefore and CeilingMonthlyUSDAfter are the pool's
+	// Envelope.CeilingMonthlyUSD.
+	CeilingMonthlyUSDBefore quantity.Decimal
+	CeilingMonthlyUSDAfter  quantity.Decimal
 }
 
 // CostChange is a monthly cost before and after.
@@ -72,13 +83,13 @@ const (
 
 // Empty reports whether nothing changes.
 func (d *Diff) Empty() bool {
-	return len(d.Quotas) == 0 && len(d.Pools) == 0 && len(d.Teams) == 0 && d.Delta.IsZero()
+	return len(d.Quotas) == 0 && len(d.Pools) == 0 && len(d.Teams) == 0 && d.Delta.IsZero() && d.CeilingDelta.IsZero()
 }
 
 // Compare returns the diff from base to head.
 func Compare(base, head *Plan) *Diff {
-	d := &Diff{Before: base.TotalMonthlyUSD, After: head.TotalMonthlyUSD}
-	d.Delta = d.After.Sub(d.Before)
+	d := &Diff{Before: base.TotalMonthlyUSD, After: head.TotalMonthlyUSD, CeilingBefore: base.CeilingMonthlyUSD, CeilingAfter: head.CeilingMonthlyUSD}
+	d.Delta, d.CeilingDelta = d.After.Sub(d.Before), d.CeilingAfter.Sub(d.CeilingBefore)
 
 	bt, ht := teamIndex(base), teamIndex(head)
 	for _, name := range unionKeys(bt, ht) {
@@ -118,12 +129,13 @@ func Compare(base, head *Plan) *Diff {
 	for _, name := range unionKeys(bp, hp) {
 		c := PoolChange{Pool: name}
 		if b := bp[name]; b != nil {
-			c.Flavor, c.NodesBefore, c.MonthlyUSDBefore = b.Flavor, b.NodesTarget, b.MonthlyUSD
+			c.Flavor, c.NodesBefore, c.MonthlyUSDBefore, c.CeilingMonthlyUSDBefore = b.Flavor, b.NodesTarget, b.MonthlyUSD, b.Envelope.CeilingMonthlyUSD
 		}
 		if h := hp[name]; h != nil {
-			c.Flavor, c.NodesAfter, c.MonthlyUSDAfter = h.Flavor, h.NodesTarget, h.MonthlyUSD
+			c.Flavor, c.NodesAfter, c.MonthlyUSDAfter, c.CeilingMonthlyUSDAfter = h.Flavor, h.NodesTarget, h.MonthlyUSD, h.Envelope.CeilingMonthlyUSD
 		}
-		if c.NodesBefore != c.NodesAfter || c.MonthlyUSDBefore.Cmp(c.MonthlyUSDAfter) != 0 || bp[name] == nil || hp[name] == nil {
+		if c.NodesBefore != c.NodesAfter || c.MonthlyUSDBefore.Cmp(c.MonthlyUSDAfter) != 0 || c.CeilingMonthlyUSDBefore.Cmp(c.CeilingMonthlyUSDAfter) != 0 ||
+			bp[name] == nil || hp[name] == nil {
 			d.Pools = append(d.Pools, c)
 		}
 	}

@@ -23,6 +23,10 @@ type Plan struct {
 	TotalMonthlyUSD quantity.Decimal
 	// UnallocatedMonthlyUSD is what pools cost that no team's quota asks for.
 	UnallocatedMonthlyUSD quantity.Decimal
+	// CeilingMonthlyUSD is the sum of the pools' envelope ceilings: the most
+	// the pools may cost a month with every repair and burst at its most. It
+	// equals TotalMonthlyUSD when no pool declares repair or burst.
+	CeilingMonthlyUSD quantity.Decimal
 }
 
 // PoolPlan is one pool's target size and cost.
@@ -43,6 +47,9 @@ type PoolPlan struct {
 	// unusable, so that the healthy capacity covers what the quotas assign the
 	// pool (see WithObserved); they are part of NodesTarget.
 	ReplacementNodes int64
+	// Envelope is how far the pool's repair and burst may take it past
+	// NodesTarget, and its monthly cost ceiling.
+	Envelope Envelope
 }
 
 // TeamPlan is one team's quota and monthly cost.
@@ -102,10 +109,10 @@ func Build(cfg *schema.Config) *Plan {
 	return p
 }
 
-// cost prices the pools at their targets, and shares the cost among teams and
-// cost centres.
+// cost prices the pools at their targets and their envelopes' ceilings, and
+// shares the cost among teams and cost centres.
 func (p *Plan) cost(cfg *schema.Config) {
-	p.TotalMonthlyUSD = quantity.Decimal{}
+	p.TotalMonthlyUSD, p.CeilingMonthlyUSD = quantity.Decimal{}, quantity.Decimal{}
 	for i := range p.Pools {
 		pp := &p.Pools[i]
 		pool := cfg.Pools[pp.Pool]
@@ -114,6 +121,8 @@ func (p *Plan) cost(cfg *schema.Config) {
 		pp.OnDemandNodes = pp.NodesTarget - pp.CommittedNodes
 		pp.MonthlyUSD = poolCost(pool, pp.NodesTarget)
 		p.TotalMonthlyUSD = p.TotalMonthlyUSD.Add(pp.MonthlyUSD)
+		pp.Envelope = EnvelopeOf(pool, pp.NodesTarget)
+		p.CeilingMonthlyUSD = p.CeilingMonthlyUSD.Add(pp.Envelope.CeilingMonthlyUSD)
 	}
 	p.Teams, p.UnallocatedMonthlyUSD = teamCosts(cfg, p)
 	p.CostCenters = costCenters(p.Teams)
