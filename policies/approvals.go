@@ -15,7 +15,8 @@ import (
 )
 
 // Approvals returns who must approve the change from base to head, and why:
-//   - finance, when the monthly cost grows by more than the base's
+//   - finance, when the monthly cost, or the ceiling the pools' repair and
+//     burst envelopes allow, grows by more than the base's
 //     policy.financeApprovalAboveMonthlyUSD, or when the change edits the policy;
 //   - a team's owners, when its quota or settings change (the base's owners, so a
 //     change cannot approve itself by editing them; the platform approvers for a
@@ -30,8 +31,7 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		out = append(out, planner.Approval{Who: strings.Join(who, ", "), Why: why, Role: role})
 	}
 	threshold := policy.FinanceApprovalAboveMonthlyUSD
-	if diff.Delta.Cmp(threshold) > 0 {
-		why := fmt.Sprintf("monthly cost %s", quantity.SignedUSD(diff.Delta))
+	if why, grows := costGrowth(diff); grows.Cmp(threshold) > 0 {
 		if threshold.IsZero() {
 			why += ", and every increase needs finance"
 		} else {
@@ -60,6 +60,22 @@ func Approvals(base, head *schema.Config, diff *planner.Diff) []planner.Approval
 		add(planner.RolePlatform, platformApprovers(policy), "the change edits "+strings.Join(kinds, ", "))
 	}
 	return out
+}
+
+// costGrowth is how much more the change lets the manager spend a month: the
+// larger of the plan's cost increase and its ceiling's. A ceiling raised by a
+// new or wider burst or repair is spent later without another review, so
+// finance weighs it now. why names the figure that counts.
+func costGrowth(diff *planner.Diff) (why string, grows quantity.Decimal) {
+	if diff.CeilingDelta.Cmp(diff.Delta) > 0 {
+		planned := "planned cost " + quantity.SignedUSD(diff.Delta)
+		if diff.Delta.Round(2).IsZero() {
+			planned = "planned cost unchanged"
+		}
+		return fmt.Sprintf("monthly cost ceiling %s (the pools at their repair and burst maxima; %s)",
+			quantity.SignedUSD(diff.CeilingDelta), planned), diff.CeilingDelta
+	}
+	return fmt.Sprintf("monthly cost %s", quantity.SignedUSD(diff.Delta)), diff.Delta
 }
 
 // ownersOf is who approves a change to team tn: its owners in the base, or

@@ -158,6 +158,57 @@ func TestApprovals(t *testing.T) {
 	}
 }
 
+// TestFinanceWeighsTheCeiling: a burst envelope lets the manager spend more
+// without another review, so its ceiling counts toward finance's threshold.
+// Pool a: 8-GPU nodes at $100 a node-hour, nodes.max 16; 16 GPUs of quota: 2
+// nodes, 730 × 200 = $146,000 a month; the threshold $100,000.
+func TestFinanceWeighsTheCeiling(t *testing.T) {
+	const src = `package capacity
+clusters: lab: provider: "kwok"
+pools: a: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: {min: 0, max: 16}, price: onDemandPerNodeHour: 100}
+teams: x: {costCenter: "CC-1", owners: ["@x"], quota: f: nominal: 16}
+policy: financeApprovalAboveMonthlyUSD: 100000
+`
+	base, basePlan := load(t, src)
+	raise := func(s string) string { return strings.Replace(s, "nominal: 16", "nominal: 24", 1) }
+	burst := func(n int) func(string) string {
+		return func(s string) string { return s + fmt.Sprintf("pools: a: burst: maxNodes: %d\n", n) }
+	}
+	for name, tc := range map[string]struct {
+		edit        []func(string) string
+		want        []string // who, in order
+		wantFinance string   // in finance's reason
+	}{
+		// One node more: +$73,000, the ceiling with it.
+		"a raise below the threshold": {[]func(string) string{raise}, []string{"@x"}, ""},
+		// Nothing planned changes, but 8 nodes may come: 730 × 800 = +$584,000.
+		"a burst of 8": {[]func(string) string{burst(8)}, []string{"finance", "platform"},
+			"monthly cost ceiling +$584,000.00 (the pools at their repair and burst maxima; planned cost unchanged), above the $100,000.00 threshold"},
+		// 3 nodes + 8: 730 × 1,100 = $803,000, +$657,000; the planned cost +$73,000 alone would not need finance.
+		"a raise below the threshold with a burst": {[]func(string) string{raise, burst(8)}, []string{"finance", "@x", "platform"},
+			"monthly cost ceiling +$657,000.00 (the pools at their repair and burst maxima; planned cost +$73,000.00)"},
+		"a burst of 1 below the threshold": {[]func(string) string{burst(1)}, []string{"platform"}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			head := src
+			for _, e := range tc.edit {
+				head = e(head)
+			}
+			headCfg, headPlan := load(t, head)
+			var who []string
+			for _, a := range Approvals(base, headCfg, planner.Compare(basePlan, headPlan)) {
+				who = append(who, a.Who)
+				if a.Role == planner.RoleFinance && !strings.Contains(a.Why, tc.wantFinance) {
+					t.Errorf("finance's reason %q, want %q", a.Why, tc.wantFinance)
+				}
+			}
+			if strings.Join(who, ";") != strings.Join(tc.want, ";") {
+				t.Fatalf("approvals = %v, want %v", who, tc.want)
+			}
+		})
+	}
+}
+
 // TestDocsListEveryRule keeps the rule table of docs/repository.md true.
 func TestDocsListEveryRule(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "docs", "repository.md"))

@@ -59,7 +59,7 @@ var Rules = []Rule{
 	{RuleFlavorHeadroom, schema.SeverityWarning, "a flavor's pools reach its nominal quota at nodes.max only without their headroom or spare nodes"},
 	{RuleTeamBudget, schema.SeverityError, "a team's monthly cost exceeds its budget"},
 	{RuleTopologyLevels, schema.SeverityError, "topology levels are unique, at most 16, and sizes name declared levels"},
-	{RuleFinanceApproval, schema.SeverityWarning, "a change whose monthly cost grows by more than policy.financeApprovalAboveMonthlyUSD needs finance's approval"},
+	{RuleFinanceApproval, schema.SeverityWarning, "a change whose monthly cost, or monthly cost ceiling (the pools at their repair and burst maxima), grows by more than policy.financeApprovalAboveMonthlyUSD needs finance's approval"},
 	{RulePoolNodesRange, schema.SeverityError, "a pool's nodes.min is above its nodes.max"},
 	{RuleCommittedPrice, schema.SeverityError, "a pool with committed nodes has no committedPerNodeHour price"},
 	{RuleCommittedAboveMx, schema.SeverityWarning, "a pool commits to more nodes than its nodes.max: some are paid for and never used"},
