@@ -47,6 +47,26 @@ func TestPlanGolden(t *testing.T) {
 	})
 }
 
+// TestPlanEnvelopeGolden locks the plan of a change that adds a burst of 8
+// nodes to gke-h100, whose repair the base already declares: the envelopes,
+// the ceiling's change, and finance's approval of it though the planned cost
+// does not move.
+func TestPlanEnvelopeGolden(t *testing.T) {
+	for _, format := range []string{"text", "markdown"} {
+		t.Run(format, func(t *testing.T) {
+			prChange(t)
+			edit(t, "base", "pools.cue", "spareNodes: 1\n", "spareNodes: 1\n\t\trepair: {}\n")
+			edit(t, "head", "pools.cue", "spareNodes: 1\n", "spareNodes: 1\n\t\trepair: {}\n\t\tburst: maxNodes: 8\n")
+			edit(t, "head", "teams/robotics.cue", "nominal: 160", "nominal: 128")
+			code, out, errOut := allot(t, nil, "plan", "head", "-o", format, "--base", "base")
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+			}
+			golden(t, "plan-envelope."+format, out)
+		})
+	}
+}
+
 func TestPlanJSONContract(t *testing.T) {
 	prChange(t)
 	code, out, _ := allot(t, nil, "plan", "head", "-o", "json", "--base", "base")
@@ -170,6 +190,9 @@ func TestPlanCommentEscapesTheRepository(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(head, "a`![y](https:x)`.cue"), []byte("package capacity\ntiers: \"system-x\": priority: 12345\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A pool of a name no rule lets through, with a burst: its envelope is listed.
+	edit(t, head, "pools.cue", "pools: {\n", "pools: {\n\t\"e ![z](https://evil.example/z.png)\": {cluster: \"gke-usc1\", flavor: \"h100-80gb\", machineType: \"a3-highgpu-8g\", "+
+		"gpusPerNode: 8, nodes: {min: 0, max: 2}, price: onDemandPerNodeHour: 1, burst: maxNodes: 1}\n")
 	t.Chdir(head) // the file is named as the working directory sees it
 	code, out, stderr := allot(t, nil, "plan", ".", "--base", base, "-o", "markdown")
 	if code != 1 {
@@ -177,13 +200,13 @@ func TestPlanCommentEscapesTheRepository(t *testing.T) {
 	}
 	// Each construct unescaped (the file's name is inside a code span that
 	// it cannot end: checked below).
-	for _, bad := range []string{"![x](", "[pay here](", "<img", "@acme/everyone", " `code`", " | cell"} {
+	for _, bad := range []string{"![x](", "![z](", "[pay here](", "<img", "@acme/everyone", " `code`", " | cell"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the comment holds %q as Markdown:\n%s", bad, out)
 		}
 	}
 	for _, want := range []string{`\!\[x\](https:&#8203;//evil.example/p.png)`, "&lt;img", "@&#8203;acme/everyone", `\| cell`,
-		"``a`![y](https:x)`.cue:", "- [ ] **@acme/robotics-leads**"} {
+		"``a`![y](https:x)`.cue:", "- [ ] **@acme/robotics-leads**", "#### Envelopes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the comment lacks %q:\n%s", want, out)
 		}

@@ -26,6 +26,7 @@ type jsonPlan struct {
 	Flavors               []jsonFlavor     `json:"flavors"`
 	TotalMonthlyUSD       money            `json:"total_monthly_usd"`
 	UnallocatedMonthlyUSD money            `json:"unallocated_monthly_usd"`
+	CeilingMonthlyUSD     money            `json:"ceiling_monthly_usd"`
 	Findings              []jsonFinding    `json:"findings"`
 	Diff                  *jsonDiff        `json:"diff,omitempty"`
 	WhatIf                *whatif.Result   `json:"whatif,omitempty"`
@@ -48,6 +49,17 @@ type jsonPool struct {
 	AtMax          bool   `json:"at_max"`
 	// ReplacementNodes (with --observed) are part of nodes_target.
 	ReplacementNodes int64 `json:"replacement_nodes,omitempty"`
+	// Envelope: how far repair and burst may take the pool, and its cost ceiling.
+	Envelope jsonEnvelope `json:"envelope"`
+}
+
+// jsonEnvelope is a pool's planner.Envelope.
+type jsonEnvelope struct {
+	FixedNodes        int64 `json:"fixed_nodes"`
+	ReplacementNodes  int64 `json:"replacement_nodes"`
+	BurstNodes        int64 `json:"burst_nodes"`
+	MostNodes         int64 `json:"most_nodes"`
+	CeilingMonthlyUSD money `json:"ceiling_monthly_usd"`
 }
 
 type jsonTeam struct {
@@ -93,6 +105,10 @@ type jsonDiff struct {
 	MonthlyUSDAfter  money             `json:"monthly_usd_after"`
 	MonthlyUSDDelta  money             `json:"monthly_usd_delta"`
 	Approvals        []jsonApproval    `json:"approvals"`
+	// The plans' ceiling_monthly_usd, before and after.
+	CeilingMonthlyUSDBefore money `json:"ceiling_monthly_usd_before"`
+	CeilingMonthlyUSDAfter  money `json:"ceiling_monthly_usd_after"`
+	CeilingMonthlyUSDDelta  money `json:"ceiling_monthly_usd_delta"`
 }
 
 type jsonQuotaChange struct {
@@ -108,6 +124,9 @@ type jsonPoolChange struct {
 	NodesAfter       int64  `json:"nodes_after"`
 	MonthlyUSDBefore money  `json:"monthly_usd_before"`
 	MonthlyUSDAfter  money  `json:"monthly_usd_after"`
+	// The pool's envelope ceiling, before and after.
+	CeilingMonthlyUSDBefore money `json:"ceiling_monthly_usd_before"`
+	CeilingMonthlyUSDAfter  money `json:"ceiling_monthly_usd_after"`
 }
 
 type jsonCostChange struct {
@@ -142,7 +161,9 @@ func JSON(w io.Writer, in Input) error {
 		for _, pp := range p.Pools {
 			out.Pools = append(out.Pools, jsonPool{Pool: string(pp.Pool), Cluster: string(pp.Cluster), Flavor: string(pp.Flavor),
 				GPUsPerNode: pp.GPUsPerNode, NodesTarget: pp.NodesTarget, GPUsTarget: pp.GPUsTarget, MonthlyUSD: money(pp.MonthlyUSD),
-				AssignedGPUs: pp.AssignedGPUs, CommittedNodes: pp.CommittedNodes, OnDemandNodes: pp.OnDemandNodes, AtMax: pp.AtMax, ReplacementNodes: pp.ReplacementNodes})
+				AssignedGPUs: pp.AssignedGPUs, CommittedNodes: pp.CommittedNodes, OnDemandNodes: pp.OnDemandNodes, AtMax: pp.AtMax, ReplacementNodes: pp.ReplacementNodes,
+				Envelope: jsonEnvelope{FixedNodes: pp.Envelope.FixedNodes, ReplacementNodes: pp.Envelope.ReplacementNodes, BurstNodes: pp.Envelope.BurstNodes,
+					MostNodes: pp.Envelope.MostNodes, CeilingMonthlyUSD: money(pp.Envelope.CeilingMonthlyUSD)}})
 		}
 		for _, t := range p.Teams {
 			q := map[string]int64{}
@@ -161,17 +182,19 @@ func JSON(w io.Writer, in Input) error {
 		for _, f := range p.Flavors {
 			out.Flavors = append(out.Flavors, jsonFlavor{Flavor: string(f.Flavor), NominalGPUs: f.NominalGPUs, TargetGPUs: f.TargetGPUs, MaxGPUs: f.MaxGPUs, UnplacedGPUs: f.UnplacedGPUs})
 		}
-		out.TotalMonthlyUSD, out.UnallocatedMonthlyUSD = money(p.TotalMonthlyUSD), money(p.UnallocatedMonthlyUSD)
+		out.TotalMonthlyUSD, out.UnallocatedMonthlyUSD, out.CeilingMonthlyUSD = money(p.TotalMonthlyUSD), money(p.UnallocatedMonthlyUSD), money(p.CeilingMonthlyUSD)
 	}
 	if d := in.Diff; d != nil {
 		jd := &jsonDiff{Teams: []jsonQuotaChange{}, Pools: []jsonPoolChange{}, TeamCosts: []jsonCostChange{}, CostCenterCosts: []jsonCostChange{},
-			Approvals: []jsonApproval{}, MonthlyUSDBefore: money(d.Before), MonthlyUSDAfter: money(d.After), MonthlyUSDDelta: money(d.Delta)}
+			Approvals: []jsonApproval{}, MonthlyUSDBefore: money(d.Before), MonthlyUSDAfter: money(d.After), MonthlyUSDDelta: money(d.Delta),
+			CeilingMonthlyUSDBefore: money(d.CeilingBefore), CeilingMonthlyUSDAfter: money(d.CeilingAfter), CeilingMonthlyUSDDelta: money(d.CeilingDelta)}
 		for _, q := range d.Quotas {
 			jd.Teams = append(jd.Teams, jsonQuotaChange{Team: string(q.Team), Flavor: string(q.Flavor), NominalBefore: q.NominalBefore, NominalAfter: q.NominalAfter})
 		}
 		for _, p := range d.Pools {
 			jd.Pools = append(jd.Pools, jsonPoolChange{Pool: string(p.Pool), NodesBefore: p.NodesBefore, NodesAfter: p.NodesAfter,
-				MonthlyUSDBefore: money(p.MonthlyUSDBefore), MonthlyUSDAfter: money(p.MonthlyUSDAfter)})
+				MonthlyUSDBefore: money(p.MonthlyUSDBefore), MonthlyUSDAfter: money(p.MonthlyUSDAfter),
+				CeilingMonthlyUSDBefore: money(p.CeilingMonthlyUSDBefore), CeilingMonthlyUSDAfter: money(p.CeilingMonthlyUSDAfter)})
 		}
 		for _, c := range d.Teams {
 			jd.TeamCosts = append(jd.TeamCosts, jsonCostChange{c.Name, money(c.Before), money(c.After), money(c.Delta)})

@@ -16,8 +16,9 @@ import (
 )
 
 // Markdown writes the pull-request comment: a one-line verdict, the approvals and
-// findings, what changes per team, cost centre and pool, and the full plan folded
-// in <details>. The first line is Marker.
+// findings, what changes per team, cost centre and pool, the envelopes of the
+// pools that repair or burst, and the full plan folded in <details>. The first
+// line is Marker.
 func Markdown(w io.Writer, in Input) error {
 	return withTerraform(w, in, comment, terraformMarkdown)
 }
@@ -33,7 +34,12 @@ func comment(w io.Writer, in Input) error {
 		fmt.Fprintf(ew, "### allot plan: %s%s\n\n", errorLead(in.Findings), boldVerdict(Verdict(d)))
 		fmt.Fprintln(ew, "| | before | after | delta |")
 		fmt.Fprintln(ew, "|---|---:|---:|---:|")
-		fmt.Fprintf(ew, "| **Monthly cost** | %s | %s | **%s**%s |\n\n", quantity.USD(d.Before), quantity.USD(d.After), quantity.SignedUSD(d.Delta), percentOf(d.Delta, d.Before))
+		fmt.Fprintf(ew, "| **Monthly cost** | %s | %s | **%s**%s |\n", quantity.USD(d.Before), quantity.USD(d.After), quantity.SignedUSD(d.Delta), percentOf(d.Delta, d.Before))
+		if elastic(in) {
+			fmt.Fprintf(ew, "| **Monthly ceiling** (repair and burst at their most) | %s | %s | **%s**%s |\n",
+				quantity.USD(d.CeilingBefore), quantity.USD(d.CeilingAfter), quantity.SignedUSD(d.CeilingDelta), percentOf(d.CeilingDelta, d.CeilingBefore))
+		}
+		fmt.Fprintln(ew)
 	default:
 		fmt.Fprintf(ew, "### allot plan: %smonthly cost %s\n\n", errorLead(in.Findings), quantity.USD(p.TotalMonthlyUSD))
 	}
@@ -90,6 +96,7 @@ func comment(w io.Writer, in Input) error {
 			moreRows(ew, len(d.Pools), "pool changes")
 			fmt.Fprintln(ew)
 		}
+		envelopesMarkdown(ew, in)
 		slurmMarkdown(ew, in.Slurm)
 		if d.Empty() && len(in.Slurm) == 0 {
 			fmt.Fprintln(ew, "No quota, pool or cost changes.")
@@ -97,6 +104,9 @@ func comment(w io.Writer, in Input) error {
 		}
 	}
 
+	if d == nil {
+		envelopesMarkdown(ew, in)
+	}
 	if in.WhatIf != nil {
 		r, more := boundWhatIf(in.WhatIf)
 		if err := whatif.Markdown(ew, r); err != nil {
@@ -134,7 +144,11 @@ func comment(w io.Writer, in Input) error {
 	if !p.UnallocatedMonthlyUSD.Round(2).IsZero() {
 		fmt.Fprintf(ew, "| (unallocated) | | %s |\n", quantity.USD(p.UnallocatedMonthlyUSD))
 	}
-	fmt.Fprintf(ew, "| **total** | | **%s** |\n\n</details>\n", quantity.USD(p.TotalMonthlyUSD))
+	fmt.Fprintf(ew, "| **total** | | **%s** |\n", quantity.USD(p.TotalMonthlyUSD))
+	if elastic(in) {
+		fmt.Fprintf(ew, "| **ceiling** (repair and burst at their most) | | **%s** |\n", quantity.USD(p.CeilingMonthlyUSD))
+	}
+	fmt.Fprint(ew, "\n</details>\n")
 	writeProvenance(ew, in.Provenance)
 	return ew.err
 }

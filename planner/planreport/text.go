@@ -46,6 +46,7 @@ func text(w io.Writer, in Input) error {
 		t.add(string(pp.Pool), string(pp.Cluster), string(pp.Flavor), nodes, fmt.Sprint(pp.GPUsTarget), fmt.Sprint(pp.CommittedNodes), quantity.USD(pp.MonthlyUSD))
 	}
 	t.write(ew)
+	envelopesText(ew, in)
 	fmt.Fprintln(ew)
 
 	t = newTable("TEAM", "COST CENTER", "QUOTA", "MONTHLY").alignRight(3)
@@ -63,6 +64,9 @@ func text(w io.Writer, in Input) error {
 		t.add("(unallocated)", "", quantity.USD(p.UnallocatedMonthlyUSD))
 	}
 	t.add("TOTAL", "", quantity.USD(p.TotalMonthlyUSD))
+	if elastic(in) {
+		t.add("CEILING", "", quantity.USD(p.CeilingMonthlyUSD))
+	}
 	t.write(ew)
 
 	if d := in.Diff; d != nil {
@@ -119,7 +123,9 @@ func writeFindingsText(w io.Writer, in Input) {
 }
 
 // Verdict is the one-line summary of a diff, e.g.
-// "Monthly cost +$96,360.00 (+7.1%) — needs finance approval".
+// "Monthly cost +$96,360.00 (+7.1%) — needs finance approval", or, for a
+// change that widens a pool's envelope, "Monthly cost unchanged at
+// $58,400.00, ceiling +$584,000.00 — needs approval from finance".
 func Verdict(d *planner.Diff) string {
 	var s string
 	switch {
@@ -127,6 +133,9 @@ func Verdict(d *planner.Diff) string {
 		s = "Monthly cost unchanged at " + quantity.USD(d.After)
 	default:
 		s = "Monthly cost " + quantity.SignedUSD(d.Delta) + percentOf(d.Delta, d.Before)
+	}
+	if ceilingMoves(d) {
+		s += ", ceiling " + quantity.SignedUSD(d.CeilingDelta)
 	}
 	var who []string
 	for _, a := range d.Approvals {
