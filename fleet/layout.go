@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/schema"
@@ -72,13 +74,46 @@ func NodesPerDomain(t *schema.Topology) map[string]int64 {
 // (hosts 0..3 in rack 0 when a rack holds 4 hosts, and so on). Pools missing from
 // counts have no nodes.
 func Layout(cfg *schema.Config, counts map[schema.PoolName]int64) []Node {
+	return LayoutRetired(cfg, counts, nil)
+}
+
+// Retired are the nodes of a pool that left its seats for good
+// (fleet/elastic), by name: true while the node stays (kept for repair, or a
+// gang still runs on it), false once it may go.
+type Retired map[string]bool
+
+// LayoutRetired is Layout with retired nodes: a pool's count of nodes are
+// the first indices whose names are not retired (a retired node's seat goes
+// to the next index), and kept ones are laid out too, at their own index,
+// without a seat. Names that are not the pool's are ignored.
+func LayoutRetired(cfg *schema.Config, counts map[schema.PoolName]int64, retired map[schema.PoolName]Retired) []Node {
 	var out []Node
 	for _, name := range cfg.PoolNames() {
 		p := cfg.Pools[name]
 		n := counts[name]
+		r := retired[name]
 		per := NodesPerDomain(p.Topology)
-		for i := range n {
-			node := Node{Name: NodeName(name, i), Pool: name, Cluster: p.Cluster, Flavor: p.Flavor, GPUs: p.GPUsPerNode}
+		// Every retired seat is passed at an index below n+len(r); a kept
+		// node may sit beyond (the pool shrank since).
+		end := n + int64(len(r))
+		for nodeName, kept := range r {
+			if i, ok := nodeIndex(name, nodeName); ok && kept {
+				end = max(end, i+1)
+			}
+		}
+		for i, seated := int64(0), int64(0); i < end; i++ {
+			nodeName := NodeName(name, i)
+			kept, isRetired := r[nodeName]
+			if isRetired && !kept {
+				continue
+			}
+			if !isRetired {
+				if seated == n {
+					continue
+				}
+				seated++
+			}
+			node := Node{Name: nodeName, Pool: name, Cluster: p.Cluster, Flavor: p.Flavor, GPUs: p.GPUsPerNode}
 			if p.Topology != nil {
 				node.Domains = make([]Domain, 0, len(p.Topology.Levels))
 				for _, l := range p.Topology.Levels {
@@ -91,6 +126,17 @@ func Layout(cfg *schema.Config, counts map[schema.PoolName]int64) []Node {
 	return out
 }
 
+// nodeIndex reads the index of a node name of pool, if it is one, and within
+// twice #MaxNodes (pool.cue) of indices.
+func nodeIndex(pool schema.PoolName, node string) (int64, bool) {
+	rest, ok := strings.CutPrefix(node, string(pool)+"-")
+	if !ok || rest == "" || len(rest) > 7 || strings.Trim(rest, "0123456789") != "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(rest, 10, 64)
+	return i, err == nil && i < 2*maxPoolNodes
+}
+
 func domainName(pool schema.PoolName, level string, per, index int64) string {
 	switch per {
 	case 0:
@@ -100,3 +146,6 @@ func domainName(pool schema.PoolName, level string, per, index int64) string {
 	}
 	return fmt.Sprintf("%s-%s-%d", pool, level, index/per)
 }
+
+// maxPoolNodes is pool.cue's #MaxNodes.
+const maxPoolNodes = 100000

@@ -65,3 +65,33 @@ func TestLayoutNamesAndDomains(t *testing.T) {
 		t.Fatalf("rack label = %q", got)
 	}
 }
+
+func TestLayoutRetired(t *testing.T) {
+	cfg := &schema.Config{Pools: map[schema.PoolName]*schema.Pool{
+		"p": {Name: "p", Cluster: "c", Flavor: "f", GPUsPerNode: 8, Topology: &schema.Topology{Levels: []string{"rack", "host"}, Sizes: map[string]int64{"rack": 2}}},
+	}}
+	names := func(nodes []Node) (out []string) {
+		for _, n := range nodes {
+			out = append(out, n.Name+"@"+n.Domains[0].Name)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		retired Retired
+		want    []string
+	}{
+		"none":                           {Retired{}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+		"a retired node's seat moves on": {Retired{"p-1": false}, []string{"p-0@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
+		"two, one past the count":        {Retired{"p-0": false, "p-3": false}, []string{"p-1@p-rack-0", "p-2@p-rack-1", "p-4@p-rack-2"}},
+		"kept stays at its index":        {Retired{"p-1": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
+		"kept beyond the seats":          {Retired{"p-7": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1", "p-7@p-rack-3"}},
+		"names of no pool are ignored":   {Retired{"q-0": true, "p-": true, "": true, "p-01": true, "p-99999999999": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := names(LayoutRetired(cfg, map[schema.PoolName]int64{"p": 3}, map[schema.PoolName]Retired{"p": tc.retired}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}

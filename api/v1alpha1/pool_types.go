@@ -53,6 +53,43 @@ type PoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	SpareNodes int64 `json:"spareNodes,omitempty"`
+
+	// Repair, when set, replaces the pool's nodes that stay unusable
+	// (docs/elastic.md).
+	// +optional
+	Repair *PoolRepair `json:"repair,omitempty"`
+
+	// Burst, when set, is how far the pool may grow past NodesTarget for
+	// pending gangs.
+	// +optional
+	Burst *PoolBurst `json:"burst,omitempty"`
+}
+
+// PoolRepair is how a pool replaces nodes that stay unusable.
+type PoolRepair struct {
+	// After is how long a node stays unusable before it is replaced.
+	After metav1.Duration `json:"after"`
+	// MaxNodes bounds the replacement nodes held at once.
+	// +kubebuilder:validation:Minimum=0
+	MaxNodes int64 `json:"maxNodes"`
+	// Broken is what becomes of a replaced node once no gang runs on it.
+	// +kubebuilder:validation:Enum=remove;keep
+	Broken string `json:"broken"`
+	// Flaps is how many failures within FlapWindow retire a node for good.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	Flaps int `json:"flaps"`
+	// FlapWindow is the window failures are counted in.
+	FlapWindow metav1.Duration `json:"flapWindow"`
+}
+
+// PoolBurst is how far a pool may grow past its planned size.
+type PoolBurst struct {
+	// MaxNodes bounds the nodes added beyond NodesTarget.
+	// +kubebuilder:validation:Minimum=1
+	MaxNodes int64 `json:"maxNodes"`
+	// IdleAfter is how long a burst node runs no gang before it goes.
+	IdleAfter metav1.Duration `json:"idleAfter"`
 }
 
 // NodeBounds bounds a pool's size.
@@ -131,6 +168,52 @@ type PoolStatus struct {
 	// AppliedNodesTarget is the node count of the last applied Terraform plan.
 	// +optional
 	AppliedNodesTarget *int64 `json:"appliedNodesTarget,omitempty"`
+
+	// Repair is what the manager holds beyond NodesTarget for lost nodes and
+	// remembers of the nodes' failures (docs/elastic.md); only with
+	// spec.repair.
+	// +optional
+	Repair *PoolRepairStatus `json:"repair,omitempty"`
+}
+
+// PoolRepairStatus is the repair state of a pool.
+type PoolRepairStatus struct {
+	// ReplacementNodes are the nodes added beyond NodesTarget for lost nodes.
+	// +kubebuilder:validation:Minimum=0
+	ReplacementNodes int64 `json:"replacementNodes"`
+	// Nodes are the nodes with a failure on record or retired, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Nodes []PoolNodeRecord `json:"nodes,omitempty"`
+}
+
+// PoolNodeRecord is the repair record of one node.
+type PoolNodeRecord struct {
+	// Name of the node.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// UnusableSince is when it last became unusable; absent while usable.
+	// +optional
+	UnusableSince *metav1.Time `json:"unusableSince,omitempty"`
+	// Failures are when it became unusable within the flap window.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Failures []metav1.Time `json:"failures,omitempty"`
+	// Retired: the node left the pool's seats for good (cordoned; deleted
+	// or kept for repair as spec.repair.broken says).
+	// +optional
+	Retired bool `json:"retired,omitempty"`
+	// Kept: retired and staying (spec.repair.broken is keep, or a gang still
+	// runs on it); a retired node not kept is removed.
+	// +optional
+	Kept bool `json:"kept,omitempty"`
+	// Reason says why it was retired.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
 }
 
 // Pool is a group of identical GPU nodes in one cluster, carrying one flavor.
@@ -142,6 +225,7 @@ type PoolStatus struct {
 // +kubebuilder:printcolumn:name="Flavor",type=string,JSONPath=`.spec.flavor`
 // +kubebuilder:printcolumn:name="Target",type=integer,JSONPath=`.spec.nodesTarget`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Replacements",type=integer,JSONPath=`.status.repair.replacementNodes`,priority=1
 // +kubebuilder:printcolumn:name="Healthy GPUs",type=integer,JSONPath=`.status.healthyGPUs`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`

@@ -260,6 +260,12 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 	for _, name := range sortedKeys(cur.Pools) {
 		p := cur.Pools[name]
 		rev.Current[name] = p.Spec.NodesTarget
+		if p.Status.Repair != nil {
+			if rev.Repair == nil {
+				rev.Repair = map[schema.PoolName]*allotv1.PoolRepairStatus{}
+			}
+			rev.Repair[schema.PoolName(name)] = p.Status.Repair
+		}
 		if judged.Config.Pools[schema.PoolName(name)] == nil {
 			rev.Gone = append(rev.Gone, p)
 		}

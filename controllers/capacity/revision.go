@@ -2,6 +2,7 @@ package capacity
 
 import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
 )
@@ -20,4 +21,39 @@ type Revision struct {
 	// Prune whether the source removes what it no longer declares.
 	Gone  []*allotv1.Pool
 	Prune bool
+	// Repair is what the pools' repair holds (their Pool status, written
+	// by the Pool reconciler from fleet/elastic), by pool name: only pools
+	// the revision declares with repair.
+	Repair map[schema.PoolName]*allotv1.PoolRepairStatus
+}
+
+// held returns the replacement nodes pool holds beyond its target, within
+// what the revision's repair and nodes.max allow (the status is the
+// manager's, but anyone who may write it may have).
+func (r Revision) held(pool schema.PoolName, target int64) int64 {
+	s, p := r.Repair[pool], r.Config.Pools[pool]
+	if s == nil || p == nil || p.Repair == nil {
+		return 0
+	}
+	return max(0, min(s.ReplacementNodes, p.Repair.MaxNodes, p.MaxNodes-target))
+}
+
+// retired returns the retired nodes of every pool with repair.
+func (r Revision) retired() map[schema.PoolName]fleet.Retired {
+	out := map[schema.PoolName]fleet.Retired{}
+	for pool, s := range r.Repair {
+		p := r.Config.Pools[pool]
+		if p == nil || p.Repair == nil {
+			continue
+		}
+		for _, n := range s.Nodes {
+			if n.Retired {
+				if out[pool] == nil {
+					out[pool] = fleet.Retired{}
+				}
+				out[pool][n.Name] = n.Kept || p.Repair.Broken == schema.BrokenKeep
+			}
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/predicates"
@@ -41,7 +42,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&allotv1.CapacitySource{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicates.ReconcileRequestedPredicate{}, approvalChanged))).
-		Named("capacitysource")
+		Named("capacitysource").
+		Watches(&allotv1.Pool{}, handler.EnqueueRequestsFromMapFunc(sourceOfPool), builder.WithPredicates(repairChanged))
 	for _, kind := range FluxSourceKinds {
 		gk := schema.GroupKind{Group: sourcev1.GroupVersion.Group, Kind: kind}
 		if _, err := mgr.GetRESTMapper().RESTMapping(gk, sourcev1.GroupVersion.Version); err != nil {
@@ -106,6 +108,43 @@ func artifactOf(o client.Object) *fluxmeta.Artifact {
 		return s.GetArtifact()
 	}
 	return nil
+}
+
+// sourceOfPool maps a Pool to the CapacitySource that applied it (its
+// labels).
+func sourceOfPool(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[LabelSourceName] == "" || l[LabelSourceNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[LabelSourceNamespace], Name: l[LabelSourceName]}}}
+}
+
+// repairChanged passes a Pool whose repair (fleet/elastic) changed what
+// Terraform makes: the replacement nodes held, or the retired nodes.
+var repairChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := e.ObjectOld.(*allotv1.Pool), e.ObjectNew.(*allotv1.Pool)
+		return repairKey(before.Status.Repair) != repairKey(after.Status.Repair)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// repairKey sums up what of a repair status Terraform reads.
+func repairKey(s *allotv1.PoolRepairStatus) string {
+	if s == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", s.ReplacementNodes)
+	for _, n := range s.Nodes {
+		if n.Retired {
+			fmt.Fprintf(&b, " %s:%t", n.Name, n.Kept)
+		}
+	}
+	return b.String()
 }
 
 // approvalChanged lets a new disruption approval or lock release start a

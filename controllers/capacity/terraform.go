@@ -206,7 +206,7 @@ func (e *ClusterScopeError) Error() string {
 func (t *Terraform) targets(rev Revision, phase Phase) map[schema.PoolName]int64 {
 	out := map[schema.PoolName]int64{}
 	for _, pp := range rev.Plan.Pools {
-		n := pp.NodesTarget
+		n := pp.NodesTarget + rev.held(pp.Pool, pp.NodesTarget)
 		if cur, ok := rev.Current[string(pp.Pool)]; ok && phase == PhaseGrowCapacity && cur > n {
 			n = cur
 		}
@@ -302,7 +302,9 @@ func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySourc
 		plan.Pools[i].NodesTarget = targets[plan.Pools[i].Pool]
 	}
 	rev.Config = cfg
-	module, err := terraform.Module(cfg, &plan, cluster, t.Options)
+	render := t.Options
+	render.Retired = rev.retired()
+	module, err := terraform.Module(cfg, &plan, cluster, render)
 	if err != nil {
 		return err
 	}
@@ -531,7 +533,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 	}
 	targets := t.targets(rev, PhaseShrink)
 	key := string(src.UID) + "/" + string(cluster)
-	short, drift, err := t.drift(ctx, cfg, cluster, targets)
+	short, drift, err := t.drift(ctx, cfg, cluster, targets, rev.retired())
 	if err != nil || drift == "" {
 		t.drifts.Delete(key)
 		return nil, err
@@ -556,7 +558,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 				return nil, err
 			}
 		}
-		if _, drift, err = t.drift(ctx, cfg, cluster, targets); err != nil || drift == "" {
+		if _, drift, err = t.drift(ctx, cfg, cluster, targets, rev.retired()); err != nil || drift == "" {
 			return nil, err
 		}
 		t.drifts.Store(key, drift)
@@ -568,7 +570,8 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 // drift says which pools of the cluster are off their target: another number
 // of Node objects, or, for onprem and kwok pools, whose nodes Terraform names,
 // a named node missing. short counts, per pool, the nodes missing.
-func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (short map[schema.PoolName]int64, drift string, err error) {
+func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64,
+	retired map[schema.PoolName]fleet.Retired) (short map[schema.PoolName]int64, drift string, err error) {
 	named := cfg.Clusters[cluster].Provider == schema.ProviderOnPrem || cfg.Clusters[cluster].Provider == schema.ProviderKwok
 	short = map[schema.PoolName]int64{}
 	var off []string
@@ -580,16 +583,19 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		if err != nil {
 			return nil, "", err
 		}
-		want := targets[pool]
+		// The nodes Terraform keeps: the pool's seats, and the retired
+		// nodes still kept.
+		laid := fleet.LayoutRetired(&schema.Config{Pools: map[schema.PoolName]*schema.Pool{pool: cfg.Pools[pool]}}, targets, retired)
+		want := int64(len(laid))
 		var missing []string
 		if named {
 			have := map[string]bool{}
 			for _, n := range nodes {
 				have[n.Name] = true
 			}
-			for i := range want {
-				if name := fleet.NodeName(pool, i); !have[name] {
-					missing = append(missing, name)
+			for _, n := range laid {
+				if !have[n.Name] {
+					missing = append(missing, n.Name)
 				}
 			}
 		}

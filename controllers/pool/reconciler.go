@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/allot-dev/allot/api/contract"
 	"github.com/allot-dev/allot/internal/apilimits"
+	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -34,13 +35,22 @@ const FieldManager = "allot-pool-health"
 
 // +kubebuilder:rbac:groups=allot.dev,resources=pools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=allot.dev,resources=pools/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconciler keeps Pool status in line with the pool's nodes.
+// Reconciler keeps Pool status in line with the pool's nodes, and runs the
+// repair rules of pools that declare them.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Reader lists the pods of a node (uncached), for pools with repair.
+	Reader   client.Reader
 	Recorder events.EventRecorder
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// Recheck is how often a pool waiting for a gang to leave a lost node
+	// is looked at again; 0: DefaultRecheck.
+	Recheck time.Duration
 }
 
 // SetupWithManager registers the reconciler: a Pool is reconciled when it
@@ -73,6 +83,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	pool := &allotv1.Pool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Repair decides from its own last decision (status.repair): read it
+	// from the API server, not from a cache that may not have seen it yet,
+	// so that no action is taken twice.
+	if pool.Spec.Repair != nil && r.Reader != nil {
+		if err := r.Reader.Get(ctx, req.NamespacedName, pool); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.MatchingFields{indexPool: pool.Name}); err != nil {
@@ -109,7 +127,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	conditions.SetSummary(pool, allotv1.ReadyCondition, conditions.WithConditions(allotv1.CapacityReadyCondition))
 	r.announce(before, pool)
-	return ctrl.Result{}, nil
+	again, err := r.repair(ctx, pool, nodes.Items)
+	return ctrl.Result{RequeueAfter: again}, err
 }
 
 // announce records an event for every change of CapacityReady or GPUHealthy;

@@ -33,7 +33,15 @@ type Node struct {
 	HealthyGPUs int64
 	// Busy: a gang runs on it.
 	Busy bool
+	// NotReady: the node is not Ready (a GPU fault is another reason to be
+	// unusable). Created is when it registered; zero: long ago.
+	NotReady bool
+	Created  time.Time
 }
+
+// JoinGrace is how long a new node may take to become Ready: until then it
+// counts as healthy, and its not being Ready yet is no failure.
+const JoinGrace = 10 * time.Minute
 
 // State is what the manager remembers of a pool between decisions (on the
 // Pool's status): the replacement and burst nodes it holds beyond the plan and
@@ -56,6 +64,9 @@ type NodeState struct {
 	// Retired: the node left the pool's seats for good (cordoned; removed or
 	// kept for repair, as Repair.Broken says), once no gang runs on it.
 	Retired bool
+	// Kept: retired, and staying (Repair.Broken is keep, or a gang still
+	// runs on it); else a retired node may be removed.
+	Kept bool
 	// Reason says why it was retired.
 	Reason string
 }
@@ -85,9 +96,11 @@ type Decision struct {
 	// the replacement and burst nodes it holds.
 	Target int64
 	// Retired are the nodes outside the pool's seats, sorted: the module
-	// leaves them out of its count (and deletes them, when Repair.Broken is
-	// remove).
+	// leaves them out of its count, and deletes those not Kept.
 	Retired []string
+	// Kept are the retired nodes that stay: Repair.Broken is keep, or a gang
+	// still runs on them.
+	Kept []string
 	// Cordon are the retired nodes still registered: no new gang may land
 	// on them.
 	Cordon  []string
@@ -103,6 +116,7 @@ const MaxRecords = 1000
 // pure.
 //
 // The rules (docs/elastic.md):
+//   - a new node not Ready yet is joining for JoinGrace: healthy, no failure;
 //   - a node becomes lost when it has been unusable longer than Repair.After,
 //     or is retired; within After it counts as healthy (it may come back);
 //   - a node that became unusable Repair.Flaps times within FlapWindow is
@@ -121,7 +135,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	if r == nil {
 		st.Replacements = 0
 		d.Target = p.Fixed + st.Burst
-		d.Retired = retired(st)
+		d.Retired, d.Kept = retired(st)
 		return st, d
 	}
 	rec := map[string]*NodeState{}
@@ -142,6 +156,9 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	// Failures and flaps.
 	for _, n := range nodes {
 		ns := rec[n.Name]
+		if !n.Usable && n.NotReady && ns == nil && now.Sub(n.Created) < JoinGrace {
+			continue // joining
+		}
 		if ns != nil {
 			ns.Failures = slices.DeleteFunc(ns.Failures, func(t time.Time) bool { return now.Sub(t) >= r.FlapWindow })
 		}
@@ -241,12 +258,18 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	}
 	st.Replacements = min(st.Replacements, room)
 	d.Target = p.Fixed + st.Replacements + st.Burst
+	busy := map[string]bool{}
 	for _, n := range nodes {
+		busy[n.Name] = n.Busy
 		if ns := rec[n.Name]; ns != nil && ns.Retired {
 			d.Cordon = append(d.Cordon, n.Name)
 		}
 	}
 	slices.Sort(d.Cordon)
+	for i := range st.Nodes {
+		ns := &st.Nodes[i]
+		ns.Kept = ns.Retired && (r.Broken == schema.BrokenKeep || busy[ns.Name])
+	}
 	// Forget what is no longer worth remembering: a usable node without
 	// failures in the window, and retired nodes beyond MaxRecords.
 	st.Nodes = slices.DeleteFunc(st.Nodes, func(ns NodeState) bool {
@@ -266,19 +289,22 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 		st.Nodes = st.Nodes[len(st.Nodes)-MaxRecords:]
 	}
 	slices.SortFunc(st.Nodes, func(a, b NodeState) int { return strings.Compare(a.Name, b.Name) })
-	d.Retired = retired(st)
+	d.Retired, d.Kept = retired(st)
 	return st, d
 }
 
-func retired(st State) []string {
-	var out []string
+func retired(st State) (all, kept []string) {
 	for _, ns := range st.Nodes {
 		if ns.Retired {
-			out = append(out, ns.Name)
+			all = append(all, ns.Name)
+			if ns.Kept {
+				kept = append(kept, ns.Name)
+			}
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(all)
+	slices.Sort(kept)
+	return all, kept
 }
 
 func lostNames(nodes []Node, lost func(Node) bool) string {

@@ -265,3 +265,48 @@ func onlyAtMax(d Decision) bool {
 	}
 	return true
 }
+
+func TestKeptWhileBusyOrForRepair(t *testing.T) {
+	p := pool(4, 0, 6)
+	var st State
+	st, _ = Repair(p, st, fleet("a-*", "b", "c", "d"), t0)
+	st.Nodes[0].Failures = []time.Time{t0, t0} // two earlier failures on record
+	st.Nodes[0].UnusableSince = time.Time{}
+	// The third failure retires a while its gang still runs: it stays.
+	st, d := Repair(p, st, fleet("a-*", "b", "c", "d"), t0.Add(time.Minute))
+	if !slices.Equal(d.Retired, []string{"a"}) || !slices.Equal(d.Kept, []string{"a"}) {
+		t.Fatalf("busy flapping node: retired %v, kept %v", d.Retired, d.Kept)
+	}
+	_, d = Repair(p, st, fleet("a-", "b", "c", "d"), t0.Add(2*time.Minute))
+	if !slices.Equal(d.Retired, []string{"a"}) || len(d.Kept) != 0 || !slices.Equal(d.Cordon, []string{"a"}) {
+		t.Fatalf("once the gang left: retired %v, kept %v, cordon %v", d.Retired, d.Kept, d.Cordon)
+	}
+	// With broken: keep, a retired node stays, gone from the cluster or not.
+	p.Repair.Broken = schema.BrokenKeep
+	_, d = Repair(p, st, fleet("b", "c", "d"), t0.Add(3*time.Minute))
+	if !slices.Equal(d.Kept, []string{"a"}) || len(d.Cordon) != 0 {
+		t.Fatalf("broken: keep: kept %v, cordon %v", d.Kept, d.Cordon)
+	}
+}
+
+func TestJoiningNodeIsNoFailure(t *testing.T) {
+	p := pool(2, 0, 4)
+	nodes := fleet("a", "b-")
+	nodes[1].Created, nodes[1].NotReady = t0, true
+	st, d := Repair(p, State{}, nodes, t0.Add(time.Minute))
+	if len(st.Nodes) != 0 || len(d.Actions) != 0 {
+		t.Fatalf("a node joining for a minute: state %+v, actions %v", st, kinds(d))
+	}
+	// A new node with a GPU fault is not joining: it is failing.
+	faulty := slices.Clone(nodes)
+	faulty[1].NotReady = false
+	if st, _ := Repair(p, State{}, faulty, t0.Add(time.Minute)); len(st.Nodes) != 1 {
+		t.Fatalf("a new node with a fault: state %+v", st)
+	}
+	// Past JoinGrace it is unusable like any other: lost after repair.after.
+	st, _ = Repair(p, st, nodes, t0.Add(JoinGrace))
+	st, d = Repair(p, st, nodes, t0.Add(JoinGrace+16*time.Minute))
+	if d.Target != 3 || len(st.Nodes) != 1 || len(st.Nodes[0].Failures) != 1 {
+		t.Fatalf("a node that never joined: target %d, state %+v", d.Target, st)
+	}
+}

@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -427,5 +429,34 @@ func TestTeamNamespaces(t *testing.T) {
 		if _, err := Build(cfg, plan); err == nil || err.Error() != want {
 			t.Errorf("nlp claims %s: got %v, want %q", ns, err, want)
 		}
+	}
+}
+
+func TestPoolRepairAndBurst(t *testing.T) {
+	dir := t.TempDir()
+	src := `package capacity
+clusters: lab: provider: "kwok"
+pools: a: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: max: 6, price: onDemandPerNodeHour: 1.5,
+	repair: {after: "5m", maxNodes: 2, broken: "keep"}, burst: {maxNodes: 3}}
+pools: b: {cluster: "lab", flavor: "f", gpusPerNode: 8, nodes: max: 6, price: onDemandPerNodeHour: 1.5}
+tiers: t: priority: 1
+teams: x: quota: f: nominal: 8
+`
+	if err := os.WriteFile(filepath.Join(dir, "capacity.cue"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]v1alpha1.Pool{}
+	for _, p := range build(t, dir).Pools {
+		pools[p.Name] = p
+	}
+	want := &v1alpha1.PoolRepair{After: metav1.Duration{Duration: 5 * time.Minute}, MaxNodes: 2, Broken: "keep", Flaps: 3, FlapWindow: metav1.Duration{Duration: 24 * time.Hour}}
+	if diff := cmp.Diff(want, pools["a"].Spec.Repair); diff != "" {
+		t.Errorf("repair (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&v1alpha1.PoolBurst{MaxNodes: 3, IdleAfter: metav1.Duration{Duration: 30 * time.Minute}}, pools["a"].Spec.Burst); diff != "" {
+		t.Errorf("burst (-want +got):\n%s", diff)
+	}
+	if b := pools["b"].Spec; b.Repair != nil || b.Burst != nil {
+		t.Errorf("a pool that declares neither: %+v %+v", b.Repair, b.Burst)
 	}
 }

@@ -159,6 +159,13 @@ func pool(p *schema.Pool, provider schema.Provider, target int64) v1alpha1.Pool 
 	if !p.Headroom.IsZero() {
 		spec.Headroom = v1alpha1.Decimal(p.Headroom.String())
 	}
+	if r := p.Repair; r != nil {
+		spec.Repair = &v1alpha1.PoolRepair{After: metav1.Duration{Duration: r.After}, MaxNodes: r.MaxNodes, Broken: string(r.Broken),
+			Flaps: r.Flaps, FlapWindow: metav1.Duration{Duration: r.FlapWindow}}
+	}
+	if b := p.Burst; b != nil {
+		spec.Burst = &v1alpha1.PoolBurst{MaxNodes: b.MaxNodes, IdleAfter: metav1.Duration{Duration: b.IdleAfter}}
+	}
 	if p.Topology != nil {
 		spec.Topology = &v1alpha1.Topology{}
 		for _, l := range p.Topology.Levels {

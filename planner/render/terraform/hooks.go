@@ -63,7 +63,7 @@ const RunIDVariable = "run_id"
 //
 // Terraform runs no destroy-time hook for a resource block that is removed from
 // the configuration: to retire a whole pool, shrink it to 0 first.
-func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64) error {
+func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64, retired map[schema.PoolName]fleet.Retired) error {
 	m.variable("command", "string", "The command run when a node is created or deleted; it reads the ALLOT_* environment.", DefaultCommand)
 	m.variable(RunIDVariable, "string", "Identifies the run; allot's runner sets a new one for every plan (default: the plan's timestamp).", "")
 	m.locals["run"] = expr(fmt.Sprintf("${coalesce(var.%s, plantimestamp())}", RunIDVariable))
@@ -71,7 +71,7 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 	for _, p := range pools {
 		nodes[string(p.Name)] = map[string]any{}
 	}
-	for _, n := range fleet.Layout(cfg, targets) {
+	for _, n := range fleet.LayoutRetired(cfg, targets, retired) {
 		if n.Cluster != c.Name {
 			continue
 		}

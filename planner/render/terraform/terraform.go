@@ -41,6 +41,10 @@ const DefaultCommand = "echo"
 type Options struct {
 	// Backend is where Terraform keeps state; the zero value is the local backend.
 	Backend Backend
+	// Retired are the nodes of onprem and kwok pools that left their seats
+	// (fleet/elastic), by pool: the module lays out the pool's count of
+	// nodes without them, and keeps those still kept.
+	Retired map[schema.PoolName]fleet.Retired
 }
 
 // Backend is a Terraform backend block: Type is e.g. "local", "gcs" or "s3", and
@@ -170,7 +174,7 @@ func Module(cfg *schema.Config, plan *planner.Plan, cluster schema.ClusterName, 
 	case schema.ProviderEKS:
 		err = eks(&m, c, pools, targets)
 	case schema.ProviderOnPrem, schema.ProviderKwok:
-		err = hooks(&m, cfg, c, pools, targets)
+		err = hooks(&m, cfg, c, pools, targets, opts.Retired)
 	default:
 		err = fmt.Errorf("unknown provider %q", c.Provider)
 	}

@@ -1,0 +1,244 @@
+package capacity_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/controllers/capacity"
+	"github.com/allot-dev/allot/controllers/pool"
+	"github.com/allot-dev/allot/controllers/testenv"
+	"github.com/allot-dev/allot/fleet/elastic"
+	"github.com/allot-dev/allot/fleet/nodestate"
+)
+
+// repairRepo is kwokRepo(16) (2 nodes of 8 GPUs, nodes.max 8) with the
+// repair given.
+func repairRepo(repair string) string {
+	return kwokRepo(16) + "pools: a: repair: " + repair + "\n"
+}
+
+// Issue 46 end to end, with the real API server, the real terraform and the
+// kwok module: a node of a pool with repair turns unhealthy while a gang
+// runs on it; after the grace a replacement node is made through Terraform;
+// the broken node stays while the gang is on it, and once the gang left it is
+// retired and deleted by its hook, its replacement keeping its seat. The pool
+// never goes beyond nodes.max, and ends at its planned size.
+func TestRepairReplacesABrokenNode(t *testing.T) {
+	c := startRepair(t)
+	ctx := context.Background()
+
+	repo := newGitRepo(t)
+	// A node unusable for 2 seconds is replaced, one at a time.
+	repo.write("capacity.cue", repairRepo(`{after: "2s", maxNodes: 1}`))
+	head := repo.commit("pool a with repair")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	key := kwokSource(t, c, repo, head)
+
+	// Never more nodes than nodes.max, sampled all along.
+	most := watchMostNodes(t, c)
+
+	// A gang's pod runs on a-1 (bound by hand: no scheduler here).
+	gang := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "gang-0"},
+		Spec: corev1.PodSpec{NodeName: "a-1", Containers: []corev1.Container{{Name: "c", Image: "x",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}}}}},
+	}
+	if err := c.Create(ctx, gang); err != nil {
+		t.Fatal(err)
+	}
+	// a-1 gets a fatal GPU fault.
+	setFault(t, c, "a-1", true)
+
+	// After the grace: one replacement, made by Terraform; a-1 stays.
+	waitNodes(t, c, "a-0", "a-1", "a-2")
+	p := getPool(t, c, "a")
+	if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 1 {
+		t.Fatalf("pool status repair = %+v, want 1 replacement node", p.Status.Repair)
+	}
+	waitPoolEvent(t, c, "a", string(elastic.ActionReplace), "a-1 lost")
+	if p.Spec.NodesTarget != 2 {
+		t.Errorf("the Pool's planned target changed: %d", p.Spec.NodesTarget)
+	}
+
+	// The gang leaves a-1: it is retired, cordoned, and deleted by its hook;
+	// a-2 keeps its seat and the replacement is returned to the plan.
+	if err := c.Delete(ctx, gang); err != nil {
+		t.Fatal(err)
+	}
+	waitNodes(t, c, "a-0", "a-2")
+	waitPoolEvent(t, c, "a", string(elastic.ActionRetire), "a-1")
+	eventually(t, 30*time.Second, "the replacement returned to the plan", func() error {
+		p := getPool(t, c, "a")
+		if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 0 || len(p.Status.Repair.Nodes) != 1 || !p.Status.Repair.Nodes[0].Retired {
+			return fmt.Errorf("repair status %+v", p.Status.Repair)
+		}
+		return nil
+	})
+	// And it stays so: the source applies its revision again and again
+	// (every second) without making a-1 or a third node again.
+	waitApplied(t, c, key, head)
+	time.Sleep(3 * time.Second)
+	waitNodes(t, c, "a-0", "a-2")
+	if m := most(); m != 3 {
+		t.Errorf("the pool peaked at %d nodes; want 3: one replacement beside the broken node", m)
+	}
+}
+
+// A node that fails, recovers and fails again within the flap window is
+// retired once: cordoned, deleted by its hook, its seat filled by a new node;
+// it is not replaced and taken back each time.
+func TestRepairRetiresAFlappingNode(t *testing.T) {
+	c := startRepair(t)
+	repo := newGitRepo(t)
+	repo.write("capacity.cue", repairRepo(`{after: "10m", flaps: 2, flapWindow: "1h"}`))
+	head := repo.commit("pool a with repair")
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	kwokSource(t, c, repo, head)
+	failures := func(want int, unusable bool) {
+		t.Helper()
+		eventually(t, 30*time.Second, fmt.Sprintf("a-1 with %d failure(s) on record", want), func() error {
+			for _, n := range statusOf(t, c, "a").Nodes {
+				if n.Name == "a-1" && len(n.Failures) == want && (n.UnusableSince != nil) == unusable {
+					return nil
+				}
+			}
+			return fmt.Errorf("records %+v", statusOf(t, c, "a").Nodes)
+		})
+	}
+	setFault(t, c, "a-1", true)
+	failures(1, true)
+	setFault(t, c, "a-1", false)
+	failures(1, false)
+	setFault(t, c, "a-1", true)
+	waitPoolEvent(t, c, "a", string(elastic.ActionFlapping), "a-1 became unusable 2 times")
+	waitNodes(t, c, "a-0", "a-2")
+	time.Sleep(3 * time.Second)
+	waitNodes(t, c, "a-0", "a-2")
+	var evs eventsv1.EventList
+	if err := c.List(context.Background(), &evs); err != nil {
+		t.Fatal(err)
+	}
+	flapped := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "Pool" && e.Reason == string(elastic.ActionFlapping) {
+			flapped++
+		}
+		if e.Regarding.Kind == "Pool" && e.Reason == string(elastic.ActionReplace) {
+			t.Errorf("a replacement for a retired node whose seat is refilled: %s", e.Note)
+		}
+	}
+	if flapped != 1 {
+		t.Errorf("%d NodeFlapping events, want 1", flapped)
+	}
+}
+
+// startRepair starts the manager with Terraform (the kwok module) and the
+// Pool reconciler on a new API server.
+func startRepair(t *testing.T) client.Client {
+	tenv := testenv.Start(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	startTerraform(t, tenv, &capacity.Terraform{Env: map[string]string{"KUBECONFIG": kubeconfig}, ReadyTimeout: time.Minute},
+		func(mgr ctrl.Manager) error {
+			return (&pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool"),
+				Recheck: 200 * time.Millisecond}).SetupWithManager(mgr)
+		})
+	return tenv.Client
+}
+
+// setFault sets or clears the fatal GPU fault taint of a node.
+func setFault(t *testing.T, c client.Client, node string, fault bool) {
+	t.Helper()
+	var n corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	base := n.DeepCopy()
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == nodestate.TaintGPUFault })
+	if fault {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: nodestate.TaintGPUFault, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if err := c.Patch(context.Background(), &n, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statusOf(t *testing.T, c client.Client, pool string) allotv1.PoolRepairStatus {
+	if s := getPool(t, c, pool).Status.Repair; s != nil {
+		return *s
+	}
+	return allotv1.PoolRepairStatus{}
+}
+
+// watchMostNodes samples the number of Node objects until the test ends and
+// returns a func that says the most seen.
+func watchMostNodes(t *testing.T, c client.Client) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	most := make(chan int, 1)
+	most <- 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var nodes corev1.NodeList
+			if c.List(ctx, &nodes) == nil {
+				m := <-most
+				most <- max(m, len(nodes.Items))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() int { m := <-most; most <- m; return m }
+}
+
+func getPool(t *testing.T, c client.Client, name string) *allotv1.Pool {
+	t.Helper()
+	p := &allotv1.Pool{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitPoolEvent waits for an event of the Pool name with reason and a note
+// containing want.
+func waitPoolEvent(t *testing.T, c client.Client, name, reason, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "pool event "+reason, func() error {
+		var evs eventsv1.EventList
+		if err := c.List(context.Background(), &evs); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Pool" && e.Regarding.Name == name {
+				if e.Reason == reason && strings.Contains(e.Note, want) {
+					return nil
+				}
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+		}
+		slices.Sort(seen)
+		return fmt.Errorf("pool events %v", seen)
+	})
+}
