@@ -327,7 +327,8 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		}
 		o.noScheduler = true // a hub has no GPU nodes: its jobs run in the workers
 	}
-	pools := &pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool")}
+	pools := &pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool"),
+		Metrics: pool.NewMetrics(ctrlmetrics.Registry)}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Pool health reconciler: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,7 +39,7 @@ func repairRepo(repair string) string {
 // retired and deleted by its hook, its replacement keeping its seat. The pool
 // never goes beyond nodes.max, and ends at its planned size.
 func TestRepairReplacesABrokenNode(t *testing.T) {
-	c := startRepair(t)
+	c, reg := startRepair(t)
 	ctx := context.Background()
 
 	repo := newGitRepo(t)
@@ -97,13 +99,25 @@ func TestRepairReplacesABrokenNode(t *testing.T) {
 	if m := most(); m != 3 {
 		t.Errorf("the pool peaked at %d nodes; want 3: one replacement beside the broken node", m)
 	}
+	const want = `
+# HELP allot_pool_repair_actions_total Repair actions taken, by pool and action (ReplacementAdded, ReplacementReturned, NodeRetired, NodeFlapping, ReplacementAtMax).
+# TYPE allot_pool_repair_actions_total counter
+allot_pool_repair_actions_total{action="NodeRetired",pool="a"} 1
+allot_pool_repair_actions_total{action="ReplacementAdded",pool="a"} 1
+# HELP allot_pool_replacement_nodes Replacement nodes a pool holds beyond its planned size for lost nodes (spec.repair).
+# TYPE allot_pool_replacement_nodes gauge
+allot_pool_replacement_nodes{pool="a"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "allot_pool_repair_actions_total", "allot_pool_replacement_nodes"); err != nil {
+		t.Error(err)
+	}
 }
 
 // A node that fails, recovers and fails again within the flap window is
 // retired once: cordoned, deleted by its hook, its seat filled by a new node;
 // it is not replaced and taken back each time.
 func TestRepairRetiresAFlappingNode(t *testing.T) {
-	c := startRepair(t)
+	c, _ := startRepair(t)
 	repo := newGitRepo(t)
 	repo.write("capacity.cue", repairRepo(`{after: "10m", flaps: 2, flapWindow: "1h"}`))
 	head := repo.commit("pool a with repair")
@@ -151,18 +165,19 @@ func TestRepairRetiresAFlappingNode(t *testing.T) {
 
 // startRepair starts the manager with Terraform (the kwok module) and the
 // Pool reconciler on a new API server.
-func startRepair(t *testing.T) client.Client {
+func startRepair(t *testing.T) (client.Client, *prometheus.Registry) {
 	tenv := testenv.Start(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
 	startTerraform(t, tenv, &capacity.Terraform{Env: map[string]string{"KUBECONFIG": kubeconfig}, ReadyTimeout: time.Minute},
 		func(mgr ctrl.Manager) error {
 			return (&pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool"),
-				Recheck: 200 * time.Millisecond}).SetupWithManager(mgr)
+				Metrics: pool.NewMetrics(reg), Recheck: 200 * time.Millisecond}).SetupWithManager(mgr)
 		})
-	return tenv.Client
+	return tenv.Client, reg
 }
 
 // setFault sets or clears the fatal GPU fault taint of a node.

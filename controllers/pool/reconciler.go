@@ -46,6 +46,8 @@ type Reconciler struct {
 	// Reader lists the pods of a node (uncached), for pools with repair.
 	Reader   client.Reader
 	Recorder events.EventRecorder
+	// Metrics, when set, export repair.
+	Metrics *Metrics
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Recheck is how often a pool waiting for a gang to leave a lost node

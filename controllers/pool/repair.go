@@ -29,6 +29,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	spec := pool.Spec.Repair
 	if spec == nil {
 		pool.Status.Repair = nil
+		r.Metrics.forget(pool.Name)
 		return 0, nil
 	}
 	now := r.now()
@@ -57,6 +58,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	}
 	next, d := elastic.Repair(p, st, in, now)
 	pool.Status.Repair = statusFromState(next)
+	r.Metrics.observe(pool.Name, next, d)
 	for _, name := range d.Cordon {
 		if err := r.cordon(ctx, nodes, name); err != nil {
 			return 0, err
