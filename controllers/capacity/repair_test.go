@@ -24,6 +24,7 @@ import (
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
 // repairRepo is kwokRepo(16) (2 nodes of 8 GPUs, nodes.max 8) with the
@@ -34,21 +35,19 @@ func repairRepo(repair string) string {
 
 // Issue 46 end to end, with the real API server, the real terraform and the
 // kwok module: a node of a pool with repair turns unhealthy while a gang
-// runs on it; after the grace a replacement node is made through Terraform;
+// runs on it; after the grace a replacement node is made through Terraform
+// (a failed apply first, which keeps the last good size and is retried);
 // the broken node stays while the gang is on it, and once the gang left it is
 // retired and deleted by its hook, its replacement keeping its seat. The pool
 // never goes beyond nodes.max, and ends at its planned size.
 func TestRepairReplacesABrokenNode(t *testing.T) {
-	c, reg := startRepair(t)
+	c, reg, secret := startRepair(t)
 	ctx := context.Background()
 
 	repo := newGitRepo(t)
 	// A node unusable for 2 seconds is replaced, one at a time.
 	repo.write("capacity.cue", repairRepo(`{after: "2s", maxNodes: 1}`))
 	head := repo.commit("pool a with repair")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
-		t.Fatal(err)
-	}
 	key := kwokSource(t, c, repo, head)
 
 	// Never more nodes than nodes.max, sampled all along.
@@ -63,10 +62,35 @@ func TestRepairReplacesABrokenNode(t *testing.T) {
 	if err := c.Create(ctx, gang); err != nil {
 		t.Fatal(err)
 	}
+	// Terraform's node hooks fail from now on (their kubeconfig is wrong).
+	good := string(secret.Data["KUBECONFIG"])
+	if good == "" {
+		t.Fatalf("the Secret holds no kubeconfig: %v", secret.Data)
+	}
+	setKubeconfig(t, c, secret, filepath.Join(t.TempDir(), "no-such-kubeconfig"))
+
 	// a-1 gets a fatal GPU fault.
 	setFault(t, c, "a-1", true)
 
-	// After the grace: one replacement, made by Terraform; a-1 stays.
+	// After the grace, repair holds a replacement, but making it fails: the
+	// pool keeps its last good size, and the source says why.
+	eventually(t, 30*time.Second, "one replacement held", func() error {
+		if s := statusOf(t, c, "a"); s.ReplacementNodes != 1 {
+			return fmt.Errorf("repair status %+v", s)
+		}
+		return nil
+	})
+	eventually(t, 60*time.Second, "the replacement's apply failed", func() error {
+		msg := conditions.GetMessage(getSourceOf(t, c, key), allotv1.ReadyCondition)
+		if !strings.Contains(msg, "node hook failed") {
+			return fmt.Errorf("ready: %s", msg)
+		}
+		return nil
+	})
+	waitNodes(t, c, "a-0", "a-1")
+
+	// With the kubeconfig fixed, the retry makes it; a-1 stays.
+	setKubeconfig(t, c, secret, good)
 	waitNodes(t, c, "a-0", "a-1", "a-2")
 	p := getPool(t, c, "a")
 	if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 1 {
@@ -117,13 +141,10 @@ allot_pool_replacement_nodes{pool="a"} 0
 // retired once: cordoned, deleted by its hook, its seat filled by a new node;
 // it is not replaced and taken back each time.
 func TestRepairRetiresAFlappingNode(t *testing.T) {
-	c, _ := startRepair(t)
+	c, _, _ := startRepair(t)
 	repo := newGitRepo(t)
 	repo.write("capacity.cue", repairRepo(`{after: "10m", flaps: 2, flapWindow: "1h"}`))
 	head := repo.commit("pool a with repair")
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
-		t.Fatal(err)
-	}
 	kwokSource(t, c, repo, head)
 	failures := func(want int, unusable bool) {
 		t.Helper()
@@ -163,21 +184,39 @@ func TestRepairRetiresAFlappingNode(t *testing.T) {
 	}
 }
 
-// startRepair starts the manager with Terraform (the kwok module) and the
-// Pool reconciler on a new API server.
-func startRepair(t *testing.T) (client.Client, *prometheus.Registry) {
+// startRepair starts the manager with Terraform (the kwok module, its
+// kubeconfig in the Secret gitops/tf-env, returned) and the Pool reconciler
+// on a new API server with the namespace gitops.
+func startRepair(t *testing.T) (client.Client, *prometheus.Registry, *corev1.Secret) {
 	tenv := testenv.Start(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	c := tenv.Client
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "tf-env"}, StringData: map[string]string{"KUBECONFIG": kubeconfig}}
+	if err := c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
-	startTerraform(t, tenv, &capacity.Terraform{Env: map[string]string{"KUBECONFIG": kubeconfig}, ReadyTimeout: time.Minute},
+	startTerraform(t, tenv, &capacity.Terraform{EnvSecret: client.ObjectKeyFromObject(secret), ReadyTimeout: time.Minute},
 		func(mgr ctrl.Manager) error {
 			return (&pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool"),
 				Metrics: pool.NewMetrics(reg), Recheck: 200 * time.Millisecond}).SetupWithManager(mgr)
 		})
-	return tenv.Client, reg
+	return c, reg, secret
+}
+
+// setKubeconfig points Terraform's hooks at kubeconfig.
+func setKubeconfig(t *testing.T, c client.Client, secret *corev1.Secret, kubeconfig string) {
+	t.Helper()
+	secret.StringData = map[string]string{"KUBECONFIG": kubeconfig}
+	if err := c.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setFault sets or clears the fatal GPU fault taint of a node.
