@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,61 +75,80 @@ func NodesPerDomain(t *schema.Topology) map[string]int64 {
 // (hosts 0..3 in rack 0 when a rack holds 4 hosts, and so on). Pools missing from
 // counts have no nodes.
 func Layout(cfg *schema.Config, counts map[schema.PoolName]int64) []Node {
-	return LayoutRetired(cfg, counts, nil)
+	return LayoutHeld(cfg, counts, nil)
 }
 
-// Retired are the nodes of a pool that left its seats for good
-// (fleet/elastic), by name: true while the node stays (kept for repair, or a
-// gang still runs on it), false once it may go.
-type Retired map[string]bool
+// Held is what a pool whose nodes may be retired (fleet/elastic) holds now:
+// the names of its nodes, and its retired nodes, by name: true while one
+// stays (kept for repair, or a gang still runs on it).
+type Held struct {
+	Names   []string
+	Retired map[string]bool
+}
 
-// LayoutRetired is Layout with retired nodes: a pool's count of nodes are
-// the first indices whose names are not retired (a retired node's seat goes
-// to the next index), and kept ones are laid out too, at their own index,
-// without a seat. Names that are not the pool's are ignored.
-func LayoutRetired(cfg *schema.Config, counts map[schema.PoolName]int64, retired map[schema.PoolName]Retired) []Node {
+// LayoutHeld is Layout where the pools in held keep the nodes they have: a
+// pool's count of nodes are its nodes that are not retired, lowest index
+// first, then the lowest free indices, and its kept retired nodes are laid
+// out too, without a seat. A node keeps its name (and its domains) as long as
+// it is there, so that a retired node's going never moves another's seat.
+// Names that are not the pool's are ignored.
+func LayoutHeld(cfg *schema.Config, counts map[schema.PoolName]int64, held map[schema.PoolName]Held) []Node {
 	var out []Node
 	for _, name := range cfg.PoolNames() {
 		p := cfg.Pools[name]
 		n := counts[name]
-		r := retired[name]
 		per := NodesPerDomain(p.Topology)
-		// Every retired seat is passed at an index below n+len(r); a kept
-		// node may sit beyond (the pool shrank since).
-		end := n + int64(len(r))
-		for nodeName, kept := range r {
-			if i, ok := nodeIndex(name, nodeName); ok && kept {
-				end = max(end, i+1)
+		node := func(i int64) Node {
+			nd := Node{Name: NodeName(name, i), Pool: name, Cluster: p.Cluster, Flavor: p.Flavor, GPUs: p.GPUsPerNode}
+			if p.Topology != nil {
+				nd.Domains = make([]Domain, 0, len(p.Topology.Levels))
+				for _, l := range p.Topology.Levels {
+					nd.Domains = append(nd.Domains, Domain{Level: l, Name: domainName(name, l, per[l], i)})
+				}
 			}
+			return nd
 		}
-		for i, seated := int64(0), int64(0); i < end; i++ {
-			nodeName := NodeName(name, i)
-			kept, isRetired := r[nodeName]
-			if isRetired && !kept {
+		h, ok := held[name]
+		if !ok {
+			for i := range n {
+				out = append(out, node(i))
+			}
+			continue
+		}
+		taken := map[int64]bool{}
+		var seats, kept []int64
+		for _, nodeName := range h.Names {
+			i, ok := NodeIndex(name, nodeName)
+			if !ok || taken[i] {
 				continue
 			}
-			if !isRetired {
-				if seated == n {
-					continue
-				}
-				seated++
+			taken[i] = true
+			switch stays, retired := h.Retired[nodeName]; {
+			case !retired:
+				seats = append(seats, i)
+			case stays:
+				kept = append(kept, i)
 			}
-			node := Node{Name: nodeName, Pool: name, Cluster: p.Cluster, Flavor: p.Flavor, GPUs: p.GPUsPerNode}
-			if p.Topology != nil {
-				node.Domains = make([]Domain, 0, len(p.Topology.Levels))
-				for _, l := range p.Topology.Levels {
-					node.Domains = append(node.Domains, Domain{Level: l, Name: domainName(name, l, per[l], i)})
-				}
+		}
+		slices.Sort(seats)
+		seats = seats[:min(int64(len(seats)), n)]
+		for i := int64(0); int64(len(seats)) < n; i++ {
+			if !taken[i] {
+				seats = append(seats, i)
 			}
-			out = append(out, node)
+		}
+		all := append(seats, kept...)
+		slices.Sort(all)
+		for _, i := range all {
+			out = append(out, node(i))
 		}
 	}
 	return out
 }
 
-// nodeIndex reads the index of a node name of pool, if it is one, and within
-// twice #MaxNodes (pool.cue) of indices.
-func nodeIndex(pool schema.PoolName, node string) (int64, bool) {
+// NodeIndex reads the index of a node name of pool (NodeName), if it is one,
+// and within twice #MaxNodes (pool.cue) of indices.
+func NodeIndex(pool schema.PoolName, node string) (int64, bool) {
 	rest, ok := strings.CutPrefix(node, string(pool)+"-")
 	if !ok || rest == "" || len(rest) > 7 || strings.Trim(rest, "0123456789") != "" || (len(rest) > 1 && rest[0] == '0') {
 		return 0, false

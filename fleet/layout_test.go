@@ -66,7 +66,7 @@ func TestLayoutNamesAndDomains(t *testing.T) {
 	}
 }
 
-func TestLayoutRetired(t *testing.T) {
+func TestLayoutHeld(t *testing.T) {
 	cfg := &schema.Config{Pools: map[schema.PoolName]*schema.Pool{
 		"p": {Name: "p", Cluster: "c", Flavor: "f", GPUsPerNode: 8, Topology: &schema.Topology{Levels: []string{"rack", "host"}, Sizes: map[string]int64{"rack": 2}}},
 	}}
@@ -77,18 +77,23 @@ func TestLayoutRetired(t *testing.T) {
 		return out
 	}
 	for name, tc := range map[string]struct {
-		retired Retired
-		want    []string
+		held Held
+		want []string
 	}{
-		"none":                           {Retired{}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
-		"a retired node's seat moves on": {Retired{"p-1": false}, []string{"p-0@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
-		"two, one past the count":        {Retired{"p-0": false, "p-3": false}, []string{"p-1@p-rack-0", "p-2@p-rack-1", "p-4@p-rack-2"}},
-		"kept stays at its index":        {Retired{"p-1": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
-		"kept beyond the seats":          {Retired{"p-7": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1", "p-7@p-rack-3"}},
-		"names of no pool are ignored":   {Retired{"q-0": true, "p-": true, "": true, "p-01": true, "p-99999999999": true}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+		"nothing yet":                    {Held{}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+		"a retired node's seat moves on": {Held{Names: []string{"p-0", "p-1", "p-2"}, Retired: map[string]bool{"p-1": false}}, []string{"p-0@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
+		"kept stays at its index":        {Held{Names: []string{"p-0", "p-1", "p-2"}, Retired: map[string]bool{"p-1": true}}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1", "p-3@p-rack-1"}},
+		// A retired node gone, and forgotten: the nodes there keep their
+		// seats, a low index is not taken back over a high one.
+		"gone and forgotten":                    {Held{Names: []string{"p-2", "p-3", "p-4"}}, []string{"p-2@p-rack-1", "p-3@p-rack-1", "p-4@p-rack-2"}},
+		"a gap filled lowest first":             {Held{Names: []string{"p-0", "p-4"}}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-4@p-rack-2"}},
+		"too many: the highest go":              {Held{Names: []string{"p-0", "p-1", "p-2", "p-5"}}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+		"a kept name not there is not laid out": {Held{Names: []string{"p-0", "p-1", "p-2"}, Retired: map[string]bool{"p-7": true}}, []string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
+		"names of no pool are ignored": {Held{Names: []string{"q-0", "p-", "", "p-01", "p-99999999999", "p-0", "p-0"}, Retired: map[string]bool{"q-0": true, "p-01": true}},
+			[]string{"p-0@p-rack-0", "p-1@p-rack-0", "p-2@p-rack-1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := names(LayoutRetired(cfg, map[schema.PoolName]int64{"p": 3}, map[schema.PoolName]Retired{"p": tc.retired}))
+			got := names(LayoutHeld(cfg, map[schema.PoolName]int64{"p": 3}, map[schema.PoolName]Held{"p": tc.held}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Fatalf("(-want +got)\n%s", diff)
 			}

@@ -45,6 +45,11 @@ const (
 	// bind and admission refuses its writes by anyone else, so a gang found
 	// bound at a restart is accounted as it was bound.
 	AnnotationBoundAs = "allot.dev/bound-as"
+	// AnnotationRetired on a Node is set by the manager when repair retires
+	// it (fleet/elastic): "keep" while it stays (kept for repair, or a gang
+	// still runs on it), "remove" once it may go. Terraform leaves a node out
+	// of its pool's seats only with it, whatever a Pool's status says.
+	AnnotationRetired = "allot.dev/retired"
 	// AnnotationHubFence on a Job that a hub copied into this cluster is the
 	// time (RFC 3339) until which the hub vouches for the copy: the hub
 	// renews it while it reaches the cluster; a copy whose fence has passed

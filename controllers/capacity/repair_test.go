@@ -110,7 +110,8 @@ func TestRepairReplacesABrokenNode(t *testing.T) {
 	waitPoolEvent(t, c, "a", string(elastic.ActionRetire), "a-1")
 	eventually(t, 30*time.Second, "the replacement returned to the plan", func() error {
 		p := getPool(t, c, "a")
-		if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 0 || len(p.Status.Repair.Nodes) != 1 || !p.Status.Repair.Nodes[0].Retired {
+		// a-1 is gone: its record with it.
+		if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 0 || len(p.Status.Repair.Nodes) != 0 {
 			return fmt.Errorf("repair status %+v", p.Status.Repair)
 		}
 		return nil
@@ -146,6 +147,26 @@ func TestRepairRetiresAFlappingNode(t *testing.T) {
 	repo.write("capacity.cue", repairRepo(`{after: "10m", flaps: 2, flapWindow: "1h"}`))
 	head := repo.commit("pool a with repair")
 	kwokSource(t, c, repo, head)
+
+	// A status that claims a-0 retired, a node a-9 kept and a hundred
+	// replacements deletes nothing and makes at most repair.maxNodes (1).
+	most := watchMostNodes(t, c)
+	p := getPool(t, c, "a")
+	base := p.DeepCopy()
+	p.Status.Repair = &allotv1.PoolRepairStatus{ReplacementNodes: 100, Nodes: []allotv1.PoolNodeRecord{
+		{Name: "a-0", Retired: true}, {Name: "a-9", Retired: true, Kept: true}}}
+	if err := c.Status().Patch(context.Background(), p, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	waitNodes(t, c, "a-0", "a-1")
+	if s := statusOf(t, c, "a"); s.ReplacementNodes != 0 || len(s.Nodes) != 0 {
+		t.Errorf("the claims stayed on the status: %+v", s)
+	}
+	if m := most(); m > 3 {
+		t.Errorf("the pool peaked at %d nodes on a forged status; repair.maxNodes allows 3", m)
+	}
+
 	failures := func(want int, unusable bool) {
 		t.Helper()
 		eventually(t, 30*time.Second, fmt.Sprintf("a-1 with %d failure(s) on record", want), func() error {

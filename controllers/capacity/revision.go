@@ -2,7 +2,6 @@ package capacity
 
 import (
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/schema"
 )
@@ -36,24 +35,4 @@ func (r Revision) held(pool schema.PoolName, target int64) int64 {
 		return 0
 	}
 	return max(0, min(s.ReplacementNodes, p.Repair.MaxNodes, p.MaxNodes-target))
-}
-
-// retired returns the retired nodes of every pool with repair.
-func (r Revision) retired() map[schema.PoolName]fleet.Retired {
-	out := map[schema.PoolName]fleet.Retired{}
-	for pool, s := range r.Repair {
-		p := r.Config.Pools[pool]
-		if p == nil || p.Repair == nil {
-			continue
-		}
-		for _, n := range s.Nodes {
-			if n.Retired {
-				if out[pool] == nil {
-					out[pool] = fleet.Retired{}
-				}
-				out[pool][n.Name] = n.Kept || p.Repair.Broken == schema.BrokenKeep
-			}
-		}
-	}
-	return out
 }

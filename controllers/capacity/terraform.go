@@ -303,7 +303,11 @@ func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySourc
 	}
 	rev.Config = cfg
 	render := t.Options
-	render.Retired = rev.retired()
+	held, err := t.held(ctx, cfg, cluster)
+	if err != nil {
+		return err
+	}
+	render.Held = held
 	module, err := terraform.Module(cfg, &plan, cluster, render)
 	if err != nil {
 		return err
@@ -533,7 +537,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 	}
 	targets := t.targets(rev, PhaseShrink)
 	key := string(src.UID) + "/" + string(cluster)
-	short, drift, err := t.drift(ctx, cfg, cluster, targets, rev.retired())
+	short, drift, err := t.drift(ctx, cfg, cluster, targets)
 	if err != nil || drift == "" {
 		t.drifts.Delete(key)
 		return nil, err
@@ -558,7 +562,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 				return nil, err
 			}
 		}
-		if _, drift, err = t.drift(ctx, cfg, cluster, targets, rev.retired()); err != nil || drift == "" {
+		if _, drift, err = t.drift(ctx, cfg, cluster, targets); err != nil || drift == "" {
 			return nil, err
 		}
 		t.drifts.Store(key, drift)
@@ -570,8 +574,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 // drift says which pools of the cluster are off their target: another number
 // of Node objects, or, for onprem and kwok pools, whose nodes Terraform names,
 // a named node missing. short counts, per pool, the nodes missing.
-func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64,
-	retired map[schema.PoolName]fleet.Retired) (short map[schema.PoolName]int64, drift string, err error) {
+func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (short map[schema.PoolName]int64, drift string, err error) {
 	named := cfg.Clusters[cluster].Provider == schema.ProviderOnPrem || cfg.Clusters[cluster].Provider == schema.ProviderKwok
 	short = map[schema.PoolName]int64{}
 	var off []string
@@ -585,7 +588,11 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		}
 		// The nodes Terraform keeps: the pool's seats, and the retired
 		// nodes still kept.
-		laid := fleet.LayoutRetired(&schema.Config{Pools: map[schema.PoolName]*schema.Pool{pool: cfg.Pools[pool]}}, targets, retired)
+		var held map[schema.PoolName]fleet.Held
+		if h, ok := heldOf(cfg, pool, nodes); ok {
+			held = map[schema.PoolName]fleet.Held{pool: h}
+		}
+		laid := fleet.LayoutHeld(&schema.Config{Pools: map[schema.PoolName]*schema.Pool{pool: cfg.Pools[pool]}}, targets, held)
 		want := int64(len(laid))
 		var missing []string
 		if named {
@@ -612,6 +619,49 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		}
 	}
 	return short, strings.Join(off, "; "), nil
+}
+
+// held reads what the onprem and kwok pools of cluster hold: their Node
+// objects (a node keeps its name while it is there, so that a retired node's
+// going, or repair's removal from the repository, never moves another's
+// seat), and which of them repair retired (the manager's annotation on the
+// Node, not a Pool's status: a status anyone with access to it may write
+// must not delete a node).
+func (t *Terraform) held(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName) (map[schema.PoolName]fleet.Held, error) {
+	out := map[schema.PoolName]fleet.Held{}
+	for _, name := range cfg.PoolNames() {
+		if cfg.Pools[name].Cluster != cluster {
+			continue
+		}
+		nodes, err := t.nodesOf(ctx, string(name))
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := heldOf(cfg, name, nodes); ok {
+			out[name] = h
+		}
+	}
+	return out, nil
+}
+
+// heldOf is what pool holds of nodes, when its nodes are named by its module.
+func heldOf(cfg *schema.Config, pool schema.PoolName, nodes []corev1.Node) (fleet.Held, bool) {
+	p := cfg.Pools[pool]
+	c := cfg.Clusters[p.Cluster]
+	if c == nil || c.Provider != schema.ProviderKwok && c.Provider != schema.ProviderOnPrem {
+		return fleet.Held{}, false
+	}
+	h := fleet.Held{Retired: map[string]bool{}}
+	for _, n := range nodes {
+		h.Names = append(h.Names, n.Name)
+		switch n.Annotations[contract.AnnotationRetired] {
+		case "keep":
+			h.Retired[n.Name] = true
+		case "remove":
+			h.Retired[n.Name] = false
+		}
+	}
+	return h, true
 }
 
 // observed counts the Node objects of each pool of the cluster.
@@ -746,7 +796,8 @@ type nodeUse struct {
 	gpus int64
 }
 
-// podsPerNode counts the live pods bound to each node of a pool.
+// podsPerNode counts the live pods bound to each node of a pool, DaemonSet
+// pods aside.
 func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]nodeUse, error) {
 	nodes, err := t.nodesOf(ctx, pool)
 	if err != nil {
@@ -759,7 +810,7 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 			return nil, err
 		}
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil || daemon(&p) {
 				continue
 			}
 			u := out[n.Name]
@@ -773,6 +824,18 @@ func (t *Terraform) podsPerNode(ctx context.Context, pool string) (map[string]no
 		}
 	}
 	return out, nil
+}
+
+// daemon says whether a pod belongs to a DaemonSet: it runs on every node
+// (the GPU agent, a log shipper) and goes with its node, as kubectl drain
+// treats it; it is no workload a shrink disrupts.
+func daemon(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
 }
 
 // nodesOf lists the Node objects of a pool.

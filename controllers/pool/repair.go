@@ -4,13 +4,16 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/allot-dev/allot/api/contract"
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/internal/apilimits"
@@ -34,14 +37,38 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	}
 	now := r.now()
 	st := stateFromStatus(pool.Status.Repair)
+	named := pool.Spec.Provider == string(schema.ProviderKwok) || pool.Spec.Provider == string(schema.ProviderOnPrem)
+	if named {
+		// In index order: the module removes the highest seats first.
+		slices.SortStableFunc(nodes, func(a, b corev1.Node) int {
+			i, _ := fleet.NodeIndex(schema.PoolName(pool.Name), a.Name)
+			j, _ := fleet.NodeIndex(schema.PoolName(pool.Name), b.Name)
+			return cmp.Compare(i, j)
+		})
+	}
+	// A retirement on record stands only if the Node bears the manager's
+	// mark (or is gone): the status alone retires no node.
+	marked := map[string]bool{}
+	for i := range nodes {
+		marked[nodes[i].Name] = nodes[i].Annotations[contract.AnnotationRetired] != ""
+	}
+	recorded := map[string]bool{}
+	for i := range st.Nodes {
+		ns := &st.Nodes[i]
+		if m, there := marked[ns.Name]; ns.Retired && there && !m {
+			ns.Retired, ns.Kept = false, false
+		}
+		recorded[ns.Name] = true
+	}
 	in := make([]elastic.Node, 0, len(nodes))
-	// Whether a gang runs on a node matters for lost nodes (retirement) and,
-	// while replacements are held, for every node (giving one back).
+	// Whether a gang runs on a node matters for nodes with a record (lost,
+	// retired, failing) and, while replacements are held, for every node
+	// (giving one back).
 	for i := range nodes {
 		c := nodestate.Read(&nodes[i])
 		n := elastic.Node{Name: nodes[i].Name, Usable: c.Usable, HealthyGPUs: c.HealthyGPUs,
 			NotReady: c.Reason == nodestate.ReasonNotReady, Created: nodes[i].CreationTimestamp.Time}
-		if !c.Usable || st.Replacements > 0 || retiredIn(st, n.Name) {
+		if !c.Usable || c.HealthyGPUs < pool.Spec.GPUsPerNode || recorded[n.Name] || st.Replacements > 0 {
 			busy, err := r.busy(ctx, n.Name)
 			if err != nil {
 				return 0, err
@@ -50,7 +77,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		}
 		in = append(in, n)
 	}
-	p := elastic.Pool{Fixed: pool.Spec.NodesTarget, Spare: pool.Spec.SpareNodes, Max: pool.Spec.Nodes.Max, GPUsPerNode: pool.Spec.GPUsPerNode,
+	p := elastic.Pool{Fixed: pool.Spec.NodesTarget, Spare: pool.Spec.SpareNodes, Max: pool.Spec.Nodes.Max, GPUsPerNode: pool.Spec.GPUsPerNode, Named: named,
 		Repair: &schema.Repair{After: spec.After.Duration, MaxNodes: spec.MaxNodes, Broken: schema.RepairBroken(spec.Broken),
 			Flaps: spec.Flaps, FlapWindow: spec.FlapWindow.Duration}}
 	if p.Repair.Flaps < 2 {
@@ -60,7 +87,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	pool.Status.Repair = statusFromState(next)
 	r.Metrics.observe(pool.Name, next, d)
 	for _, name := range d.Cordon {
-		if err := r.cordon(ctx, nodes, name); err != nil {
+		if err := r.retire(ctx, nodes, name, slices.Contains(d.Kept, name)); err != nil {
 			return 0, err
 		}
 	}
@@ -112,17 +139,26 @@ func (r *Reconciler) busy(ctx context.Context, node string) (bool, error) {
 	return false, nil
 }
 
-// cordon marks a retired node unschedulable, once.
-func (r *Reconciler) cordon(ctx context.Context, nodes []corev1.Node, name string) error {
+// retire cordons a retired node and marks it so (contract.AnnotationRetired:
+// keep or remove), when it is not already.
+func (r *Reconciler) retire(ctx context.Context, nodes []corev1.Node, name string, kept bool) error {
+	mark := "remove"
+	if kept {
+		mark = "keep"
+	}
 	for i := range nodes {
 		n := &nodes[i]
-		if n.Name != name || n.Spec.Unschedulable {
+		if n.Name != name || n.Spec.Unschedulable && n.Annotations[contract.AnnotationRetired] == mark {
 			continue
 		}
 		base := n.DeepCopy()
 		n.Spec.Unschedulable = true
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[contract.AnnotationRetired] = mark
 		if err := r.Client.Patch(ctx, n, client.MergeFrom(base)); err != nil {
-			return fmt.Errorf("cordoning retired node %s: %w", name, err)
+			return fmt.Errorf("retiring node %s: %w", name, err)
 		}
 	}
 	return nil

@@ -15,8 +15,14 @@ type Pool struct {
 	// nodes in it; Max nodes.max.
 	Fixed, Spare, Max int64
 	GPUsPerNode       int64
-	Repair            *schema.Repair
-	Burst             *schema.Burst
+	// Named: the pool's module names its nodes (onprem, kwok), so a retired
+	// node leaves its seat and goes by name, and the highest seats go first
+	// in a shrink; else (a cloud node group of a count) a retired node holds
+	// its slot until it is gone, and a shrink removes nodes of the cloud's
+	// choosing.
+	Named  bool
+	Repair *schema.Repair
+	Burst  *schema.Burst
 }
 
 // need is the healthy GPUs the quotas need of the pool: the planned size
@@ -93,7 +99,8 @@ const (
 // Decision is the outcome of one decision.
 type Decision struct {
 	// Target is the node count the pool should have: its planned size and
-	// the replacement and burst nodes it holds.
+	// the replacement and burst nodes it holds, less, in a Named pool, what
+	// kept retired nodes take of nodes.max.
 	Target int64
 	// Retired are the nodes outside the pool's seats, sorted: the module
 	// leaves them out of its count, and deletes those not Kept.
@@ -111,23 +118,31 @@ type Decision struct {
 // retired records that failed longest ago are forgotten first.
 const MaxRecords = 1000
 
+// MassFailure: when more than this share of a pool's nodes (and more than
+// one) are unusable at once, no failure is counted: an outage of the pool or
+// its control plane, not a node's fault, must not retire nodes as flapping.
+const MassFailure = 0.2
+
 // Repair decides one step of a pool's repair at now, from what the manager
-// remembers and what the cluster shows; it returns the new state. It is
-// pure.
+// remembers and what the cluster shows (nodes in index order); it returns
+// the new state. It is pure.
 //
 // The rules (docs/elastic.md):
 //   - a new node not Ready yet is joining for JoinGrace: healthy, no failure;
-//   - a node becomes lost when it has been unusable longer than Repair.After,
-//     or is retired; within After it counts as healthy (it may come back);
-//   - a node that became unusable Repair.Flaps times within FlapWindow is
-//     retired, usable or not;
-//   - while the healthy GPUs (counting nodes not registered yet as healthy)
-//     are below the need, replacement nodes are added, at most
-//     Repair.MaxNodes held at once and never beyond nodes.max;
-//   - a lost node no gang runs on is retired once the others cover the need:
-//     its replacement takes its seat;
-//   - a replacement no longer needed (a node recovered) is given back when a
-//     node without a gang can go.
+//   - a node is impaired while unusable or offering fewer GPUs than it has;
+//     within Repair.After it counts as whole (it may come back), after that
+//     with what it offers; an unusable one is then lost;
+//   - a node impaired Repair.Flaps times within FlapWindow is retired, usable
+//     or not, and failures are not counted while more than MassFailure of
+//     the pool is unusable;
+//   - while the healthy GPUs (counting seats whose node is being made) are
+//     below the need, replacement nodes are added, at most Repair.MaxNodes
+//     held at once and never beyond nodes.max (kept retired nodes included);
+//   - a lost node no gang runs on is retired once the usable nodes cover the
+//     need: in a Named pool its replacement takes its seat; in a pool of a
+//     count the replacement is held until the retired node is gone;
+//   - a replacement no longer needed is given back once the last change took
+//     effect and the node that would go has no gang.
 func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	st = clone(st)
 	var d Decision
@@ -139,20 +154,29 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 		return st, d
 	}
 	rec := map[string]*NodeState{}
-	for i := range st.Nodes {
-		rec[st.Nodes[i].Name] = &st.Nodes[i]
+	index := func() {
+		clear(rec)
+		for i := range st.Nodes {
+			rec[st.Nodes[i].Name] = &st.Nodes[i]
+		}
 	}
+	index()
 	record := func(name string) *NodeState {
 		if n := rec[name]; n != nil {
 			return n
 		}
 		st.Nodes = append(st.Nodes, NodeState{Name: name})
-		// The slice may have moved: index again.
-		for i := range st.Nodes {
-			rec[st.Nodes[i].Name] = &st.Nodes[i]
-		}
+		index() // the slice may have moved
 		return rec[name]
 	}
+	impaired := func(n Node) bool { return !n.Usable || n.HealthyGPUs < p.GPUsPerNode }
+	var down int
+	for _, n := range nodes {
+		if !n.Usable {
+			down++
+		}
+	}
+	mass := down > 1 && float64(down) > MassFailure*float64(len(nodes))
 	// Failures and flaps.
 	for _, n := range nodes {
 		ns := rec[n.Name]
@@ -163,14 +187,16 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 			ns.Failures = slices.DeleteFunc(ns.Failures, func(t time.Time) bool { return now.Sub(t) >= r.FlapWindow })
 		}
 		switch {
-		case n.Usable && ns != nil:
+		case !impaired(n) && ns != nil:
 			ns.UnusableSince = time.Time{}
-		case !n.Usable && (ns == nil || ns.UnusableSince.IsZero()):
+		case impaired(n) && (ns == nil || ns.UnusableSince.IsZero()):
 			ns = record(n.Name)
 			ns.UnusableSince = now
-			ns.Failures = append(ns.Failures, now)
-			if len(ns.Failures) > r.Flaps {
-				ns.Failures = ns.Failures[len(ns.Failures)-r.Flaps:]
+			if !mass {
+				ns.Failures = append(ns.Failures, now)
+				if len(ns.Failures) > r.Flaps {
+					ns.Failures = ns.Failures[len(ns.Failures)-r.Flaps:]
+				}
 			}
 		}
 		if ns != nil && !ns.Retired && len(ns.Failures) >= r.Flaps {
@@ -179,37 +205,76 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 			d.Actions = append(d.Actions, Action{Kind: ActionFlapping, Node: n.Name, Reason: "node " + n.Name + " " + ns.Reason + ": retired"})
 		}
 	}
+	past := func(n Node) bool {
+		ns := rec[n.Name]
+		return ns != nil && !ns.UnusableSince.IsZero() && now.Sub(ns.UnusableSince) >= r.After
+	}
 	lost := func(n Node) bool {
 		ns := rec[n.Name]
-		return ns != nil && (ns.Retired || !n.Usable && now.Sub(ns.UnusableSince) >= r.After)
+		return ns != nil && (ns.Retired || !n.Usable && past(n))
 	}
-	// healthy counts the GPUs the pool offers: with expected, also those of
-	// nodes within their grace and of seats no node fills yet (they may come;
-	// a replacement is added only for what is lost), else only usable nodes'
-	// (a lost node is retired only once the nodes there cover the need).
-	healthy := func(expected bool) int64 {
-		var gpus, seated int64
+	retiredNode := func(n Node) bool { ns := rec[n.Name]; return ns != nil && ns.Retired }
+	// healthy counts the GPUs the pool offers: with expected, impaired nodes
+	// within their grace count whole and seats no node fills yet count too
+	// (a replacement is added only for what is lost); else only what usable
+	// nodes offer (a lost node is retired only once they cover the need).
+	// seated counts the nodes in the pool's seats: a retired node leaves its
+	// seat in a Named pool, and holds its slot of a count until it is gone.
+	seatedNodes := func() int64 {
+		var seated int64
 		for _, n := range nodes {
-			if ns := rec[n.Name]; ns != nil && ns.Retired {
-				continue
+			if !retiredNode(n) || !p.Named {
+				seated++
 			}
-			seated++
+		}
+		return seated
+	}
+	// Kept retired nodes of a Named pool stand beside its seats: they count
+	// against nodes.max, and the seats give way to them there.
+	keptHere := func() int64 {
+		var kept int64
+		for _, n := range nodes {
+			if p.Named && retiredNode(n) && (r.Broken == schema.BrokenKeep || n.Busy) {
+				kept++
+			}
+		}
+		return kept
+	}
+	seats := func() int64 { return max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-keptHere())) }
+	healthy := func(expected bool) int64 {
+		var gpus int64
+		for _, n := range nodes {
 			switch {
 			case lost(n):
+			case expected && impaired(n) && !past(n):
+				gpus += p.GPUsPerNode
 			case n.Usable:
 				gpus += min(n.HealthyGPUs, p.GPUsPerNode)
-			case expected:
-				gpus += p.GPUsPerNode
 			}
 		}
 		if !expected {
 			return gpus
 		}
-		seats := p.Fixed + st.Replacements + st.Burst
-		return gpus + max(0, seats-seated)*p.GPUsPerNode
+		return gpus + max(0, seats()-seatedNodes())*p.GPUsPerNode
 	}
-	// Retire lost nodes that no gang runs on once the nodes there cover the
-	// need; each gives its seat to its replacement.
+	// A retired node that is gone is forgotten; in a pool of a count its
+	// replacement has taken its place.
+	present := map[string]bool{}
+	for _, n := range nodes {
+		present[n.Name] = true
+	}
+	st.Nodes = slices.DeleteFunc(st.Nodes, func(ns NodeState) bool {
+		if !ns.Retired || present[ns.Name] {
+			return false
+		}
+		if !p.Named && st.Replacements > 0 {
+			st.Replacements--
+		}
+		return true
+	})
+	index()
+	// Retire lost nodes that no gang runs on once the usable nodes cover
+	// the need.
 	for _, n := range nodes {
 		ns := rec[n.Name]
 		if n.Busy || !lost(n) || ns.Retired || healthy(false) < p.need() {
@@ -217,12 +282,16 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 		}
 		ns.Retired = true
 		ns.Reason = fmt.Sprintf("unusable since %s", ns.UnusableSince.UTC().Format(time.RFC3339))
-		if st.Replacements > 0 {
+		why := "its replacement took its seat"
+		if p.Named && st.Replacements > 0 {
 			st.Replacements--
+		} else if !p.Named {
+			why = "cordoned; its replacement stays until it is gone"
 		}
-		d.Actions = append(d.Actions, Action{Kind: ActionRetire, Node: n.Name, Reason: fmt.Sprintf("node %s %s; its replacement took its seat", n.Name, ns.Reason)})
+		d.Actions = append(d.Actions, Action{Kind: ActionRetire, Node: n.Name, Reason: fmt.Sprintf("node %s %s; %s", n.Name, ns.Reason, why)})
 	}
-	room := max(0, min(r.MaxNodes, p.Max-p.Fixed-st.Burst))
+	room := max(0, min(r.MaxNodes, p.Max-p.Fixed-st.Burst-keptHere()))
+	st.Replacements = min(st.Replacements, room)
 	switch short := p.need() - healthy(true); {
 	case short > 0:
 		want := min(st.Replacements+ceilDiv(short, p.GPUsPerNode), room)
@@ -235,33 +304,42 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 			d.Actions = append(d.Actions, Action{Kind: ActionAtMax,
 				Reason: fmt.Sprintf("%d GPUs short with %d replacement node(s), the most repair.maxNodes and nodes.max (%d) allow", left, st.Replacements, p.Max)})
 		}
-	case short <= -p.GPUsPerNode && st.Replacements > 0:
-		// Give back only once the last change took effect (no seat more than
-		// the nodes there), and only as many as nodes without a gang could go.
-		var idle, seated int64
-		for _, n := range nodes {
-			if ns := rec[n.Name]; ns == nil || !ns.Retired {
-				seated++
-				if n.Usable && !n.Busy {
-					idle++
+	case short <= -p.GPUsPerNode && st.Replacements > 0 && seatedNodes() == seats():
+		// Give back only once the last change took effect (every seat
+		// filled, no node leaving), and only nodes
+		// that may go: in a Named pool the last seats (the module removes the
+		// highest indices), else any node without a gang.
+		back := min(-short/p.GPUsPerNode, st.Replacements)
+		var free int64
+		if p.Named {
+			for i := len(nodes) - 1; i >= 0 && free < back; i-- {
+				n := nodes[i]
+				if retiredNode(n) {
+					continue
+				}
+				if n.Busy || !n.Usable {
+					break
+				}
+				free++
+			}
+		} else {
+			for _, n := range nodes {
+				if n.Usable && !n.Busy && !retiredNode(n) {
+					free++
 				}
 			}
 		}
-		if seated > p.Fixed+st.Replacements+st.Burst {
-			idle = 0
-		}
-		if back := min(-short/p.GPUsPerNode, st.Replacements, idle); back > 0 {
+		if back = min(back, free); back > 0 {
 			st.Replacements -= back
 			d.Actions = append(d.Actions, Action{Kind: ActionGiveBack, Nodes: back,
 				Reason: fmt.Sprintf("%d healthy GPUs beyond the %d the quotas need: %d replacement node(s) given back", -short, p.need(), back)})
 		}
 	}
-	st.Replacements = min(st.Replacements, room)
-	d.Target = p.Fixed + st.Replacements + st.Burst
+	d.Target = seats()
 	busy := map[string]bool{}
 	for _, n := range nodes {
 		busy[n.Name] = n.Busy
-		if ns := rec[n.Name]; ns != nil && ns.Retired {
+		if retiredNode(n) {
 			d.Cordon = append(d.Cordon, n.Name)
 		}
 	}
@@ -270,8 +348,8 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 		ns := &st.Nodes[i]
 		ns.Kept = ns.Retired && (r.Broken == schema.BrokenKeep || busy[ns.Name])
 	}
-	// Forget what is no longer worth remembering: a usable node without
-	// failures in the window, and retired nodes beyond MaxRecords.
+	// Forget what is no longer worth remembering: a node without failures in
+	// the window that is not impaired, and retired nodes beyond MaxRecords.
 	st.Nodes = slices.DeleteFunc(st.Nodes, func(ns NodeState) bool {
 		return !ns.Retired && ns.UnusableSince.IsZero() && len(ns.Failures) == 0
 	})

@@ -16,7 +16,7 @@ import (
 var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 func pool(fixed, spare, most int64) Pool {
-	return Pool{Fixed: fixed, Spare: spare, Max: most, GPUsPerNode: 8, Repair: &schema.Repair{
+	return Pool{Fixed: fixed, Spare: spare, Max: most, GPUsPerNode: 8, Named: true, Repair: &schema.Repair{
 		After: 15 * time.Minute, MaxNodes: 1, Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: 24 * time.Hour}}
 }
 
@@ -81,7 +81,7 @@ func TestReplaceThenRetireOnceTheGangLeft(t *testing.T) {
 		{16 * time.Minute, fleet("a-*", "b", "c", "d"), 5, nil, []ActionKind{ActionReplace}},
 		{20 * time.Minute, fleet("a-*", "b", "c", "d", "e"), 5, nil, nil}, // the gang is still on a
 		{25 * time.Minute, fleet("a-", "b", "c", "d", "e*"), 4, []string{"a"}, []ActionKind{ActionRetire}},
-		{30 * time.Minute, fleet("b", "c", "d", "e*"), 4, []string{"a"}, nil}, // a removed
+		{30 * time.Minute, fleet("b", "c", "d", "e*"), 4, nil, nil}, // a removed: forgotten
 	})
 }
 
@@ -169,11 +169,73 @@ func TestSpareNodesCoverALostNode(t *testing.T) {
 }
 
 func TestPartlyHealthyNodeIsMadeUpFor(t *testing.T) {
+	p := pool(4, 0, 6)
 	nodes := fleet("a", "b", "c", "d")
 	nodes[0].HealthyGPUs = 6
-	st, d := Repair(pool(4, 0, 6), State{}, nodes, t0)
-	if d.Target != 5 || st.Replacements != 1 {
-		t.Errorf("target %d, replacements %d; want 5, 1", d.Target, st.Replacements)
+	// Within the grace it counts whole; after it, with what it offers. It
+	// is never retired: it still serves.
+	st, d := Repair(p, State{}, nodes, t0)
+	if d.Target != 4 || len(st.Nodes) != 1 {
+		t.Fatalf("within the grace: target %d, state %+v", d.Target, st)
+	}
+	st, d = Repair(p, st, nodes, t0.Add(16*time.Minute))
+	if d.Target != 5 || st.Replacements != 1 || len(d.Retired) != 0 {
+		t.Fatalf("after the grace: target %d, replacements %d, retired %v; want 5, 1, none", d.Target, st.Replacements, d.Retired)
+	}
+	// Back to 8 GPUs: the replacement is given back (the highest seat, e, is
+	// idle), and the episode counts as a failure.
+	nodes = fleet("a", "b", "c", "d", "e")
+	st, d = Repair(p, st, nodes, t0.Add(20*time.Minute))
+	if d.Target != 4 || len(st.Nodes) != 1 || len(st.Nodes[0].Failures) != 1 {
+		t.Fatalf("recovered: target %d, state %+v", d.Target, st)
+	}
+}
+
+func TestGiveBackInANamedPoolNeedsTheLastSeatIdle(t *testing.T) {
+	p := pool(2, 0, 4)
+	run(t, p, []step{
+		{0, fleet("a-", "b"), 2, nil, nil},
+		{16 * time.Minute, fleet("a-", "b"), 3, nil, []ActionKind{ActionReplace}},
+		// a recovers, but the replacement c, the last seat, took a gang.
+		{17 * time.Minute, fleet("a", "b", "c*"), 3, nil, nil},
+		{18 * time.Minute, fleet("a", "b", "c"), 2, nil, []ActionKind{ActionGiveBack}},
+	})
+}
+
+func TestCountPoolHoldsTheReplacementUntilTheBrokenNodeIsGone(t *testing.T) {
+	p := pool(2, 0, 4)
+	p.Named = false
+	run(t, p, []step{
+		{0, fleet("a-", "b"), 2, nil, nil},
+		{16 * time.Minute, fleet("a-", "b"), 3, nil, []ActionKind{ActionReplace}},
+		// Retired (cordoned), but the cloud's group of a count removes
+		// nodes of its choosing: the replacement stays.
+		{20 * time.Minute, fleet("a-", "b", "c"), 3, []string{"a"}, []ActionKind{ActionRetire}},
+		{25 * time.Minute, fleet("a-", "b", "c"), 3, []string{"a"}, nil},
+		// Someone (the cloud's auto-repair) removed a: the count comes back.
+		{30 * time.Minute, fleet("b", "c"), 2, nil, nil},
+	})
+}
+
+func TestAnOutageIsNoFlapping(t *testing.T) {
+	p := pool(4, 0, 6)
+	h := time.Hour
+	// Every node goes NotReady three times within the window: an outage of
+	// the pool, not of its nodes; nothing is retired.
+	var st State
+	for i := range 3 {
+		at := time.Duration(i) * h
+		st, _ = Repair(p, st, fleet("a-", "b-", "c-", "d-"), t0.Add(at))
+		var d Decision
+		st, d = Repair(p, st, fleet("a", "b", "c", "d"), t0.Add(at+time.Minute))
+		if len(d.Retired) != 0 {
+			t.Fatalf("outage %d: retired %v", i, d.Retired)
+		}
+	}
+	for _, ns := range st.Nodes {
+		if len(ns.Failures) != 0 {
+			t.Errorf("node %s has failures %v from an outage", ns.Name, ns.Failures)
+		}
 	}
 }
 
@@ -197,6 +259,10 @@ func TestRepairHoldsItsBounds(t *testing.T) {
 		p := pool(fixed, rng.Int64N(2), fixed+rng.Int64N(4))
 		p.Repair.MaxNodes = rng.Int64N(3)
 		p.Repair.Flaps = 2 + rng.IntN(3)
+		p.Named = rng.IntN(3) > 0
+		if rng.IntN(4) == 0 {
+			p.Repair.Broken = schema.BrokenKeep
+		}
 		var st State
 		names := []string{}
 		for i := range fixed {
@@ -218,7 +284,13 @@ func TestRepairHoldsItsBounds(t *testing.T) {
 				before[ns.Name] = ns.Retired
 			}
 			next, d := Repair(p, st, nodes, now)
-			if d.Target < p.Fixed || d.Target > max(p.Fixed, p.Max) || next.Replacements < 0 || next.Replacements > p.Repair.MaxNodes {
+			var kept int64
+			for _, n := range nodes {
+				if p.Named && slices.Contains(d.Kept, n.Name) {
+					kept++
+				}
+			}
+			if d.Target+kept > max(p.Fixed, p.Max) || d.Target < 0 || next.Replacements < 0 || next.Replacements > p.Repair.MaxNodes {
 				t.Fatalf("trial %d step %d: target %d, replacements %d (pool %+v)", trial, s, d.Target, next.Replacements, p)
 			}
 			for _, c := range d.Cordon {
@@ -241,18 +313,22 @@ func TestRepairHoldsItsBounds(t *testing.T) {
 				t.Fatalf("trial %d step %d: not a fixed point: %s %v", trial, s, cmp.Diff(next, again), kinds(d2))
 			}
 			st = next
-			// The module's view: retired nodes go (removed), new seats appear.
-			var live []string
+			// The module's view: retired nodes go (removed) unless kept, new
+			// seats appear (a pool of a count keeps its retired nodes).
+			var live, kept2 []string
 			for _, name := range names {
-				if !slices.Contains(d.Retired, name) {
+				switch {
+				case !slices.Contains(d.Retired, name) || !p.Named:
 					live = append(live, name)
+				case slices.Contains(d.Kept, name):
+					kept2 = append(kept2, name)
 				}
 			}
 			live = live[:min(int64(len(live)), d.Target)]
 			for int64(len(live)) < d.Target {
 				live = append(live, fmt.Sprintf("n%d", trial*1000+s*10+len(live)))
 			}
-			names = live
+			names = append(live, kept2...)
 		}
 	}
 }
@@ -281,10 +357,10 @@ func TestKeptWhileBusyOrForRepair(t *testing.T) {
 	if !slices.Equal(d.Retired, []string{"a"}) || len(d.Kept) != 0 || !slices.Equal(d.Cordon, []string{"a"}) {
 		t.Fatalf("once the gang left: retired %v, kept %v, cordon %v", d.Retired, d.Kept, d.Cordon)
 	}
-	// With broken: keep, a retired node stays, gone from the cluster or not.
+	// With broken: keep, a retired node stays, cordoned, without a gang.
 	p.Repair.Broken = schema.BrokenKeep
-	_, d = Repair(p, st, fleet("b", "c", "d"), t0.Add(3*time.Minute))
-	if !slices.Equal(d.Kept, []string{"a"}) || len(d.Cordon) != 0 {
+	_, d = Repair(p, st, fleet("a-", "b", "c", "d"), t0.Add(3*time.Minute))
+	if !slices.Equal(d.Kept, []string{"a"}) || !slices.Equal(d.Cordon, []string{"a"}) {
 		t.Fatalf("broken: keep: kept %v, cordon %v", d.Kept, d.Cordon)
 	}
 }

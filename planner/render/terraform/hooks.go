@@ -38,7 +38,8 @@ const RunIDVariable = "run_id"
 //     goes, with the node's name and labels (pool, flavor, cluster, topology) in
 //     the environment. Growing a pool adds instances, shrinking removes the
 //     highest-numbered ones, and a change of a node's labels replaces that node
-//     only;
+//     only; in a pool with repair, nodes keep their names and a retired node
+//     is left out (fleet.LayoutHeld), so its delete hook runs;
 //   - terraform_data.<pool>_created: one instance per node, created once the
 //     node's create hook has finished. Terraform records a new resource in the
 //     state before its creation hook runs, so a run killed inside the hook (the
@@ -63,7 +64,7 @@ const RunIDVariable = "run_id"
 //
 // Terraform runs no destroy-time hook for a resource block that is removed from
 // the configuration: to retire a whole pool, shrink it to 0 first.
-func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64, retired map[schema.PoolName]fleet.Retired) error {
+func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Pool, targets map[schema.PoolName]int64, held map[schema.PoolName]fleet.Held) error {
 	m.variable("command", "string", "The command run when a node is created or deleted; it reads the ALLOT_* environment.", DefaultCommand)
 	m.variable(RunIDVariable, "string", "Identifies the run; allot's runner sets a new one for every plan (default: the plan's timestamp).", "")
 	m.locals["run"] = expr(fmt.Sprintf("${coalesce(var.%s, plantimestamp())}", RunIDVariable))
@@ -71,7 +72,7 @@ func hooks(m *module, cfg *schema.Config, c *schema.Cluster, pools []*schema.Poo
 	for _, p := range pools {
 		nodes[string(p.Name)] = map[string]any{}
 	}
-	for _, n := range fleet.LayoutRetired(cfg, targets, retired) {
+	for _, n := range fleet.LayoutHeld(cfg, targets, held) {
 		if n.Cluster != c.Name {
 			continue
 		}

@@ -41,10 +41,9 @@ const DefaultCommand = "echo"
 type Options struct {
 	// Backend is where Terraform keeps state; the zero value is the local backend.
 	Backend Backend
-	// Retired are the nodes of onprem and kwok pools that left their seats
-	// (fleet/elastic), by pool: the module lays out the pool's count of
-	// nodes without them, and keeps those still kept.
-	Retired map[schema.PoolName]fleet.Retired
+	// Held are the nodes onprem and kwok pools with repair hold now, by
+	// pool: the module keeps their names (fleet.LayoutHeld).
+	Held map[schema.PoolName]fleet.Held
 }
 
 // Backend is a Terraform backend block: Type is e.g. "local", "gcs" or "s3", and
@@ -174,7 +173,7 @@ func Module(cfg *schema.Config, plan *planner.Plan, cluster schema.ClusterName, 
 	case schema.ProviderEKS:
 		err = eks(&m, c, pools, targets)
 	case schema.ProviderOnPrem, schema.ProviderKwok:
-		err = hooks(&m, cfg, c, pools, targets, opts.Retired)
+		err = hooks(&m, cfg, c, pools, targets, opts.Held)
 	default:
 		err = fmt.Errorf("unknown provider %q", c.Provider)
 	}
