@@ -35,6 +35,11 @@ const (
 	ProviderKwok   Provider = "kwok"
 )
 
+// NamesNodes says whether the provider's module names each node (onprem and
+// kwok: one hook per node), rather than sizing a cloud's node group of a
+// count.
+func (p Provider) NamesNodes() bool { return p == ProviderOnPrem || p == ProviderKwok }
+
 // Scheduler runs a cluster's jobs.
 type Scheduler string
 

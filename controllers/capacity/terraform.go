@@ -325,7 +325,7 @@ func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySourc
 	}
 	opts := []tfrun.Option{tfrun.WithEnv(env), tfrun.WithOutput(out),
 		tfrun.WithBackendConfig(t.Options.Backend.InitConfig(cluster))}
-	if p := rev.Config.Clusters[cluster]; p != nil && (p.Provider == schema.ProviderKwok || p.Provider == schema.ProviderOnPrem) && t.Hook != "" {
+	if p := rev.Config.Clusters[cluster]; p != nil && p.Provider.NamesNodes() && t.Hook != "" {
 		opts = append(opts, tfrun.WithVars(map[string]string{"command": t.Hook}))
 	}
 	if t.Binary != "" {
@@ -575,7 +575,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 // of Node objects, or, for onprem and kwok pools, whose nodes Terraform names,
 // a named node missing. short counts, per pool, the nodes missing.
 func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schema.ClusterName, targets map[schema.PoolName]int64) (short map[schema.PoolName]int64, drift string, err error) {
-	named := cfg.Clusters[cluster].Provider == schema.ProviderOnPrem || cfg.Clusters[cluster].Provider == schema.ProviderKwok
+	named := cfg.Clusters[cluster].Provider.NamesNodes()
 	short = map[schema.PoolName]int64{}
 	var off []string
 	for _, pool := range slices.Sorted(maps.Keys(cfg.Pools)) {
@@ -648,7 +648,7 @@ func (t *Terraform) held(ctx context.Context, cfg *schema.Config, cluster schema
 func heldOf(cfg *schema.Config, pool schema.PoolName, nodes []corev1.Node) (fleet.Held, bool) {
 	p := cfg.Pools[pool]
 	c := cfg.Clusters[p.Cluster]
-	if c == nil || c.Provider != schema.ProviderKwok && c.Provider != schema.ProviderOnPrem {
+	if c == nil || !c.Provider.NamesNodes() {
 		return fleet.Held{}, false
 	}
 	h := fleet.Held{Retired: map[string]bool{}}

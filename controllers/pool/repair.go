@@ -37,7 +37,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	}
 	now := r.now()
 	st := stateFromStatus(pool.Status.Repair)
-	named := pool.Spec.Provider == string(schema.ProviderKwok) || pool.Spec.Provider == string(schema.ProviderOnPrem)
+	named := schema.Provider(pool.Spec.Provider).NamesNodes()
 	if named {
 		// In index order: the module removes the highest seats first.
 		slices.SortStableFunc(nodes, func(a, b corev1.Node) int {
@@ -105,7 +105,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		}
 	}
 	for _, n := range in {
-		if recheck := cmp.Or(r.Recheck, DefaultRecheck); n.Busy && (!n.Usable || retiredIn(next, n.Name)) && (again == 0 || recheck < again) {
+		if recheck := cmp.Or(r.Recheck, DefaultRecheck); n.Busy && (!n.Usable || slices.Contains(d.Retired, n.Name)) && (again == 0 || recheck < again) {
 			again = recheck
 		}
 	}
@@ -174,15 +174,6 @@ func (r *Reconciler) record(pool *allotv1.Pool, a elastic.Action) {
 		kind = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(pool, nil, kind, string(a.Kind), "Repair", "%s", apilimits.Note(a.Reason))
-}
-
-func retiredIn(st elastic.State, name string) bool {
-	for _, ns := range st.Nodes {
-		if ns.Name == name {
-			return ns.Retired
-		}
-	}
-	return false
 }
 
 // stateFromStatus reads the repair state back from a Pool's status. Anyone

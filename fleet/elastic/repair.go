@@ -22,7 +22,6 @@ type Pool struct {
 	// choosing.
 	Named  bool
 	Repair *schema.Repair
-	Burst  *schema.Burst
 }
 
 // need is the healthy GPUs the quotas need of the pool: the planned size
