@@ -22,6 +22,7 @@ type Pool struct {
 	// choosing.
 	Named  bool
 	Repair *schema.Repair
+	Burst  *schema.Burst
 }
 
 // need is the healthy GPUs the quotas need of the pool: the planned size
@@ -54,6 +55,12 @@ const JoinGrace = 10 * time.Minute
 type State struct {
 	Replacements int64
 	Burst        int64
+	// BurstTeams attribute the burst nodes to the teams whose gangs caused
+	// them (team "": nobody's), by team; they add up to Burst.
+	BurstTeams []TeamNodes
+	// Idle are the pool's nodes without a gang and since when, while it
+	// declares burst.
+	Idle []IdleNode
 	// Nodes are the nodes with a failure on record or retired, by name.
 	Nodes []NodeState
 }
@@ -74,6 +81,9 @@ type NodeState struct {
 	Kept bool
 	// Reason says why it was retired.
 	Reason string
+	// Burst: retired as an idle burst node, not for a fault (removed
+	// whatever Repair.Broken says).
+	Burst bool
 }
 
 // Action is one thing a decision does, with why.
@@ -147,8 +157,25 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	var d Decision
 	r := p.Repair
 	if r == nil {
+		// Only burst's retirements: forgotten once gone, cordoned till then.
 		st.Replacements = 0
-		d.Target = p.Fixed + st.Burst
+		present := map[string]bool{}
+		for _, n := range nodes {
+			present[n.Name] = true
+		}
+		st.Nodes = slices.DeleteFunc(st.Nodes, func(ns NodeState) bool { return ns.Retired && ns.Burst && !present[ns.Name] })
+		var kept int64
+		for _, n := range nodes {
+			if ns := find(st, n.Name); ns != nil && ns.Retired {
+				d.Cordon = append(d.Cordon, n.Name)
+				ns.Kept = n.Busy || !ns.Burst && ns.Kept
+				if p.Named && ns.Kept {
+					kept++
+				}
+			}
+		}
+		slices.Sort(d.Cordon)
+		d.Target = max(0, min(p.Fixed+st.Burst, p.Max-kept))
 		d.Retired, d.Kept = retired(st)
 		return st, d
 	}
@@ -233,7 +260,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	keptHere := func() int64 {
 		var kept int64
 		for _, n := range nodes {
-			if p.Named && retiredNode(n) && (r.Broken == schema.BrokenKeep || n.Busy) {
+			if p.Named && retiredNode(n) && (r.Broken == schema.BrokenKeep && !rec[n.Name].Burst || n.Busy) {
 				kept++
 			}
 		}
@@ -266,7 +293,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 		if !ns.Retired || present[ns.Name] {
 			return false
 		}
-		if !p.Named && st.Replacements > 0 {
+		if !p.Named && !ns.Burst && st.Replacements > 0 {
 			st.Replacements--
 		}
 		return true
@@ -345,7 +372,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	slices.Sort(d.Cordon)
 	for i := range st.Nodes {
 		ns := &st.Nodes[i]
-		ns.Kept = ns.Retired && (r.Broken == schema.BrokenKeep || busy[ns.Name])
+		ns.Kept = ns.Retired && (r.Broken == schema.BrokenKeep && !ns.Burst || busy[ns.Name])
 	}
 	// Forget what is no longer worth remembering: a node without failures in
 	// the window that is not impaired, and retired nodes beyond MaxRecords.
@@ -403,7 +430,18 @@ func lostNames(nodes []Node, lost func(Node) bool) string {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
+func find(st State, name string) *NodeState {
+	for i := range st.Nodes {
+		if st.Nodes[i].Name == name {
+			return &st.Nodes[i]
+		}
+	}
+	return nil
+}
+
 func clone(st State) State {
+	st.BurstTeams = slices.Clone(st.BurstTeams)
+	st.Idle = slices.Clone(st.Idle)
 	st.Nodes = slices.Clone(st.Nodes)
 	for i := range st.Nodes {
 		st.Nodes[i].Failures = slices.Clone(st.Nodes[i].Failures)

@@ -1,0 +1,248 @@
+package elastic
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/allot-dev/allot/schema"
+)
+
+func burstPool(fixed, most, burstMax int64) Pool {
+	return Pool{Fixed: fixed, Max: most, GPUsPerNode: 8, Named: true,
+		Burst: &schema.Burst{MaxNodes: burstMax, IdleAfter: 30 * time.Minute}}
+}
+
+type burstStep struct {
+	at      time.Duration
+	gangs   []Gang
+	nodes   []Node
+	target  int64
+	retired []string
+	actions []ActionKind
+}
+
+func runBurst(t *testing.T, p Pool, steps []burstStep) State {
+	t.Helper()
+	var st State
+	for i, s := range steps {
+		var d Decision
+		st, d = Decide(p, st, s.gangs, s.nodes, t0.Add(s.at))
+		if d.Target != s.target || !slices.Equal(d.Retired, s.retired) || !slices.Equal(kinds(d), s.actions) {
+			t.Fatalf("step %d (%s): target %d, retired %v, actions %v; want %d, %v, %v\n%+v", i, s.at, d.Target, d.Retired, kinds(d), s.target, s.retired, s.actions, d.Actions)
+		}
+		var sum int64
+		for _, tn := range st.BurstTeams {
+			sum += tn.Nodes
+		}
+		if sum != st.Burst {
+			t.Fatalf("step %d: teams %v add up to %d, burst %d", i, st.BurstTeams, sum, st.Burst)
+		}
+		again, d2 := Decide(p, st, s.gangs, s.nodes, t0.Add(s.at))
+		if diff := cmp.Diff(st, again); diff != "" || d2.Target != d.Target || slices.ContainsFunc(d2.Actions, func(a Action) bool { return a.Kind != ActionBurstAtMax && a.Kind != ActionAtMax }) {
+			t.Fatalf("step %d: deciding again changed the state (%s) or acted: %v", i, diff, kinds(d2))
+		}
+	}
+	return st
+}
+
+// joined makes nodes that registered at t.
+func joined(at time.Duration, nodes []Node) []Node {
+	for i := range nodes {
+		nodes[i].Created = t0.Add(at)
+	}
+	return nodes
+}
+
+func TestBurstGrowsForWaitingGangsThenShrinksWhenIdle(t *testing.T) {
+	p := burstPool(2, 10, 4)
+	gang := []Gang{{Team: "vision", GPUs: 16}}
+	st := runBurst(t, p, []burstStep{
+		{0, nil, fleet("a*", "b*"), 2, nil, nil},
+		// A gang of two nodes waits: two burst nodes.
+		{time.Minute, gang, fleet("a*", "b*"), 4, nil, []ActionKind{ActionBurstUp}},
+		// Not asked for twice while they are made, nor while they join.
+		{2 * time.Minute, gang, fleet("a*", "b*"), 4, nil, nil},
+		{6 * time.Minute, gang, append(fleet("a*", "b*"), joined(6*time.Minute, []Node{{Name: "c", NotReady: true}, {Name: "d", NotReady: true}})...), 4, nil, nil},
+		{8 * time.Minute, gang, append(fleet("a*", "b*"), joined(6*time.Minute, fleet("c", "d"))...), 4, nil, nil},
+		// The gang runs on them.
+		{9 * time.Minute, nil, append(fleet("a*", "b*"), joined(6*time.Minute, fleet("c*", "d*"))...), 4, nil, nil},
+		// It ends: idle for idleAfter, then given back, longest idle
+		// first, the highest seats of those idle as long.
+		{60 * time.Minute, nil, append(fleet("a*", "b"), joined(6*time.Minute, fleet("c", "d"))...), 4, nil, nil},
+		{90 * time.Minute, nil, append(fleet("a*", "b"), joined(6*time.Minute, fleet("c", "d"))...), 2, []string{"c", "d"}, []ActionKind{ActionBurstDown}},
+	})
+	if st.Burst != 0 || len(st.BurstTeams) != 0 {
+		t.Fatalf("burst %d teams %v after giving back", st.Burst, st.BurstTeams)
+	}
+	// The retired nodes are forgotten once gone.
+	st, d := Decide(p, st, nil, fleet("a*", "b"), t0.Add(95*time.Minute))
+	if len(st.Nodes) != 0 || d.Target != 2 || len(d.Retired) != 0 {
+		t.Fatalf("after the retired nodes went: records %+v, target %d, retired %v", st.Nodes, d.Target, d.Retired)
+	}
+}
+
+func TestBurstSizesInWholeDomainsWithinItsRoom(t *testing.T) {
+	p := burstPool(4, 9, 8) // room: 5 nodes
+	st, d := Decide(p, State{}, []Gang{
+		{Team: "a", GPUs: 24, DomainNodes: 4}, // 3 nodes → one domain of 4
+		{Team: "b", GPUs: 16, DomainNodes: 4}, // 4 more: beyond the room, skipped
+		{Team: "c", GPUs: 8},                  // 1 node
+	}, fleet("a*", "b*", "c*", "d*"), t0)
+	if st.Burst != 5 || d.Target != 9 {
+		t.Fatalf("burst %d, target %d; want 5, 9", st.Burst, d.Target)
+	}
+	if !slices.Equal(kinds(d), []ActionKind{ActionBurstUp, ActionBurstAtMax}) {
+		t.Fatalf("actions %v", kinds(d))
+	}
+	if want := []TeamNodes{{"a", 4}, {"c", 1}}; !slices.Equal(st.BurstTeams, want) {
+		t.Fatalf("teams %v, want %v", st.BurstTeams, want)
+	}
+}
+
+func TestBurstCreditsIdleNodesAndNeverTakesABusyOne(t *testing.T) {
+	p := burstPool(3, 10, 4)
+	// One idle node: a gang of two nodes needs one more.
+	st, d := Decide(p, State{}, []Gang{{Team: "a", GPUs: 16}}, fleet("a*", "b*", "c"), t0)
+	if st.Burst != 1 || d.Target != 4 {
+		t.Fatalf("burst %d, target %d; want 1, 4", st.Burst, d.Target)
+	}
+	// Everything busy long after: nothing is given back.
+	nodes := fleet("a*", "b*", "c*", "d*")
+	for _, at := range []time.Duration{time.Hour, 2 * time.Hour} {
+		st, d = Decide(p, st, nil, nodes, t0.Add(at))
+		if st.Burst != 1 || len(d.Retired) != 0 {
+			t.Fatalf("at %s: burst %d retired %v with every node busy", at, st.Burst, d.Retired)
+		}
+	}
+	// An idle node a waiting gang could use stays.
+	nodes = fleet("a*", "b*", "c*", "d")
+	st, _ = Decide(p, st, nil, nodes, t0.Add(3*time.Hour))
+	st, d = Decide(p, st, []Gang{{Team: "a", GPUs: 8, DomainNodes: 0}}, nodes, t0.Add(5*time.Hour))
+	if st.Burst != 1 || len(d.Retired) != 0 {
+		t.Fatalf("burst %d retired %v while a gang could use the idle node", st.Burst, d.Retired)
+	}
+}
+
+func TestBurstOfACountShrinksTheCount(t *testing.T) {
+	p := burstPool(2, 10, 2)
+	p.Named = false
+	st, _ := Decide(p, State{}, []Gang{{Team: "a", GPUs: 8}}, fleet("a*", "b*"), t0)
+	nodes := fleet("a*", "b", "c*")
+	st, _ = Decide(p, st, nil, nodes, t0.Add(time.Hour))
+	st, d := Decide(p, st, nil, nodes, t0.Add(2*time.Hour))
+	if st.Burst != 0 || d.Target != 2 || len(d.Retired) != 0 {
+		t.Fatalf("burst %d target %d retired %v; want 0, 2, none", st.Burst, d.Target, d.Retired)
+	}
+}
+
+func TestBurstLeavesRoomForRepair(t *testing.T) {
+	p := burstPool(4, 7, 8)
+	p.Repair = &schema.Repair{After: 15 * time.Minute, MaxNodes: 2, Broken: schema.BrokenKeep, Flaps: 3, FlapWindow: 24 * time.Hour}
+	// nodes.max 7: repair takes 2 of the 3 spare, burst gets 1.
+	st, d := Decide(p, State{}, []Gang{{GPUs: 64}, {GPUs: 8}}, fleet("a*", "b*", "c*", "d*"), t0)
+	if st.Burst != 1 || d.Target != 5 {
+		t.Fatalf("burst %d target %d; want 1, 5", st.Burst, d.Target)
+	}
+	if st.BurstTeams[0].Team != "" || st.BurstTeams[0].Nodes != 1 {
+		t.Fatalf("teams %v", st.BurstTeams)
+	}
+	// An idle burst node given back is removed even where repair keeps.
+	nodes := fleet("a*", "b*", "c*", "d*", "e")
+	st, _ = Decide(p, st, nil, nodes, t0.Add(time.Hour))
+	st, d = Decide(p, st, nil, nodes, t0.Add(2*time.Hour))
+	if !slices.Equal(d.Retired, []string{"e"}) || len(d.Kept) != 0 || d.Target != 4 {
+		t.Fatalf("retired %v kept %v target %d; want [e], none, 4", d.Retired, d.Kept, d.Target)
+	}
+}
+
+// TestBurstBounds drives random pools through random histories: the target
+// stays within nodes.max and the envelope, burst within its room, no busy
+// node is retired, the teams add up.
+func TestBurstBounds(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 2))
+	var ups, downs int
+	for trial := range 300 {
+		fixed := r.Int64N(6)
+		p := burstPool(fixed, fixed+r.Int64N(6), r.Int64N(5))
+		p.Named = r.IntN(3) > 0
+		if r.IntN(2) == 0 {
+			p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: r.Int64N(3), Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: time.Hour}
+		}
+		env := p.Fixed + p.burstRoom(State{}, 0)
+		if p.Repair != nil {
+			env += min(p.Repair.MaxNodes, p.Max-p.Fixed)
+		}
+		var st State
+		names := 0
+		var nodes []Node
+		for step := range 60 {
+			now := t0.Add(time.Duration(step) * 7 * time.Minute)
+			var gangs []Gang
+			for range r.IntN(3) {
+				gangs = append(gangs, Gang{Team: fmt.Sprint("t", r.IntN(3)), GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(3)})
+			}
+			for i := range nodes {
+				nodes[i].Busy = r.IntN(3) == 0
+				nodes[i].Usable = r.IntN(10) > 0
+			}
+			var d Decision
+			st, d = Decide(p, st, gangs, nodes, now)
+			where := fmt.Sprintf("trial %d step %d (%+v)", trial, step, p)
+			for _, a := range d.Actions {
+				switch a.Kind {
+				case ActionBurstUp:
+					ups++
+				case ActionBurstDown:
+					downs++
+				}
+			}
+			if d.Target > p.Max || d.Target > env {
+				t.Fatalf("%s: target %d beyond max %d or envelope %d", where, d.Target, p.Max, env)
+			}
+			if st.Burst < 0 || st.Burst > p.Burst.MaxNodes {
+				t.Fatalf("%s: burst %d", where, st.Burst)
+			}
+			var sum int64
+			for _, tn := range st.BurstTeams {
+				sum += tn.Nodes
+			}
+			if sum != st.Burst {
+				t.Fatalf("%s: teams %v != %d", where, st.BurstTeams, st.Burst)
+			}
+			for _, n := range nodes {
+				if n.Busy && slices.Contains(d.Retired, n.Name) && !slices.Contains(d.Kept, n.Name) {
+					t.Fatalf("%s: busy node %s retired to be removed", where, n.Name)
+				}
+			}
+			// The cluster follows: retired nodes not kept go, the count
+			// moves to the target.
+			nodes = slices.DeleteFunc(nodes, func(n Node) bool {
+				return slices.Contains(d.Retired, n.Name) && !slices.Contains(d.Kept, n.Name) && !n.Busy
+			})
+			seated := int64(0)
+			for _, n := range nodes {
+				if !slices.Contains(d.Retired, n.Name) || !p.Named {
+					seated++
+				}
+			}
+			for ; seated < d.Target; seated++ {
+				names++
+				nodes = append(nodes, Node{Name: fmt.Sprint("n", names), Usable: true, HealthyGPUs: 8, Created: now})
+			}
+			for i := len(nodes) - 1; i >= 0 && seated > d.Target; i-- {
+				if !nodes[i].Busy && !slices.Contains(d.Retired, nodes[i].Name) {
+					nodes = slices.Delete(nodes, i, i+1)
+					seated--
+				}
+			}
+		}
+	}
+	if ups < 100 || downs < 50 {
+		t.Fatalf("the histories grew %d and shrank %d times: too few to test the bounds", ups, downs)
+	}
+}
