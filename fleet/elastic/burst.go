@@ -20,6 +20,17 @@ type Gang struct {
 	// DomainNodes are the nodes of the topology domain all its pods must
 	// share; 0: none required.
 	DomainNodes int64
+	// PodGPUs are the GPUs of each of its pods (a pod never spans nodes);
+	// 0: packed by GPUs alone.
+	PodGPUs int64
+}
+
+// nodes returns the nodes the gang takes of a pool of gpn GPUs per node.
+func (g Gang) nodes(gpn int64) int64 {
+	if g.PodGPUs > 0 && g.PodGPUs <= gpn {
+		return ceilDiv(ceilDiv(g.GPUs, g.PodGPUs), gpn/g.PodGPUs)
+	}
+	return ceilDiv(g.GPUs, gpn)
 }
 
 // Settle is how long a node that joined stays idle before the pool grows
@@ -148,7 +159,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		if g.GPUs <= 0 || p.GPUsPerNode <= 0 {
 			continue
 		}
-		need := ceilDiv(g.GPUs, p.GPUsPerNode)
+		need := g.nodes(p.GPUsPerNode)
 		if g.DomainNodes > 0 {
 			need = ceilDiv(need, g.DomainNodes) * g.DomainNodes
 		} else {

@@ -91,7 +91,7 @@ func TestBurstSizesInWholeDomainsWithinItsRoom(t *testing.T) {
 	st, d := Decide(p, State{}, []Gang{
 		{Team: "a", GPUs: 24, DomainNodes: 4}, // 3 nodes → one domain of 4
 		{Team: "b", GPUs: 16, DomainNodes: 4}, // 4 more: beyond the room, skipped
-		{Team: "c", GPUs: 8},                  // 1 node
+		{Team: "c", GPUs: 8, PodGPUs: 4},      // 1 node of two pods
 	}, fleet("a*", "b*", "c*", "d*"), t0)
 	if st.Burst != 5 || d.Target != 9 {
 		t.Fatalf("burst %d, target %d; want 5, 9", st.Burst, d.Target)
@@ -100,6 +100,11 @@ func TestBurstSizesInWholeDomainsWithinItsRoom(t *testing.T) {
 		t.Fatalf("actions %v", kinds(d))
 	}
 	if want := []TeamNodes{{"a", 4}, {"c", 1}}; !slices.Equal(st.BurstTeams, want) {
+		t.Fatalf("teams %v, want %v", st.BurstTeams, want)
+	}
+	// Pods of 6 GPUs take a node each on nodes of 8.
+	st, _ = Decide(p, State{}, []Gang{{Team: "d", GPUs: 18, PodGPUs: 6}}, fleet("a*", "b*", "c*", "d*"), t0)
+	if want := []TeamNodes{{"d", 3}}; !slices.Equal(st.BurstTeams, want) {
 		t.Fatalf("teams %v, want %v", st.BurstTeams, want)
 	}
 }
