@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/fleet"
+	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/scheduler"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
@@ -67,8 +68,37 @@ func FleetFromLayout(cfg *schema.Config, layout []fleet.Node) []scheduler.Node {
 // pools' prices, its quota tree, its clusters and the nodes its pools may
 // have. The caller adds the jobs and events. allot sim, plan --simulate and
 // recommend replay a repository through it alone, so that the three agree.
+//
+// Its pools that declare burst grow for pending gangs in the replay
+// (Input.Burst): WithoutBurst is the same replay without.
 func FromRepository(cfg *schema.Config, layout []fleet.Node) Input {
-	return Input{Nodes: FleetFromLayout(cfg, layout), Quota: QuotaFromSchema(cfg), Clusters: ClusterNames(cfg), MayLack: PoolNodes(cfg)}
+	return Input{Nodes: FleetFromLayout(cfg, layout), Quota: QuotaFromSchema(cfg), Clusters: ClusterNames(cfg), MayLack: PoolNodes(cfg), Burst: BurstPools(cfg, layout)}
+}
+
+// BurstPools are cfg's pools that declare burst, at their sizes in layout,
+// by name.
+func BurstPools(cfg *schema.Config, layout []fleet.Node) []BurstPool {
+	counts := map[schema.PoolName]int64{}
+	for _, n := range layout {
+		counts[n.Pool]++
+	}
+	var out []BurstPool
+	for _, name := range cfg.PoolNames() {
+		p := cfg.Pools[name]
+		if p.Burst == nil || p.GPUsPerNode <= 0 {
+			continue
+		}
+		out = append(out, BurstPool{
+			Pool: string(name), Flavor: scheduler.Flavor(p.Flavor), Cluster: string(p.Cluster),
+			Elastic:          elastic.Pool{Fixed: counts[name], Spare: p.SpareNodes, Max: p.MaxNodes, GPUsPerNode: p.GPUsPerNode, Named: true, Burst: p.Burst},
+			PerDomain:        fleet.NodesPerDomain(p.Topology),
+			PricePerNodeHour: p.Price.OnDemandPerNodeHour,
+			Layout: func(held []string, count int64) []scheduler.Node {
+				return FleetFromLayout(cfg, fleet.LayoutHeld(cfg, map[schema.PoolName]int64{name: count}, map[schema.PoolName]fleet.Held{name: {Names: held}}))
+			},
+		})
+	}
+	return out
 }
 
 // ClusterNames are the repository's clusters (sim.Input.Clusters of a fleet

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/allot-dev/allot/schema/quantity"
+
 // Report is the result of a simulation; its JSON is the `allot sim -o json`
 // contract of docs/contracts.md.
 type Report struct {
@@ -9,6 +11,52 @@ type Report struct {
 	// Clusters extends the contract: one row per cluster, when the nodes name
 	// clusters.
 	Clusters []ClusterReport `json:"clusters,omitempty"`
+	// Burst extends the contract: what the pools that burst held and cost,
+	// when some pool declares burst (docs/elastic.md#in-the-simulator).
+	Burst *BurstReport `json:"burst,omitempty"`
+}
+
+// BurstReport is what the burst pools held over the replay, billed on
+// demand from the decision that asked for a node to its removal.
+type BurstReport struct {
+	Pools []BurstPoolReport `json:"pools"`
+	// Teams attribute the burst nodes to the teams whose gangs caused them
+	// (team "": nobody's, elastic.State.BurstTeams), over all pools.
+	Teams   []BurstTeamReport `json:"teams"`
+	CostUSD quantity.Decimal  `json:"cost_usd"`
+	// Without is the same replay without burst, when it was run.
+	Without *BurstComparison `json:"without_burst,omitempty"`
+}
+
+// BurstPoolReport is one pool's burst nodes: the most held at once, their
+// node-hours and GPU-hours, and their cost (node-hours times the pool's
+// on-demand price per node-hour, exactly).
+type BurstPoolReport struct {
+	Pool      string           `json:"pool"`
+	PeakNodes int64            `json:"peak_nodes"`
+	NodeHours float64          `json:"node_hours"`
+	GPUHours  float64          `json:"gpu_hours"`
+	CostUSD   quantity.Decimal `json:"cost_usd"`
+}
+
+// BurstTeamReport is the burst GPU-hours and cost a team's gangs caused.
+type BurstTeamReport struct {
+	Team     string           `json:"team"`
+	GPUHours float64          `json:"gpu_hours"`
+	CostUSD  quantity.Decimal `json:"cost_usd"`
+	gpuHours quantity.Decimal
+}
+
+// BurstComparison is the replay without burst: its waits, and what burst
+// saved of them and added in cost.
+type BurstComparison struct {
+	WaitMeanS      float64          `json:"wait_mean_s"`
+	WaitP50S       float64          `json:"wait_p50_s"`
+	WaitP95S       float64          `json:"wait_p95_s"`
+	Unschedulable  int              `json:"unschedulable"`
+	WaitMeanSavedS float64          `json:"wait_mean_saved_s"`
+	WaitP95SavedS  float64          `json:"wait_p95_saved_s"`
+	CostAddedUSD   quantity.Decimal `json:"cost_added_usd"`
 }
 
 // ClusterReport is what ran in one cluster.

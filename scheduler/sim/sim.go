@@ -60,6 +60,10 @@ type Input struct {
 	// planned size, see PoolNodes): such an event fails nothing. Nil: every
 	// node an event names must be in Nodes.
 	MayLack func(scheduler.NodeName) bool
+	// Burst are the pools that grow for pending gangs (FromRepository
+	// fills it; docs/elastic.md#in-the-simulator); the Scheduler must then
+	// be a Resizer.
+	Burst []BurstPool
 }
 
 // Options tune a run.
@@ -114,11 +118,13 @@ func secs(t time.Time) float64 { return t.Sub(Epoch).Seconds() }
 
 type kind int
 
-// Events at one time apply in this order: ends, faults, recoveries, arrivals, wakes.
+// Events at one time apply in this order: ends, faults, recoveries, burst
+// nodes joining, arrivals, wakes.
 const (
 	kFinish kind = iota
 	kFail
 	kRecover
+	kJoin
 	kArrive
 	kWake
 )
@@ -178,6 +184,9 @@ type simNode struct {
 	used    int64
 	healthy bool
 	jobs    map[*simWorkload]int64
+	// gone: a burst pool gave the node back (its record stays: finished
+	// jobs name it).
+	gone bool
 }
 
 type replay struct {
@@ -214,6 +223,13 @@ type replay struct {
 	whole                 *wholeDomains
 	// clusterSec are the GPU-seconds used per cluster.
 	clusterSec map[string]float64
+	// burst replays the burst pools (nil: none); waiting are the submitted
+	// jobs that do not run, kept while there are burst pools; arrivalsLeft
+	// counts the jobs still to arrive; err is an error of a step's events.
+	burst        *burstReplay
+	waiting      map[*simWorkload]bool
+	arrivalsLeft int
+	err          error
 }
 
 // Run replays in through p.
@@ -234,6 +250,12 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 	}
 	r.whole = newWholeDomains(r.nodes, in.Nodes)
+	if r.burst = newBurstReplay(in); r.burst != nil {
+		if _, ok := p.(Resizer); !ok {
+			return nil, fmt.Errorf("pools that burst need a scheduler that adds and removes nodes")
+		}
+		r.waiting = map[*simWorkload]bool{}
+	}
 	r.rootUsed, r.rootNominal = map[string]map[scheduler.Flavor]int64{}, map[string]map[scheduler.Flavor]int64{}
 	for _, t := range in.Quota.Teams {
 		r.quota[t.Name] = t
@@ -347,7 +369,15 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if err := r.results(res, touched); err != nil {
 			return nil, err
 		}
-		r.tick(at, happened || next > arrived)
+		r.arrivalsLeft = len(order) - next
+		resized, err := r.burstStep(at, happened || next > arrived || len(res.Admitted)+len(res.Preempted) > 0)
+		if err == nil {
+			err = r.err
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.tick(at, happened || next > arrived || resized)
 		r.check(touched)
 		if opts.Progress != nil && steps%256 == 0 {
 			opts.Progress(r.done, len(order))
@@ -357,6 +387,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		opts.Progress(r.done, len(order))
 	}
 	r.report(order)
+	r.rep.Burst = r.burst.report(r.now)
 	if opts.Clock != nil {
 		r.rep.Summary.WallS = round(opts.Clock().Sub(wallStart).Seconds(), 3)
 		if s := cycleTime.Seconds(); s > 0 {
@@ -433,6 +464,18 @@ func (r *replay) arrive(j *simWorkload) {
 	}
 	j.submitted = true
 	r.pending++
+	r.wait(j, true)
+}
+
+// wait notes whether j waits, for the burst pools.
+func (r *replay) wait(j *simWorkload, waits bool) {
+	switch {
+	case r.waiting == nil:
+	case waits:
+		r.waiting[j] = true
+	default:
+		delete(r.waiting, j)
+	}
 }
 
 // apply applies e and says whether it changed anything (the end of a run
@@ -449,10 +492,14 @@ func (r *replay) apply(e event, touched map[*simWorkload]bool) bool {
 		r.running--
 		r.done++
 		_ = r.p.Finish(scheduler.WorkloadID(j.spec.ID))
+	case kJoin:
+		if err := r.join(e.node); err != nil && r.err == nil {
+			r.err = err
+		}
 	case kFail, kRecover:
 		n := r.nodes[e.node]
 		healthy := e.kind == kRecover
-		if n.healthy == healthy {
+		if n.healthy == healthy || n.gone {
 			return false
 		}
 		evicted, err := r.p.SetNodeHealth(e.node, healthy)
@@ -520,6 +567,7 @@ func (r *replay) requeue(j *simWorkload) {
 	r.stop(j)
 	r.running--
 	r.pending++
+	r.wait(j, true)
 }
 
 // clusterOf is the cluster of j's first node ("" when it runs nowhere).
@@ -587,6 +635,7 @@ func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.runStart = r.now
 	r.pending--
 	r.running++
+	r.wait(j, false)
 	gpus := j.spec.GPUs()
 	r.usedGPU += gpus
 	for _, p := range a.Pods {

@@ -10,6 +10,8 @@ import "github.com/allot-dev/allot/scheduler"
 // it has none. 1 means the free GPUs were never scattered.
 type wholeDomains struct {
 	of map[*simNode]int
+	// index is each domain's by key (domainKey).
+	index map[string]int
 	// size and free count, per domain, its nodes and its healthy idle ones.
 	size, free []int
 	// freeDomains counts the domains with every node healthy and idle.
@@ -23,19 +25,15 @@ type wholeDomains struct {
 }
 
 func newWholeDomains(nodes map[scheduler.NodeName]*simNode, order []scheduler.Node) *wholeDomains {
-	d := &wholeDomains{of: map[*simNode]int{}, isFree: map[*simNode]bool{}}
-	index := map[string]int{}
+	d := &wholeDomains{of: map[*simNode]int{}, isFree: map[*simNode]bool{}, index: map[string]int{}}
 	var gpus []int64
 	for _, spec := range order {
 		n := nodes[spec.Name]
-		key := "node/" + string(spec.Name)
-		if len(spec.Domains) > 0 {
-			key = string(spec.Flavor) + "/" + spec.Domains[0].Level + "/" + spec.Domains[0].Name
-		}
-		i, ok := index[key]
+		key := domainKey(spec)
+		i, ok := d.index[key]
 		if !ok {
 			i = len(d.size)
-			index[key] = i
+			d.index[key] = i
 			d.size, d.free, gpus = append(d.size, 0), append(d.free, 0), append(gpus, 0)
 		}
 		d.of[n] = i
@@ -52,30 +50,76 @@ func newWholeDomains(nodes map[scheduler.NodeName]*simNode, order []scheduler.No
 	return d
 }
 
+func domainKey(spec scheduler.Node) string {
+	if len(spec.Domains) > 0 {
+		return string(spec.Flavor) + "/" + spec.Domains[0].Level + "/" + spec.Domains[0].Name
+	}
+	return "node/" + string(spec.Name)
+}
+
+// join counts a node that joined the fleet (a burst node), not free until
+// settled.
+func (d *wholeDomains) join(n *simNode) {
+	d.settle()
+	i, ok := d.of[n]
+	if !ok {
+		key := domainKey(n.spec)
+		if i, ok = d.index[key]; !ok {
+			i = len(d.size)
+			d.index[key] = i
+			d.size, d.free = append(d.size, 0), append(d.free, 0)
+		}
+		d.of[n] = i
+	}
+	d.resize(i, func() { d.size[i]++ })
+	d.dirty = append(d.dirty, n)
+}
+
+// leave stops counting a node that left the fleet.
+func (d *wholeDomains) leave(n *simNode) {
+	d.settle()
+	i := d.of[n]
+	d.resize(i, func() {
+		if d.isFree[n] {
+			d.free[i]--
+		}
+		d.size[i]--
+	})
+	delete(d.isFree, n)
+}
+
+// resize applies change to domain i's counts and keeps freeDomains.
+func (d *wholeDomains) resize(i int, change func()) {
+	was := d.free[i] == d.size[i] && d.size[i] > 0
+	change()
+	now := d.free[i] == d.size[i] && d.size[i] > 0
+	switch {
+	case now && !was:
+		d.freeDomains++
+	case was && !now:
+		d.freeDomains--
+	}
+}
+
 // touch notes that a node's use or health changed.
 func (d *wholeDomains) touch(n *simNode) { d.dirty = append(d.dirty, n) }
 
 // settle brings the counts up to date with the touched nodes.
 func (d *wholeDomains) settle() {
 	for _, n := range d.dirty {
-		now := n.healthy && n.used == 0
+		now := n.healthy && n.used == 0 && !n.gone
 		if now == d.isFree[n] {
 			continue
 		}
 		d.isFree[n] = now
 		i := d.of[n]
-		whole := d.free[i] == d.size[i]
-		if now {
-			d.free[i]++
-		} else {
-			d.free[i]--
-		}
-		switch {
-		case !whole && d.free[i] == d.size[i]:
-			d.freeDomains++
-		case whole && d.free[i] != d.size[i]:
-			d.freeDomains--
-		}
+		d.resize(i, func() {
+			if now {
+				d.free[i]++
+			} else {
+				d.free[i]--
+			}
+		})
 	}
 	d.dirty = d.dirty[:0]
 }
