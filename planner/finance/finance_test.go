@@ -295,9 +295,9 @@ func TestHTMLWhatIf(t *testing.T) {
 	}
 	r := Build(in)
 	want := []WhatIfRow{
-		{Team: "robotics", QuotaChanged: true, QuotaUse: "90% → 80%", WaitP50: "0s", WaitP95: "0s", Preempted: "0", Unfinished: "0"},
-		{Team: "search", WaitsLonger: true, QuotaUse: "0%", WaitP50: "0s", WaitP95: "1m 40s → 6m 40s", Preempted: "1", Unfinished: "0"},
-		{Team: "fleet", QuotaUse: "50% → 60%", WaitP50: "0s", WaitP95: "1m → 10m", Preempted: "0", Unfinished: "0"},
+		{Team: "robotics", QuotaChanged: true, QuotaUse: "90% → 80%", WaitP50: "0s", WaitP95: "0s", Preempted: "0", Unfinished: "0", Burst: "–"},
+		{Team: "search", WaitsLonger: true, QuotaUse: "0%", WaitP50: "0s", WaitP95: "1m 40s → 6m 40s", Preempted: "1", Unfinished: "0", Burst: "–"},
+		{Team: "fleet", QuotaUse: "50% → 60%", WaitP50: "0s", WaitP95: "1m → 10m", Preempted: "0", Unfinished: "0", Burst: "–"},
 	}
 	if d := cmp.Diff(want, r.WhatIf.Teams); d != "" {
 		t.Errorf("what-if rows (-want +got):\n%s", d)
@@ -311,6 +311,41 @@ func TestHTMLWhatIf(t *testing.T) {
 		if !strings.Contains(text, s) {
 			t.Errorf("the page lacks %q", s)
 		}
+	}
+}
+
+// TestHTMLWhatIfBurst: when a pool bursts in the replay, the what-if
+// table shows the burst GPU-hours and cost each team's gangs caused, and
+// the fleet's; without burst the column is not there.
+func TestHTMLWhatIfBurst(t *testing.T) {
+	in := change(t, nil)
+	cost, fleetCost := quantity.MustParse("10.35"), quantity.MustParse("20.7")
+	in.WhatIf = &whatif.Result{Workload: "jobs.csv", Jobs: 3,
+		After: whatif.Figures{BurstGPUHours: 16, BurstUSD: &fleetCost},
+		Teams: []whatif.Team{
+			{Team: "robotics", After: whatif.Figures{NominalGPUs: 128}},
+			{Team: "search", After: whatif.Figures{NominalGPUs: 96, BurstGPUHours: 8, BurstUSD: &cost}},
+		},
+	}
+	r := Build(in)
+	var got []string
+	for _, row := range r.WhatIf.Teams {
+		got = append(got, row.Team+": "+row.Burst)
+	}
+	if want := []string{"robotics: –", "search: 8.0 GPU-h · $10.35", "fleet: 16.0 GPU-h · $20.70"}; !r.WhatIf.HasBurst || !slices.Equal(got, want) {
+		t.Errorf("burst %v: %q, want %q", r.WhatIf.HasBurst, got, want)
+	}
+	var b bytes.Buffer
+	if err := HTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if text := html.UnescapeString(b.String()); !strings.Contains(text, "Burst nodes caused") || !strings.Contains(text, "8.0 GPU-h · $10.35") {
+		t.Error("the page lacks the burst column")
+	}
+	in.WhatIf.After, in.WhatIf.Teams[1].After = whatif.Figures{}, whatif.Figures{NominalGPUs: 96}
+	b.Reset()
+	if err := HTML(&b, Build(in)); err != nil || strings.Contains(b.String(), "Burst nodes caused") {
+		t.Errorf("without burst: %v, the page has the burst column", err)
 	}
 }
 

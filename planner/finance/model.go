@@ -133,6 +133,9 @@ type WhatIf struct {
 	Workload string
 	Jobs     int
 	HasBase  bool
+	// HasBurst: a pool bursts in a replay; the rows then say what burst
+	// nodes their gangs caused.
+	HasBurst bool
 	Longer   []string // one sentence per team that would wait longer
 	Teams    []WhatIfRow
 }
@@ -143,6 +146,8 @@ type WhatIfRow struct {
 	Team                                              string
 	QuotaChanged, WaitsLonger                         bool
 	QuotaUse, WaitP50, WaitP95, Preempted, Unfinished string
+	// Burst is the burst GPU-hours and their cost the team's gangs caused.
+	Burst string
 }
 
 // Unallocated names the row of cost no quota asks for.
@@ -359,6 +364,7 @@ func whatIfRows(res *whatif.Result) *WhatIf {
 	fleet := figuresRow(res.Before, res.After)
 	fleet.Team = "fleet"
 	w.Teams = append(w.Teams, fleet)
+	w.HasBurst = res.After.BurstUSD != nil || res.Before != nil && res.Before.BurstUSD != nil
 	return w
 }
 
@@ -382,7 +388,16 @@ func figuresRow(before *whatif.Figures, after whatif.Figures) WhatIfRow {
 		WaitP95:    cell(func(f whatif.Figures) string { return whatif.Duration(f.WaitP95S) }),
 		Preempted:  cell(func(f whatif.Figures) string { return fmt.Sprint(f.Preemptions) }),
 		Unfinished: cell(func(f whatif.Figures) string { return fmt.Sprint(f.Unfinished) }),
+		Burst:      cell(burstCell),
 	}
+}
+
+// burstCell is a replay's burst GPU-hours and their cost ("–": none).
+func burstCell(f whatif.Figures) string {
+	if f.BurstUSD == nil || f.BurstGPUHours == 0 && f.BurstUSD.IsZero() {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f GPU-h · %s", f.BurstGPUHours, quantity.USD(*f.BurstUSD))
 }
 
 // share is part over whole in percent with one decimal, "" when whole is zero.

@@ -67,8 +67,13 @@ type Result struct {
 	Pools            []PoolChange     `json:"pools"`
 	MonthlyUSDBefore quantity.Decimal `json:"monthly_usd_before"`
 	MonthlyUSDAfter  quantity.Decimal `json:"monthly_usd_after"`
-	Committed        []Commitment     `json:"committed"`
-	Curve            []CurvePoint     `json:"curve"`
+	// BurstUSDBefore and BurstUSDAfter are what the burst nodes cost in the
+	// replays of the workload today and with the recommended quotas (over
+	// the workload's span, not a month), when a pool declares burst.
+	BurstUSDBefore *quantity.Decimal `json:"burst_usd_before,omitempty"`
+	BurstUSDAfter  *quantity.Decimal `json:"burst_usd_after,omitempty"`
+	Committed      []Commitment      `json:"committed"`
+	Curve          []CurvePoint      `json:"curve"`
 	// Usage is the GPU-hours each flavor used, hour by hour, in the replay of the
 	// recommended fleet.
 	Usage []FlavorUsage `json:"usage"`
@@ -131,6 +136,19 @@ type PoolChange struct {
 	NodesAfter       int64            `json:"nodes_after"`
 	MonthlyUSDBefore quantity.Decimal `json:"monthly_usd_before"`
 	MonthlyUSDAfter  quantity.Decimal `json:"monthly_usd_after"`
+	// Burst is what the pool's burst nodes held and cost in the replays,
+	// when it declares burst.
+	Burst *PoolBurst `json:"burst,omitempty"`
+}
+
+// PoolBurst is a pool's burst node-hours and their on-demand cost in the
+// replay of the workload (over its span, not a month), today and with the
+// recommended quotas (sim.BurstReport).
+type PoolBurst struct {
+	NodeHoursBefore float64          `json:"node_hours_before"`
+	NodeHoursAfter  float64          `json:"node_hours_after"`
+	USDBefore       quantity.Decimal `json:"usd_before"`
+	USDAfter        quantity.Decimal `json:"usd_after"`
 }
 
 // CurvePoint is one size of a flavor around the recommendation: the searched
@@ -858,9 +876,12 @@ func (s *searcher) fill(res *Result, q vector, before, after *outcome) {
 	for _, pp := range before.plan.Pools {
 		ap := after.plan.Pool(pp.Pool)
 		res.Pools = append(res.Pools, PoolChange{Pool: pp.Pool, Flavor: pp.Flavor, NodesBefore: pp.NodesTarget, NodesAfter: ap.NodesTarget,
-			MonthlyUSDBefore: pp.MonthlyUSD, MonthlyUSDAfter: ap.MonthlyUSD})
+			MonthlyUSDBefore: pp.MonthlyUSD, MonthlyUSDAfter: ap.MonthlyUSD, Burst: poolBurst(pp.Pool, before.burst, after.burst)})
 	}
 	res.MonthlyUSDBefore, res.MonthlyUSDAfter = before.plan.TotalMonthlyUSD, after.plan.TotalMonthlyUSD
+	if before.burst != nil && after.burst != nil {
+		res.BurstUSDBefore, res.BurstUSDAfter = &before.burst.CostUSD, &after.burst.CostUSD
+	}
 	res.Committed = commitments(w.cfg, after.plan, after.use)
 	if res.Committed == nil {
 		res.Committed = []Commitment{}
@@ -876,6 +897,26 @@ func (s *searcher) fill(res *Result, q vector, before, after *outcome) {
 	if res.Usage == nil {
 		res.Usage = []FlavorUsage{}
 	}
+}
+
+// poolBurst is pool's burst in the two replays, nil when it declares none.
+func poolBurst(pool schema.PoolName, before, after *sim.BurstReport) *PoolBurst {
+	of := func(b *sim.BurstReport) *sim.BurstPoolReport {
+		if b == nil {
+			return nil
+		}
+		for i := range b.Pools {
+			if b.Pools[i].Pool == string(pool) {
+				return &b.Pools[i]
+			}
+		}
+		return nil
+	}
+	bp, ap := of(before), of(after)
+	if bp == nil || ap == nil {
+		return nil
+	}
+	return &PoolBurst{NodeHoursBefore: bp.NodeHours, NodeHoursAfter: ap.NodeHours, USDBefore: bp.CostUSD, USDAfter: ap.CostUSD}
 }
 
 // finite returns a wait, or nil for never.

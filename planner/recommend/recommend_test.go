@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/scheduler"
@@ -256,5 +257,34 @@ func TestCurveAroundTheRecommendation(t *testing.T) {
 	}
 	if rec != 1 || len(res.Curve) < 3 {
 		t.Fatalf("curve %+v: want the recommendation once among at least 3 points", res.Curve)
+	}
+}
+
+// TestBurstCostBesideTheRecommendation: when the pool declares burst, every
+// replay bursts, and the result names the burst node-hours and their cost
+// today and with the recommended quotas, in its JSON and its tables.
+func TestBurstCostBesideTheRecommendation(t *testing.T) {
+	cfg := fixture(t)
+	p := *cfg.Pools["p"]
+	p.Burst = &schema.Burst{MaxNodes: 4, IdleAfter: 30 * time.Minute}
+	cfg.Pools["p"] = &p
+	cfg = withNominal(cfg, map[schema.TeamName]int64{"a": 24, "b": 8, "c": 8})
+	res, err := Run(Input{Workload: "history", Config: cfg, Jobs: history(150), Targets: []Target{{WaitP95S: 900}}, CurveSteps: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pools) != 1 || res.Pools[0].Burst == nil || res.BurstUSDBefore == nil || res.BurstUSDAfter == nil {
+		t.Fatalf("pools %+v, burst %v → %v: want the burst figures", res.Pools, res.BurstUSDBefore, res.BurstUSDAfter)
+	}
+	b := res.Pools[0].Burst
+	if b.USDBefore.Cmp(*res.BurstUSDBefore) != 0 || b.USDAfter.Cmp(*res.BurstUSDAfter) != 0 || b.NodeHoursBefore <= 0 {
+		t.Errorf("pool burst %+v, total %s → %s: want the one pool's, and some burst today", b, res.BurstUSDBefore, res.BurstUSDAfter)
+	}
+	var text strings.Builder
+	if err := Text(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "BURST (REPLAY)") || !strings.Contains(text.String(), "node-h") {
+		t.Errorf("the text names no burst:\n%s", text.String())
 	}
 }

@@ -29,11 +29,27 @@ func (r *Result) tables() []table {
 			change(wait(t.WaitP95SBefore), wait(t.WaitP95SAfter)), whatif.Duration(t.TargetWaitP95S), t.Bound})
 	}
 	pools := table{title: "Pools", head: []string{"pool", "flavor", "nodes", "monthly"}}
-	for _, p := range r.Pools {
-		pools.rows = append(pools.rows, []string{string(p.Pool), string(p.Flavor), change(fmt.Sprint(p.NodesBefore), fmt.Sprint(p.NodesAfter)),
-			change(quantity.USD(p.MonthlyUSDBefore), quantity.USD(p.MonthlyUSDAfter))})
+	burst := r.BurstUSDBefore != nil && r.BurstUSDAfter != nil
+	if burst {
+		pools.head = append(pools.head, "burst (replay)")
+		pools.note = "Burst: the node-hours of burst nodes and their on-demand cost in the replay of the workload (over its span, not a month)."
 	}
-	pools.rows = append(pools.rows, []string{"total", "", "", change(quantity.USD(r.MonthlyUSDBefore), quantity.USD(r.MonthlyUSDAfter))})
+	for _, p := range r.Pools {
+		row := []string{string(p.Pool), string(p.Flavor), change(fmt.Sprint(p.NodesBefore), fmt.Sprint(p.NodesAfter)),
+			change(quantity.USD(p.MonthlyUSDBefore), quantity.USD(p.MonthlyUSDAfter))}
+		switch b := p.Burst; {
+		case b != nil:
+			row = append(row, change(fmt.Sprintf("%.1f node-h %s", b.NodeHoursBefore, quantity.USD(b.USDBefore)), fmt.Sprintf("%.1f node-h %s", b.NodeHoursAfter, quantity.USD(b.USDAfter))))
+		case burst:
+			row = append(row, "")
+		}
+		pools.rows = append(pools.rows, row)
+	}
+	total := []string{"total", "", "", change(quantity.USD(r.MonthlyUSDBefore), quantity.USD(r.MonthlyUSDAfter))}
+	if burst {
+		total = append(total, change(quantity.USD(*r.BurstUSDBefore), quantity.USD(*r.BurstUSDAfter)))
+	}
+	pools.rows = append(pools.rows, total)
 	out := []table{teams, pools}
 	if len(r.Committed) > 0 {
 		c := table{title: "Committed nodes", head: []string{"pool", "committed", "break-even use", "monthly (replayed use)", "saved"},

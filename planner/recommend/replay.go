@@ -77,6 +77,8 @@ type outcome struct {
 	flavorJobs, flavorPreempted map[schema.Flavor]int
 	unfinished                  map[pair]int
 	use                         *usage
+	// burst is what the burst pools held and cost (nil: none declares it).
+	burst *sim.BurstReport
 }
 
 // config returns w.cfg with the pairs' nominal quotas set to v.
@@ -194,6 +196,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 		out.flavorP95[f], out.flavorJobs[f] = p95(ws), len(ws)
 	}
 	out.use = measure(layout, rep)
+	out.burst = rep.Burst
 	return out
 }
 

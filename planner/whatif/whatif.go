@@ -12,6 +12,7 @@ import (
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // Thresholds under which a longer wait is not reported: a wait must grow by at
@@ -59,6 +60,11 @@ type Figures struct {
 	WaitP50S    float64 `json:"wait_p50_s"`
 	WaitP95S    float64 `json:"wait_p95_s"`
 	Preemptions int     `json:"preemptions"`
+	// BurstGPUHours and BurstUSD are the burst nodes' GPU-hours and their
+	// on-demand cost that the team's gangs caused (the fleet's: all of
+	// them), when a pool declares burst (sim.BurstReport).
+	BurstGPUHours float64           `json:"burst_gpu_hours,omitempty"`
+	BurstUSD      *quantity.Decimal `json:"burst_usd,omitempty"`
 }
 
 // Team is one team's figures before and after. QuotaChanged is set for the teams
@@ -219,6 +225,19 @@ func summarize(rep *sim.Report, q scheduler.Config) side {
 		out.teams[n] = f
 	}
 	out.fleet.GPUSeconds = round(out.fleet.GPUSeconds, 3)
+	if b := rep.Burst; b != nil {
+		for _, t := range b.Teams {
+			if f, ok := out.teams[t.Team]; ok { // "": nobody's, the fleet's only
+				f.BurstGPUHours, f.BurstUSD = t.GPUHours, &t.CostUSD
+				out.teams[t.Team] = f
+			}
+		}
+		for _, p := range b.Pools {
+			out.fleet.BurstGPUHours += p.GPUHours
+		}
+		out.fleet.BurstGPUHours = round(out.fleet.BurstGPUHours, 3)
+		out.fleet.BurstUSD = &b.CostUSD
+	}
 	return out
 }
 

@@ -149,3 +149,44 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstCaused: on a pool that bursts, a's two 6-GPU gangs take a node
+// each and b's 4-GPU gang waits for a burst node: the replay bills its
+// GPU-hours and cost to b, and the fleet's are the same.
+func TestBurstCaused(t *testing.T) {
+	src := `package capacity
+clusters: c: {provider: "kwok"}
+pools: p: {cluster: "c", flavor: "h100", gpusPerNode: 8, nodes: {min: 0, max: 4}, price: onDemandPerNodeHour: 10, burst: {maxNodes: 2, idleAfter: "10m"}}
+tiers: production: {priority: 500}
+teams: a: quota: h100: nominal: 12
+teams: b: quota: h100: nominal: 4
+`
+	cfg, findings := schema.Load(fstest.MapFS{"capacity.cue": {Data: []byte(src)}})
+	if cfg == nil {
+		t.Fatalf("fixture does not load: %v", findings)
+	}
+	js := []workload.Spec{
+		{ID: "a1", Duration: 3600, Team: "a", Tier: "production", Pods: 1, GPUsPerPod: 6},
+		{ID: "a2", Duration: 3600, Team: "a", Tier: "production", Pods: 1, GPUsPerPod: 6},
+		{ID: "b1", Submit: 10, Duration: 1800, Team: "b", Tier: "production", Pods: 1, GPUsPerPod: 4},
+	}
+	res, err := Run(Input{Workload: "jobs", Jobs: js, Head: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Figures
+	for _, tm := range res.Teams {
+		switch tm.Team {
+		case "a":
+			if tm.After.BurstUSD != nil {
+				t.Errorf("a caused burst: %+v", tm.After)
+			}
+		case "b":
+			b = tm.After
+		}
+	}
+	f := res.After
+	if b.BurstUSD == nil || b.BurstGPUHours <= 0 || f.BurstUSD == nil || f.BurstUSD.Cmp(*b.BurstUSD) != 0 || f.BurstGPUHours != b.BurstGPUHours {
+		t.Errorf("b %+v, fleet %+v: want b's burst to be the fleet's", b, f)
+	}
+}
