@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/allot-dev/allot/scheduler/sim"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 func init() { commands = append(commands, newSimCommand) }
@@ -41,6 +43,11 @@ files; trace users are dealt onto the repository's teams. --nodes replaces the
 fleet with a node list (openb's sn,...,gpu,model, or name,gpus,flavor).
 --events is a CSV time,node,event with event fail or recover; node may be
 cluster/NAME (every node of that cluster: a cluster lost, or back).
+
+Pools that declare burst grow for pending gangs as the manager grows them
+(docs/elastic.md, "In the simulator"): the report adds their nodes' hours and
+on-demand cost per pool and team, and the wait saved against a second replay
+without burst.
 
 A cluster is a hard boundary: no gang spans two. A job with a cluster column
 runs there; one without is routed to the cheapest cluster (its pool's on-demand
@@ -81,7 +88,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 					return usageError{err}
 				}
 				// The list is the fleet: a name it lacks is an error.
-				in.Nodes, in.Clusters, in.MayLack = sim.FromNodeList(nodes), nil, nil
+				in.Nodes, in.Clusters, in.MayLack, in.Burst = sim.FromNodeList(nodes), nil, nil, nil
 			}
 			jobs, err := readWorkload(workloadFile, c.cfg)
 			if err != nil {
@@ -97,7 +104,7 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			var p sim.Scheduler
 			if policy == "reference" {
 				p = reference.New(in.Nodes)
-				in.Quota = scheduler.Config{}
+				in.Quota, in.Burst = scheduler.Config{}, nil
 			} else {
 				core, err := sim.NewCore(in.Quota, in.Nodes, opts)
 				if err != nil {
@@ -113,6 +120,19 @@ or an invariant was broken, 2 bad usage or unreadable input.`,
 			rep, err := sim.Run(p, in, runOpts)
 			if err != nil {
 				return usageError{fmt.Errorf("simulating %s: %w", dir, err)}
+			}
+			if len(in.Burst) > 0 {
+				// The same replay without burst: the wait it saves.
+				without := sim.WithoutBurst(in)
+				core, err := sim.NewCore(without.Quota, without.Nodes, opts)
+				if err != nil {
+					return usageError{fmt.Errorf("building the scheduler for %s: %w", dir, err)}
+				}
+				wo, err := sim.Run(core, without, sim.Options{})
+				if err != nil {
+					return usageError{fmt.Errorf("simulating %s without burst: %w", dir, err)}
+				}
+				sim.CompareBurst(rep, wo)
 			}
 			if runOpts.Progress != nil {
 				fmt.Fprint(stderr, "\r\033[K")
@@ -274,6 +294,9 @@ func writeSimText(w io.Writer, rep *sim.Report) {
 		}
 		tw.Flush()
 	}
+	if b := rep.Burst; b != nil {
+		writeBurstText(w, b)
+	}
 	var stuck []sim.JobReport
 	for _, j := range rep.Jobs {
 		if j.End == nil {
@@ -289,5 +312,24 @@ func writeSimText(w io.Writer, rep *sim.Report) {
 	}
 	if len(stuck) > 20 {
 		fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(stuck)-20)
+	}
+}
+
+// writeBurstText writes what the pools that burst held and cost, and the
+// wait they saved.
+func writeBurstText(w io.Writer, b *sim.BurstReport) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "burst pool\tpeak nodes\tnode-hours\tGPU-hours\tcost\t")
+	for _, p := range b.Pools {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t\n", p.Pool, p.PeakNodes, p.NodeHours, p.GPUHours, quantity.USD(p.CostUSD))
+	}
+	for _, t := range b.Teams {
+		fmt.Fprintf(tw, "  team %s\t\t\t%.1f\t%s\t\n", cmp.Or(t.Team, "(none)"), t.GPUHours, quantity.USD(t.CostUSD))
+	}
+	tw.Flush()
+	if c := b.Without; c != nil {
+		fmt.Fprintf(w, "without burst: wait mean %.0fs, p95 %.0fs, %d unschedulable; burst saves %.0fs of mean wait and %.0fs of p95 for %s\n",
+			c.WaitMeanS, c.WaitP95S, c.Unschedulable, c.WaitMeanSavedS, c.WaitP95SavedS, quantity.USD(c.CostAddedUSD))
 	}
 }

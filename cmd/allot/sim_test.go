@@ -173,3 +173,30 @@ pools: p: {cluster: "c", flavor: "f", gpusPerNode: 8, nodes: max: 2, price: onDe
 		}
 	}
 }
+
+// TestSimOfABurstPool: on a repository whose pool bursts, sim reports the
+// burst nodes' cost per pool and team and, from a second replay without
+// burst, the wait saved, in its JSON and its text.
+func TestSimOfABurstPool(t *testing.T) {
+	repo := filepath.Join("..", "..", "scheduler", "sim", "testdata", "burst")
+	work := filepath.Join(repo, "workload.csv")
+	code, stdout, stderr := allot(t, nil, "sim", repo, "-o", "json", "--workload", work)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not only JSON: %v\n%s", err, stdout)
+	}
+	b := rep.Burst
+	if b == nil || len(b.Pools) != 1 || b.Pools[0].PeakNodes != 1 || b.CostUSD.String() != "10.35" || len(b.Teams) != 1 || b.Teams[0].Team != "speech" {
+		t.Fatalf("burst %+v, want one node for an hour at $10.35, speech's", b)
+	}
+	if c := b.Without; c == nil || c.WaitP95S != 3540 || c.WaitP95SavedS != 3240 || c.CostAddedUSD.String() != "10.35" {
+		t.Errorf("without burst %+v, want a p95 of 3540 s, 3240 s saved for $10.35", c)
+	}
+	code, stdout, stderr = allot(t, nil, "sim", repo, "--workload", work)
+	if code != 0 || !strings.Contains(stdout, "burst saves 1560s of mean wait and 3240s of p95 for $10.35") {
+		t.Errorf("exit %d, stderr %s, text:\n%s", code, stderr, stdout)
+	}
+}
