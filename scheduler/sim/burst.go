@@ -240,7 +240,7 @@ func (r *replay) burstGangs() map[string][]elastic.Gang {
 			if p.Flavor != why.Flavor || why.Cluster != "" && why.Cluster != p.Cluster {
 				continue
 			}
-			g := elastic.Gang{Team: j.spec.Team, GPUs: j.spec.GPUs()}
+			g := elastic.Gang{Team: j.spec.Team, GPUs: j.spec.GPUs(), PodGPUs: j.spec.GPUsPerPod}
 			if why.Code == scheduler.ReasonNoTopologyDomain {
 				g.DomainNodes = p.PerDomain[why.Level]
 			}
