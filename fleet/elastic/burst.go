@@ -160,17 +160,20 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			continue
 		}
 		need := g.nodes(p.GPUsPerNode)
+		var c int64
 		if g.DomainNodes > 0 {
 			need = ceilDiv(need, g.DomainNodes) * g.DomainNodes
 		} else {
-			c := min(credit, need)
-			need, credit, claimed = need-c, credit-c, claimed+c
+			c = min(credit, need)
+			need -= c
 		}
-		if need == 0 {
+		if need > 0 && st.Burst+want+need > room {
+			// Beyond the room: it claims no idle node either.
+			skipped++
 			continue
 		}
-		if st.Burst+want+need > room {
-			skipped++
+		credit, claimed = credit-c, claimed+c
+		if need == 0 {
 			continue
 		}
 		want += need

@@ -133,6 +133,19 @@ func TestBurstCreditsIdleNodesAndNeverTakesABusyOne(t *testing.T) {
 	}
 }
 
+// A gang the room can never serve holds no idle burst node.
+func TestBurstGivesBackWhileAGangTooLargeWaits(t *testing.T) {
+	p := burstPool(2, 3, 1)
+	st, _ := Decide(p, State{}, []Gang{{Team: "a", GPUs: 8}}, fleet("a*", "b*"), t0)
+	nodes := fleet("a*", "b*", "c")
+	huge := []Gang{{Team: "b", GPUs: 32}}
+	st, _ = Decide(p, st, huge, nodes, t0.Add(time.Hour))
+	st, d := Decide(p, st, huge, nodes, t0.Add(2*time.Hour))
+	if st.Burst != 0 || !slices.Equal(d.Retired, []string{"c"}) {
+		t.Fatalf("burst %d retired %v; want 0, [c]", st.Burst, d.Retired)
+	}
+}
+
 func TestBurstOfACountShrinksTheCount(t *testing.T) {
 	p := burstPool(2, 10, 2)
 	p.Named = false
