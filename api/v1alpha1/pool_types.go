@@ -174,6 +174,46 @@ type PoolStatus struct {
 	// spec.repair.
 	// +optional
 	Repair *PoolRepairStatus `json:"repair,omitempty"`
+
+	// Burst is what the manager holds beyond NodesTarget for pending gangs,
+	// for which teams, and the pool's idle nodes (docs/elastic.md); only
+	// with spec.burst.
+	// +optional
+	Burst *PoolBurstStatus `json:"burst,omitempty"`
+}
+
+// PoolBurstStatus is the burst state of a pool.
+type PoolBurstStatus struct {
+	// BurstNodes are the nodes added beyond NodesTarget for pending gangs.
+	// +kubebuilder:validation:Minimum=0
+	BurstNodes int64 `json:"burstNodes"`
+	// Teams attribute the burst nodes to the teams whose gangs caused them
+	// (team "": nobody's); they add up to BurstNodes.
+	// +optional
+	// +listType=map
+	// +listMapKey=team
+	// +kubebuilder:validation:MaxItems=1000
+	Teams []PoolBurstTeam `json:"teams,omitempty"`
+	// Idle are the pool's nodes without a gang, and since when.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10000
+	Idle []PoolIdleNode `json:"idle,omitempty"`
+}
+
+// PoolBurstTeam is the burst nodes held for one team's gangs.
+type PoolBurstTeam struct {
+	// +kubebuilder:validation:MaxLength=253
+	Team  string `json:"team"`
+	Nodes int64  `json:"nodes"`
+}
+
+// PoolIdleNode is a node of the pool without a gang.
+type PoolIdleNode struct {
+	// +kubebuilder:validation:MaxLength=253
+	Name  string      `json:"name"`
+	Since metav1.Time `json:"since"`
 }
 
 // PoolRepairStatus is the repair state of a pool.
@@ -214,6 +254,10 @@ type PoolNodeRecord struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Reason string `json:"reason,omitempty"`
+	// Burst: retired as an idle burst node, not for a fault (removed
+	// whatever spec.repair.broken says).
+	// +optional
+	Burst bool `json:"burst,omitempty"`
 }
 
 // Pool is a group of identical GPU nodes in one cluster, carrying one flavor.
@@ -226,6 +270,7 @@ type PoolNodeRecord struct {
 // +kubebuilder:printcolumn:name="Target",type=integer,JSONPath=`.spec.nodesTarget`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
 // +kubebuilder:printcolumn:name="Replacements",type=integer,JSONPath=`.status.repair.replacementNodes`,priority=1
+// +kubebuilder:printcolumn:name="Burst",type=integer,JSONPath=`.status.burst.burstNodes`,priority=1
 // +kubebuilder:printcolumn:name="Healthy GPUs",type=integer,JSONPath=`.status.healthyGPUs`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`

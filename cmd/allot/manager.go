@@ -342,6 +342,9 @@ func setupManager(mgr ctrl.Manager, o managerOptions) error {
 		if err := s.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the scheduler: %w", err)
 		}
+		// Burst pools grow for the gangs this scheduler holds back for want
+		// of nodes (the manager has not started: no reconcile has run yet).
+		pools.Demand = s.Demand
 	}
 	return nil
 }

@@ -266,6 +266,12 @@ func (r *Reconciler) reconcile(ctx context.Context, src *allotv1.CapacitySource)
 			}
 			rev.Repair[schema.PoolName(name)] = p.Status.Repair
 		}
+		if p.Status.Burst != nil {
+			if rev.Burst == nil {
+				rev.Burst = map[schema.PoolName]*allotv1.PoolBurstStatus{}
+			}
+			rev.Burst[schema.PoolName(name)] = p.Status.Burst
+		}
 		if judged.Config.Pools[schema.PoolName(name)] == nil {
 			rev.Gone = append(rev.Gone, p)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/allot-dev/allot/controllers/testenv"
 	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/fleet/nodestate"
+	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/fluxcd/pkg/runtime/conditions"
 )
 
@@ -41,7 +42,7 @@ func repairRepo(repair string) string {
 // retired and deleted by its hook, its replacement keeping its seat. The pool
 // never goes beyond nodes.max, and ends at its planned size.
 func TestRepairReplacesABrokenNode(t *testing.T) {
-	c, reg, secret := startRepair(t)
+	c, reg, secret := startRepair(t, nil, nil)
 	ctx := context.Background()
 
 	repo := newGitRepo(t)
@@ -125,7 +126,7 @@ func TestRepairReplacesABrokenNode(t *testing.T) {
 		t.Errorf("the pool peaked at %d nodes; want 3: one replacement beside the broken node", m)
 	}
 	const want = `
-# HELP allot_pool_repair_actions_total Repair actions taken, by pool and action (ReplacementAdded, ReplacementReturned, NodeRetired, NodeFlapping, ReplacementAtMax).
+# HELP allot_pool_repair_actions_total Repair and burst actions taken, by pool and action (ReplacementAdded, ReplacementReturned, NodeRetired, NodeFlapping, ReplacementAtMax, BurstScaledUp, BurstScaledDown, BurstAtMax).
 # TYPE allot_pool_repair_actions_total counter
 allot_pool_repair_actions_total{action="NodeRetired",pool="a"} 1
 allot_pool_repair_actions_total{action="ReplacementAdded",pool="a"} 1
@@ -142,7 +143,7 @@ allot_pool_replacement_nodes{pool="a"} 0
 // retired once: cordoned, deleted by its hook, its seat filled by a new node;
 // it is not replaced and taken back each time.
 func TestRepairRetiresAFlappingNode(t *testing.T) {
-	c, _, _ := startRepair(t)
+	c, _, _ := startRepair(t, nil, nil)
 	repo := newGitRepo(t)
 	repo.write("capacity.cue", repairRepo(`{after: "10m", flaps: 2, flapWindow: "1h"}`))
 	head := repo.commit("pool a with repair")
@@ -207,8 +208,10 @@ func TestRepairRetiresAFlappingNode(t *testing.T) {
 
 // startRepair starts the manager with Terraform (the kwok module, its
 // kubeconfig in the Secret gitops/tf-env, returned) and the Pool reconciler
-// on a new API server with the namespace gitops.
-func startRepair(t *testing.T) (client.Client, *prometheus.Registry, *corev1.Secret) {
+// on a new API server with the namespace gitops; with sched, allot's
+// scheduler too, whose demand the Pool reconciler takes, and with now, the
+// Pool reconciler's clock.
+func startRepair(t *testing.T, sched *runner.Runner, now func() time.Time) (client.Client, *prometheus.Registry, *corev1.Secret) {
 	tenv := testenv.Start(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
@@ -223,11 +226,16 @@ func startRepair(t *testing.T) (client.Client, *prometheus.Registry, *corev1.Sec
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	startTerraform(t, tenv, &capacity.Terraform{EnvSecret: client.ObjectKeyFromObject(secret), ReadyTimeout: time.Minute},
-		func(mgr ctrl.Manager) error {
-			return (&pool.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("allot-pool"),
-				Metrics: pool.NewMetrics(reg), Recheck: 200 * time.Millisecond}).SetupWithManager(mgr)
-		})
+	pools := &pool.Reconciler{Metrics: pool.NewMetrics(reg), Recheck: 200 * time.Millisecond, Now: now}
+	setups := []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
+		pools.Client, pools.Reader, pools.Recorder = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("allot-pool")
+		return pools.SetupWithManager(mgr)
+	}}
+	if sched != nil {
+		pools.Demand = sched.Demand
+		setups = append(setups, sched.SetupWithManager)
+	}
+	startTerraform(t, tenv, &capacity.Terraform{EnvSecret: client.ObjectKeyFromObject(secret), ReadyTimeout: time.Minute}, setups...)
 	return c, reg, secret
 }
 

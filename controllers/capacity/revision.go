@@ -24,15 +24,26 @@ type Revision struct {
 	// by the Pool reconciler from fleet/elastic), by pool name: only pools
 	// the revision declares with repair.
 	Repair map[schema.PoolName]*allotv1.PoolRepairStatus
+	// Burst is what the pools' burst holds (their Pool status), by pool
+	// name: only pools the revision declares with burst.
+	Burst map[schema.PoolName]*allotv1.PoolBurstStatus
 }
 
-// held returns the replacement nodes pool holds beyond its target, within
-// what the revision's repair and nodes.max allow (the status is the
-// manager's, but anyone who may write it may have).
+// held returns the replacement and burst nodes pool holds beyond its
+// target, within what the revision's envelope (planner.EnvelopeOf) allows:
+// the status is the manager's, but anyone who may write it may have.
 func (r Revision) held(pool schema.PoolName, target int64) int64 {
-	s, p := r.Repair[pool], r.Config.Pools[pool]
-	if s == nil || p == nil || p.Repair == nil {
+	p := r.Config.Pools[pool]
+	if p == nil {
 		return 0
 	}
-	return max(0, min(s.ReplacementNodes, p.Repair.MaxNodes, p.MaxNodes-target))
+	env := planner.EnvelopeOf(p, target)
+	var held int64
+	if s := r.Repair[pool]; s != nil && p.Repair != nil {
+		held = max(0, min(s.ReplacementNodes, env.ReplacementNodes))
+	}
+	if b := r.Burst[pool]; b != nil && p.Burst != nil {
+		held += max(0, min(b.BurstNodes, env.BurstNodes, p.MaxNodes-target-held))
+	}
+	return held
 }

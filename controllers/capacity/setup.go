@@ -120,13 +120,14 @@ func sourceOfPool(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[LabelSourceNamespace], Name: l[LabelSourceName]}}}
 }
 
-// repairChanged passes a Pool whose repair (fleet/elastic) changed what
-// Terraform makes: the replacement nodes held, or the retired nodes.
+// repairChanged passes a Pool whose repair or burst (fleet/elastic) changed
+// what Terraform makes: the replacement or burst nodes held, or the retired
+// nodes.
 var repairChanged = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*allotv1.Pool), e.ObjectNew.(*allotv1.Pool)
-		return repairKey(before.Status.Repair) != repairKey(after.Status.Repair)
+		return repairKey(before.Status.Repair) != repairKey(after.Status.Repair) || burstNodes(before.Status.Burst) != burstNodes(after.Status.Burst)
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -145,6 +146,13 @@ func repairKey(s *allotv1.PoolRepairStatus) string {
 		}
 	}
 	return b.String()
+}
+
+func burstNodes(s *allotv1.PoolBurstStatus) int64 {
+	if s == nil {
+		return 0
+	}
+	return s.BurstNodes
 }
 
 // approvalChanged lets a new disruption approval or lock release start a

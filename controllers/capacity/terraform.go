@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	poolctl "github.com/allot-dev/allot/controllers/pool"
 	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/planner"
@@ -262,15 +263,7 @@ func poolFromSpec(p *allotv1.Pool) *schema.Pool {
 		}
 	}
 	sp.Price.CommittedNodes = s.Price.CommittedNodes
-	if s.Topology != nil {
-		sp.Topology = &schema.Topology{Sizes: map[string]int64{}}
-		for _, l := range s.Topology.Levels {
-			sp.Topology.Levels = append(sp.Topology.Levels, l.Name)
-			if l.DomainSize != nil {
-				sp.Topology.Sizes[l.Name] = *l.DomainSize
-			}
-		}
-	}
+	sp.Topology = poolctl.Topology(p)
 	return sp
 }
 
@@ -308,6 +301,20 @@ func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySourc
 		return err
 	}
 	render.Held = held
+	// The nodes first, then what the Pools' repair and burst hold: the Pool
+	// reconciler writes its status before it marks a node retired, so a
+	// node seen marked here comes with a status that no longer counts it
+	// (read the other way round, the node's seat would be made anew).
+	fresh, err := t.freshHeld(ctx, rev, cluster)
+	if err != nil {
+		return err
+	}
+	for i := range plan.Pools {
+		pp, planned := plan.Pools[i].Pool, base.Pools[i].NodesTarget
+		if plan.Pools[i].NodesTarget == planned+rev.held(pp, planned) {
+			plan.Pools[i].NodesTarget = planned + fresh.held(pp, planned)
+		}
+	}
 	module, err := terraform.Module(cfg, &plan, cluster, render)
 	if err != nil {
 		return err
@@ -619,6 +626,33 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		}
 	}
 	return short, strings.Join(off, "; "), nil
+}
+
+// freshHeld returns rev with the repair and burst status of cluster's pools
+// read again from the API server.
+func (t *Terraform) freshHeld(ctx context.Context, rev Revision, cluster schema.ClusterName) (Revision, error) {
+	if t.Reader == nil {
+		return rev, nil
+	}
+	rev.Repair, rev.Burst = maps.Clone(rev.Repair), maps.Clone(rev.Burst)
+	for _, name := range rev.Config.PoolNames() {
+		p := rev.Config.Pools[name]
+		if p.Cluster != cluster || p.Repair == nil && p.Burst == nil {
+			continue
+		}
+		var obj allotv1.Pool
+		if err := t.Reader.Get(ctx, client.ObjectKey{Name: string(name)}, &obj); client.IgnoreNotFound(err) != nil {
+			return rev, fmt.Errorf("reading pool %s: %w", name, err)
+		}
+		if rev.Repair == nil {
+			rev.Repair = map[schema.PoolName]*allotv1.PoolRepairStatus{}
+		}
+		if rev.Burst == nil {
+			rev.Burst = map[schema.PoolName]*allotv1.PoolBurstStatus{}
+		}
+		rev.Repair[name], rev.Burst[name] = obj.Status.Repair, obj.Status.Burst
+	}
+	return rev, nil
 }
 
 // held reads what the onprem and kwok pools of cluster hold: their Node

@@ -43,11 +43,16 @@ const FieldManager = "allot-pool-health"
 // repair rules of pools that declare them.
 type Reconciler struct {
 	Client client.Client
-	// Reader lists the pods of a node (uncached), for pools with repair.
+	// Reader lists the pods of a node (uncached), for pools with repair or
+	// burst.
 	Reader   client.Reader
 	Recorder events.EventRecorder
-	// Metrics, when set, export repair.
+	// Metrics, when set, export repair and burst.
 	Metrics *Metrics
+	// Demand, when set, says which gangs wait for nodes (the in-cluster
+	// scheduler's view): pools with burst grow for them. Nil: no pool
+	// grows; burst nodes held are still given back when idle.
+	Demand Demand
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 	// Recheck is how often a pool waiting for a gang to leave a lost node
@@ -89,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// Repair decides from its own last decision (status.repair): read it
 	// from the API server, not from a cache that may not have seen it yet,
 	// so that no action is taken twice.
-	if pool.Spec.Repair != nil && r.Reader != nil {
+	if (pool.Spec.Repair != nil || pool.Spec.Burst != nil) && r.Reader != nil {
 		if err := r.Reader.Get(ctx, req.NamespacedName, pool); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/fleet/nodestate"
 	"github.com/allot-dev/allot/internal/apilimits"
+	"github.com/allot-dev/allot/scheduler/runner"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -24,19 +25,23 @@ import (
 // node is looked at again: pods leaving a node do not reconcile its Pool.
 const DefaultRecheck = time.Minute
 
-// repair runs the pool's repair rules (fleet/elastic) on its nodes, keeps
-// their state on the Pool's status, cordons retired nodes and records an
-// event per action. It returns when to look again (0: when something
-// changes).
+// repair runs the pool's burst and repair rules (fleet/elastic.Decide) on
+// its nodes, keeps their state on the Pool's status, cordons retired nodes
+// and records an event per action. It returns when to look again (0: when
+// something changes).
 func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []corev1.Node) (time.Duration, error) {
-	spec := pool.Spec.Repair
-	if spec == nil {
+	spec, bspec := pool.Spec.Repair, pool.Spec.Burst
+	if bspec == nil {
+		pool.Status.Burst = nil
+	}
+	if spec == nil && bspec == nil {
 		pool.Status.Repair = nil
 		r.Metrics.forget(pool.Name)
 		return 0, nil
 	}
 	now := r.now()
-	st := stateFromStatus(pool.Status.Repair)
+	base := pool.DeepCopy()
+	st := stateFromStatus(pool.Status.Repair, pool.Status.Burst)
 	named := schema.Provider(pool.Spec.Provider).NamesNodes()
 	if named {
 		// In index order: the module removes the highest seats first.
@@ -60,15 +65,29 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		}
 		recorded[ns.Name] = true
 	}
+	// What the scheduler sees: the gangs waiting for nodes of this pool, and
+	// the nodes a pod holds GPUs on.
+	var gangs []elastic.Gang
+	var seen map[string]bool
+	if bspec != nil && r.Demand != nil {
+		var err error
+		if gangs, seen, err = r.demand(ctx, pool); err != nil {
+			return 0, err
+		}
+	}
 	in := make([]elastic.Node, 0, len(nodes))
-	// Whether a gang runs on a node matters for nodes with a record (lost,
-	// retired, failing) and, while replacements are held, for every node
-	// (giving one back).
+	// Whether a gang runs on a node is read from the API server (uncached)
+	// for nodes with a record (lost, retired, failing), while replacements
+	// are held (giving one back), and for a burst pool's nodes the
+	// scheduler sees idle (giving one back); the scheduler's view is
+	// enough for the rest.
 	for i := range nodes {
 		c := nodestate.Read(&nodes[i])
 		n := elastic.Node{Name: nodes[i].Name, Usable: c.Usable, HealthyGPUs: c.HealthyGPUs,
-			NotReady: c.Reason == nodestate.ReasonNotReady, Created: nodes[i].CreationTimestamp.Time}
-		if !c.Usable || c.HealthyGPUs < pool.Spec.GPUsPerNode || recorded[n.Name] || st.Replacements > 0 {
+			NotReady: c.Reason == nodestate.ReasonNotReady, Created: nodes[i].CreationTimestamp.Time, Busy: seen[nodes[i].Name]}
+		ask := spec != nil && (!c.Usable || c.HealthyGPUs < pool.Spec.GPUsPerNode || recorded[n.Name] || st.Replacements > 0) ||
+			bspec != nil && !n.Busy && (st.Burst > 0 || seen == nil)
+		if ask && !n.Busy {
 			busy, err := r.busy(ctx, n.Name)
 			if err != nil {
 				return 0, err
@@ -77,15 +96,25 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		}
 		in = append(in, n)
 	}
-	p := elastic.Pool{Fixed: pool.Spec.NodesTarget, Spare: pool.Spec.SpareNodes, Max: pool.Spec.Nodes.Max, GPUsPerNode: pool.Spec.GPUsPerNode, Named: named,
-		Repair: &schema.Repair{After: spec.After.Duration, MaxNodes: spec.MaxNodes, Broken: schema.RepairBroken(spec.Broken),
-			Flaps: spec.Flaps, FlapWindow: spec.FlapWindow.Duration}}
-	if p.Repair.Flaps < 2 {
-		p.Repair.Flaps = 2
+	p := elastic.Pool{Fixed: pool.Spec.NodesTarget, Spare: pool.Spec.SpareNodes, Max: pool.Spec.Nodes.Max, GPUsPerNode: pool.Spec.GPUsPerNode, Named: named}
+	if spec != nil {
+		p.Repair = &schema.Repair{After: spec.After.Duration, MaxNodes: spec.MaxNodes, Broken: schema.RepairBroken(spec.Broken),
+			Flaps: max(2, spec.Flaps), FlapWindow: spec.FlapWindow.Duration}
 	}
-	next, d := elastic.Repair(p, st, in, now)
-	pool.Status.Repair = statusFromState(next)
+	if bspec != nil {
+		p.Burst = &schema.Burst{MaxNodes: bspec.MaxNodes, IdleAfter: max(time.Minute, bspec.IdleAfter.Duration)}
+	}
+	next, d := elastic.Decide(p, st, gangs, in, now)
+	pool.Status.Repair, pool.Status.Burst = statusFromState(next, bspec != nil)
 	r.Metrics.observe(pool.Name, next, d)
+	// The status goes first, then the marks: Terraform seats the pool from
+	// both, and a node marked while the status still counts it would have
+	// a new node made in its place.
+	if unmarked := slices.ContainsFunc(d.Cordon, func(name string) bool { return !marked[name] }); unmarked {
+		if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil {
+			return 0, fmt.Errorf("writing the pool's status before retiring nodes: %w", err)
+		}
+	}
 	for _, name := range d.Cordon {
 		if err := r.retire(ctx, nodes, name, slices.Contains(d.Kept, name)); err != nil {
 			return 0, err
@@ -94,10 +123,15 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	for _, a := range d.Actions {
 		r.record(pool, a)
 	}
-	// Look again when a node's grace ends, or while a gang holds a lost node.
+	// Look again when a node's grace ends, while a gang holds a lost node,
+	// and, for burst, every Recheck: waiting gangs and idle time change
+	// nothing the Pool watches.
 	var again time.Duration
+	if bspec != nil {
+		again = cmp.Or(r.Recheck, DefaultRecheck)
+	}
 	for _, ns := range next.Nodes {
-		if ns.Retired || ns.UnusableSince.IsZero() {
+		if p.Repair == nil || ns.Retired || ns.UnusableSince.IsZero() {
 			continue
 		}
 		if w := ns.UnusableSince.Add(p.Repair.After).Sub(now); w > 0 && (again == 0 || w < again) {
@@ -169,24 +203,39 @@ func (r *Reconciler) record(pool *allotv1.Pool, a elastic.Action) {
 	if r.Recorder == nil {
 		return
 	}
-	kind := corev1.EventTypeNormal
-	if a.Kind == elastic.ActionAtMax || a.Kind == elastic.ActionFlapping {
+	kind, action := corev1.EventTypeNormal, "Repair"
+	switch a.Kind {
+	case elastic.ActionAtMax, elastic.ActionFlapping, elastic.ActionBurstAtMax:
 		kind = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(pool, nil, kind, string(a.Kind), "Repair", "%s", apilimits.Note(a.Reason))
+	switch a.Kind {
+	case elastic.ActionBurstUp, elastic.ActionBurstDown, elastic.ActionBurstAtMax:
+		action = "Burst"
+	}
+	r.Recorder.Eventf(pool, nil, kind, string(a.Kind), action, "%s", apilimits.Note(a.Reason))
 }
 
 // stateFromStatus reads the repair state back from a Pool's status. Anyone
 // who may write the status may have written it: the counts are bounded
 // where they are used (elastic.Repair clamps replacements to its room), the
 // records to elastic.MaxRecords and the failures to 100 each.
-func stateFromStatus(s *allotv1.PoolRepairStatus) elastic.State {
-	if s == nil {
-		return elastic.State{}
+func stateFromStatus(s *allotv1.PoolRepairStatus, b *allotv1.PoolBurstStatus) elastic.State {
+	var st elastic.State
+	if b != nil {
+		st.Burst = max(0, b.BurstNodes)
+		for _, t := range b.Teams[:min(len(b.Teams), maxTeams)] {
+			st.BurstTeams = append(st.BurstTeams, elastic.TeamNodes{Team: t.Team, Nodes: t.Nodes})
+		}
+		for _, in := range b.Idle[:min(len(b.Idle), maxIdle)] {
+			st.Idle = append(st.Idle, elastic.IdleNode{Name: in.Name, Since: in.Since.Time})
+		}
 	}
-	st := elastic.State{Replacements: max(0, s.ReplacementNodes)}
+	if s == nil {
+		return st
+	}
+	st.Replacements = max(0, s.ReplacementNodes)
 	for _, rec := range s.Nodes[:min(len(s.Nodes), elastic.MaxRecords)] {
-		ns := elastic.NodeState{Name: rec.Name, Retired: rec.Retired, Kept: rec.Kept, Reason: rec.Reason}
+		ns := elastic.NodeState{Name: rec.Name, Retired: rec.Retired, Kept: rec.Kept, Reason: rec.Reason, Burst: rec.Burst}
 		if rec.UnusableSince != nil {
 			ns.UnusableSince = rec.UnusableSince.Time
 		}
@@ -198,10 +247,27 @@ func stateFromStatus(s *allotv1.PoolRepairStatus) elastic.State {
 	return st
 }
 
-func statusFromState(st elastic.State) *allotv1.PoolRepairStatus {
+// The most teams and idle nodes a Pool's burst status keeps (its CRD's
+// bounds).
+const (
+	maxTeams = 1000
+	maxIdle  = 10000
+)
+
+func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *allotv1.PoolBurstStatus) {
+	var b *allotv1.PoolBurstStatus
+	if burst {
+		b = &allotv1.PoolBurstStatus{BurstNodes: st.Burst}
+		for _, t := range st.BurstTeams[:min(len(st.BurstTeams), maxTeams)] {
+			b.Teams = append(b.Teams, allotv1.PoolBurstTeam{Team: apilimits.Truncate(t.Team, 253), Nodes: t.Nodes})
+		}
+		for _, in := range st.Idle[:min(len(st.Idle), maxIdle)] {
+			b.Idle = append(b.Idle, allotv1.PoolIdleNode{Name: in.Name, Since: metav1.NewTime(in.Since)})
+		}
+	}
 	out := &allotv1.PoolRepairStatus{ReplacementNodes: st.Replacements}
 	for _, ns := range st.Nodes {
-		rec := allotv1.PoolNodeRecord{Name: ns.Name, Retired: ns.Retired, Kept: ns.Kept, Reason: apilimits.Truncate(ns.Reason, 256)}
+		rec := allotv1.PoolNodeRecord{Name: ns.Name, Retired: ns.Retired, Kept: ns.Kept, Reason: apilimits.Truncate(ns.Reason, 256), Burst: ns.Burst}
 		if !ns.UnusableSince.IsZero() {
 			t := metav1.NewTime(ns.UnusableSince)
 			rec.UnusableSince = &t
@@ -211,5 +277,56 @@ func statusFromState(st elastic.State) *allotv1.PoolRepairStatus {
 		}
 		out.Nodes = append(out.Nodes, rec)
 	}
-	return out
+	return out, b
+}
+
+// Demand says which gangs wait for nodes, and on which nodes a pod holds
+// GPUs, as the in-cluster scheduler sees it (runner.Runner.Demand).
+type Demand func() ([]runner.Waiting, map[string]bool)
+
+// demand returns the gangs waiting for the pool's nodes, and the nodes the
+// scheduler sees busy. A flavor's gangs wait for the burst pool of lowest
+// name among the cluster's pools of that flavor: one pool grows for them,
+// not each.
+func (r *Reconciler) demand(ctx context.Context, pool *allotv1.Pool) ([]elastic.Gang, map[string]bool, error) {
+	waiting, busy := r.Demand()
+	var pools allotv1.PoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		return nil, nil, fmt.Errorf("listing pools: %w", err)
+	}
+	for _, o := range pools.Items {
+		if o.Spec.Burst != nil && o.Spec.Flavor == pool.Spec.Flavor && o.Spec.Cluster == pool.Spec.Cluster && o.Name < pool.Name {
+			return nil, busy, nil
+		}
+	}
+	per := fleet.NodesPerDomain(Topology(pool))
+	var gangs []elastic.Gang
+	for _, w := range waiting {
+		if w.Flavor != pool.Spec.Flavor || w.Cluster != "" && w.Cluster != pool.Spec.Cluster {
+			continue
+		}
+		g := elastic.Gang{Team: w.Team, GPUs: w.GPUs, PodGPUs: w.PodGPUs}
+		if w.Level != "" {
+			if g.DomainNodes = per[w.Level]; g.DomainNodes == 0 {
+				continue // no such level here, or unbounded: nodes do not help
+			}
+		}
+		gangs = append(gangs, g)
+	}
+	return gangs, busy, nil
+}
+
+// Topology reads a Pool's topology back into the configuration's terms.
+func Topology(p *allotv1.Pool) *schema.Topology {
+	if p.Spec.Topology == nil {
+		return nil
+	}
+	t := &schema.Topology{Sizes: map[string]int64{}}
+	for _, l := range p.Spec.Topology.Levels {
+		t.Levels = append(t.Levels, l.Name)
+		if l.DomainSize != nil {
+			t.Sizes[l.Name] = *l.DomainSize
+		}
+	}
+	return t
 }
