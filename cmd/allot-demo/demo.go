@@ -88,6 +88,8 @@ pools: "lab-l4": {
 	gpusPerNode: 8
 	nodes: {min: 0, max: 8}
 	price: onDemandPerNodeHour: 8.00
+	// A node unusable for 5 seconds is replaced, within nodes.max.
+	` + labRepair + `
 }
 `
 	labTeamCUE = `package capacity
@@ -108,6 +110,10 @@ type result struct {
 	revisions [2]string
 	plan      string
 	dir       string
+	// repair are the lab pool's repair events, in order, and retired the
+	// node it retired.
+	repair  []string
+	retired string
 }
 
 // errInterrupted ends the demo on SIGINT or SIGTERM, after cleaning up.
@@ -159,6 +165,7 @@ func run(ctx context.Context, o options) (_ *result, err error) {
 			d.res.after = s
 			return err
 		},
+		d.heal,
 	} {
 		if err := ctx.Err(); err != nil {
 			return nil, err

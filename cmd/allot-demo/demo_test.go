@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,11 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
+	// A GPU fault under the lab's gang: one replacement node, the broken
+	// node retired once the gang left it (issue 46).
+	if !slices.Equal(res.repair, []string{"ReplacementAdded", "NodeRetired"}) || res.retired == "" {
+		t.Errorf("the lab pool's repair: events %v, retired %q; want one replacement, then the broken node retired", res.repair, res.retired)
+	}
 	if !regexp.MustCompile(`(?m)^platform\s+h100-80gb\s+16\s+32\s+\+16$`).MatchString(res.plan) {
 		t.Errorf("plan --base HEAD~1 lacks platform's quota 16 → 32:\n%s", res.plan)
 	}

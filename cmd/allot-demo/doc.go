@@ -10,7 +10,8 @@
 // submits a small mixed workload of single pods and gangs and prints how it was
 // scheduled. Then it commits a quota raise (one that grows the lab pool first),
 // prints 'allot plan --base HEAD~1' for it, waits until the manager applied the
-// new revision and prints the scheduling again with what changed.
+// new revision and prints the scheduling again with what changed. Last, it
+// fails a GPU under the lab's gang and shows repair replace the node.
 //
 // Everything it starts (the manager, the control plane, temporary directories)
 // is stopped when it ends, fails or receives SIGINT or SIGTERM. A step that
