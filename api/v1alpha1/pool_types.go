@@ -200,6 +200,10 @@ type PoolBurstStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=10000
 	Idle []PoolIdleNode `json:"idle,omitempty"`
+	// AtMax: a waiting gang needs more nodes than the burst room left (the
+	// BurstAtMax warning is given once, when this starts).
+	// +optional
+	AtMax bool `json:"atMax,omitempty"`
 }
 
 // PoolBurstTeam is the burst nodes held for one team's gangs.
@@ -227,6 +231,10 @@ type PoolRepairStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1000
 	Nodes []PoolNodeRecord `json:"nodes,omitempty"`
+	// AtMax: the pool is short of healthy GPUs and repair may add no more
+	// (the ReplacementAtMax warning is given once, when this starts).
+	// +optional
+	AtMax bool `json:"atMax,omitempty"`
 }
 
 // PoolNodeRecord is the repair record of one node.

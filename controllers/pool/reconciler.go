@@ -89,6 +89,9 @@ const indexPool = "metadata.labels.pool"
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	pool := &allotv1.Pool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Name) // its gauges go with it
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// Repair decides from its own last decision (status.repair): read it

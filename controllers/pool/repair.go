@@ -222,7 +222,7 @@ func (r *Reconciler) record(pool *allotv1.Pool, a elastic.Action) {
 func stateFromStatus(s *allotv1.PoolRepairStatus, b *allotv1.PoolBurstStatus) elastic.State {
 	var st elastic.State
 	if b != nil {
-		st.Burst = max(0, b.BurstNodes)
+		st.Burst, st.BurstAtMax = max(0, b.BurstNodes), b.AtMax
 		for _, t := range b.Teams[:min(len(b.Teams), maxTeams)] {
 			st.BurstTeams = append(st.BurstTeams, elastic.TeamNodes{Team: t.Team, Nodes: t.Nodes})
 		}
@@ -233,7 +233,7 @@ func stateFromStatus(s *allotv1.PoolRepairStatus, b *allotv1.PoolBurstStatus) el
 	if s == nil {
 		return st
 	}
-	st.Replacements = max(0, s.ReplacementNodes)
+	st.Replacements, st.AtMax = max(0, s.ReplacementNodes), s.AtMax
 	for _, rec := range s.Nodes[:min(len(s.Nodes), elastic.MaxRecords)] {
 		ns := elastic.NodeState{Name: rec.Name, Retired: rec.Retired, Kept: rec.Kept, Reason: rec.Reason, Burst: rec.Burst}
 		if rec.UnusableSince != nil {
@@ -257,7 +257,7 @@ const (
 func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *allotv1.PoolBurstStatus) {
 	var b *allotv1.PoolBurstStatus
 	if burst {
-		b = &allotv1.PoolBurstStatus{BurstNodes: st.Burst}
+		b = &allotv1.PoolBurstStatus{BurstNodes: st.Burst, AtMax: st.BurstAtMax}
 		for _, t := range st.BurstTeams[:min(len(st.BurstTeams), maxTeams)] {
 			b.Teams = append(b.Teams, allotv1.PoolBurstTeam{Team: apilimits.Truncate(t.Team, 253), Nodes: t.Nodes})
 		}
@@ -265,7 +265,7 @@ func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *
 			b.Idle = append(b.Idle, allotv1.PoolIdleNode{Name: in.Name, Since: metav1.NewTime(in.Since)})
 		}
 	}
-	out := &allotv1.PoolRepairStatus{ReplacementNodes: st.Replacements}
+	out := &allotv1.PoolRepairStatus{ReplacementNodes: st.Replacements, AtMax: st.AtMax}
 	for _, ns := range st.Nodes {
 		rec := allotv1.PoolNodeRecord{Name: ns.Name, Retired: ns.Retired, Kept: ns.Kept, Reason: apilimits.Truncate(ns.Reason, 256), Burst: ns.Burst}
 		if !ns.UnusableSince.IsZero() {

@@ -99,7 +99,7 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 //     and given back from the team that holds the most.
 func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, []Action) {
 	if p.Burst == nil {
-		st.Burst, st.BurstTeams, st.Idle = 0, nil, nil
+		st.Burst, st.BurstTeams, st.Idle, st.BurstAtMax = 0, nil, nil, false
 		return st, nil
 	}
 	var acts []Action
@@ -229,10 +229,11 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
 			Reason: fmt.Sprintf("%s idle for %s or more: %d burst node(s) given back (%s), %d held", names2(names), p.Burst.IdleAfter, back, how, st.Burst)})
 	}
-	if skipped > 0 {
+	if skipped > 0 && !st.BurstAtMax {
 		acts = append(acts, Action{Kind: ActionBurstAtMax,
 			Reason: fmt.Sprintf("%d pending gang(s) need more nodes than the burst room left (%d of %d held)", skipped, st.Burst, room)})
 	}
+	st.BurstAtMax = skipped > 0
 	// Attribution follows the count (a clamp or a lost record).
 	st.BurstTeams = fitTeams(st.BurstTeams, st.Burst)
 	return st, acts

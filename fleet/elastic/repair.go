@@ -63,6 +63,10 @@ type State struct {
 	Idle []IdleNode
 	// Nodes are the nodes with a failure on record or retired, by name.
 	Nodes []NodeState
+	// AtMax: repair is short and may add no more; BurstAtMax: a waiting
+	// gang needs more than the burst room. Each is said once, when it
+	// starts (ReplacementAtMax, BurstAtMax), not at every decision.
+	AtMax, BurstAtMax bool
 }
 
 // NodeState is the record of one node.
@@ -158,7 +162,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	r := p.Repair
 	if r == nil {
 		// Only burst's retirements: forgotten once gone, cordoned till then.
-		st.Replacements = 0
+		st.Replacements, st.AtMax = 0, false
 		present := map[string]bool{}
 		for _, n := range nodes {
 			present[n.Name] = true
@@ -326,7 +330,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 			d.Actions = append(d.Actions, Action{Kind: ActionReplace, Nodes: add,
 				Reason: fmt.Sprintf("%d GPUs short of the %d the quotas need: %s; %d replacement node(s) added", short, p.need(), lostNames(nodes, lost), add)})
 		}
-		if left := p.need() - healthy(true); left > 0 {
+		if left := p.need() - healthy(true); left > 0 && !st.AtMax {
 			d.Actions = append(d.Actions, Action{Kind: ActionAtMax,
 				Reason: fmt.Sprintf("%d GPUs short with %d replacement node(s), the most repair.maxNodes and nodes.max (%d) allow", left, st.Replacements, p.Max)})
 		}
@@ -361,6 +365,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 				Reason: fmt.Sprintf("%d healthy GPUs beyond the %d the quotas need: %d replacement node(s) given back", -short, p.need(), back)})
 		}
 	}
+	st.AtMax = p.need()-healthy(true) > 0
 	d.Target = seats()
 	busy := map[string]bool{}
 	for _, n := range nodes {
