@@ -204,6 +204,11 @@ type PoolBurstStatus struct {
 	// BurstAtMax warning is given once, when this starts).
 	// +optional
 	AtMax bool `json:"atMax,omitempty"`
+	// Message says why the burst nodes are what they are: the last burst
+	// action.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // PoolBurstTeam is the burst nodes held for one team's gangs.
@@ -235,6 +240,11 @@ type PoolRepairStatus struct {
 	// (the ReplacementAtMax warning is given once, when this starts).
 	// +optional
 	AtMax bool `json:"atMax,omitempty"`
+	// Message says why the replacement nodes are what they are: the last
+	// repair action that changed them or found the pool short.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // PoolNodeRecord is the repair record of one node.

@@ -68,8 +68,9 @@ func TestBurstGrowsForAWaitingGangThenShrinks(t *testing.T) {
 		return nil
 	})
 	p := getPool(t, c, "a")
-	if p.Status.Burst == nil || p.Status.Burst.BurstNodes != 2 || len(p.Status.Burst.Teams) != 1 || p.Status.Burst.Teams[0].Team != "alpha" {
-		t.Fatalf("burst status %+v; want 2 nodes for alpha", p.Status.Burst)
+	if p.Status.Burst == nil || p.Status.Burst.BurstNodes != 2 || len(p.Status.Burst.Teams) != 1 || p.Status.Burst.Teams[0].Team != "alpha" ||
+		!strings.Contains(p.Status.Burst.Message, "gangs wait for nodes (alpha 2)") {
+		t.Fatalf("burst status %+v; want 2 nodes for alpha, and why", p.Status.Burst)
 	}
 	if p.Spec.NodesTarget != 2 {
 		t.Errorf("the Pool's planned target changed: %d", p.Spec.NodesTarget)

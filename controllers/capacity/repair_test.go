@@ -94,8 +94,8 @@ func TestRepairReplacesABrokenNode(t *testing.T) {
 	setKubeconfig(t, c, secret, good)
 	waitNodes(t, c, "a-0", "a-1", "a-2")
 	p := getPool(t, c, "a")
-	if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 1 {
-		t.Fatalf("pool status repair = %+v, want 1 replacement node", p.Status.Repair)
+	if p.Status.Repair == nil || p.Status.Repair.ReplacementNodes != 1 || !strings.Contains(p.Status.Repair.Message, "a-1 lost") {
+		t.Fatalf("pool status repair = %+v, want 1 replacement node for a-1", p.Status.Repair)
 	}
 	waitPoolEvent(t, c, "a", string(elastic.ActionReplace), "a-1 lost")
 	if p.Spec.NodesTarget != 2 {

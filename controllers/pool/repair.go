@@ -105,7 +105,9 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		p.Burst = &schema.Burst{MaxNodes: bspec.MaxNodes, IdleAfter: max(time.Minute, bspec.IdleAfter.Duration)}
 	}
 	next, d := elastic.Decide(p, st, gangs, in, now)
+	before := pool.Status.DeepCopy()
 	pool.Status.Repair, pool.Status.Burst = statusFromState(next, bspec != nil)
+	explain(before, &pool.Status, d.Actions)
 	r.Metrics.observe(pool.Name, next, d)
 	// The status goes first, then the marks: Terraform seats the pool from
 	// both, and a node marked while the status still counts it would have
@@ -278,6 +280,30 @@ func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *
 		out.Nodes = append(out.Nodes, rec)
 	}
 	return out, b
+}
+
+// explain keeps on the status why the replacement and burst nodes are what
+// they are: the reason of the decision's last action of each, else the one
+// there was.
+func explain(before, after *allotv1.PoolStatus, acts []elastic.Action) {
+	if after.Repair != nil && before.Repair != nil {
+		after.Repair.Message = before.Repair.Message
+	}
+	if after.Burst != nil && before.Burst != nil {
+		after.Burst.Message = before.Burst.Message
+	}
+	for _, a := range acts {
+		switch a.Kind {
+		case elastic.ActionReplace, elastic.ActionGiveBack, elastic.ActionAtMax:
+			if after.Repair != nil {
+				after.Repair.Message = apilimits.Truncate(a.Reason, 1024)
+			}
+		case elastic.ActionBurstUp, elastic.ActionBurstDown, elastic.ActionBurstAtMax:
+			if after.Burst != nil {
+				after.Burst.Message = apilimits.Truncate(a.Reason, 1024)
+			}
+		}
+	}
 }
 
 // Demand says which gangs wait for nodes, and on which nodes a pod holds
