@@ -48,6 +48,6 @@ func EnvelopeOf(p *schema.Pool, nodesTarget int64) Envelope {
 		e.BurstNodes = min(max(0, p.Burst.MaxNodes), room)
 	}
 	e.MostNodes = e.FixedNodes + e.ReplacementNodes + e.BurstNodes
-	e.CeilingMonthlyUSD = poolCost(p, e.MostNodes)
+	e.CeilingMonthlyUSD = PoolCost(p, e.MostNodes)
 	return e
 }

@@ -119,7 +119,7 @@ func (p *Plan) cost(cfg *schema.Config) {
 		pp.GPUsTarget = pp.NodesTarget * pp.GPUsPerNode
 		pp.CommittedNodes = min(pool.Price.CommittedNodes, pp.NodesTarget)
 		pp.OnDemandNodes = pp.NodesTarget - pp.CommittedNodes
-		pp.MonthlyUSD = poolCost(pool, pp.NodesTarget)
+		pp.MonthlyUSD = PoolCost(pool, pp.NodesTarget)
 		p.TotalMonthlyUSD = p.TotalMonthlyUSD.Add(pp.MonthlyUSD)
 		pp.Envelope = EnvelopeOf(pool, pp.NodesTarget)
 		p.CeilingMonthlyUSD = p.CeilingMonthlyUSD.Add(pp.Envelope.CeilingMonthlyUSD)
@@ -246,9 +246,10 @@ func sizeFlavor(cfg *schema.Config, f schema.Flavor) (FlavorPlan, []PoolPlan) {
 	return fp, out
 }
 
-// poolCost is 730 * (committedNodes * committedPerNodeHour + max(0, nodes -
-// committedNodes) * onDemandPerNodeHour): committed nodes are paid whether used or not.
-func poolCost(p *schema.Pool, nodes int64) quantity.Decimal {
+// PoolCost is pool p's monthly cost at nodes nodes: 730 * (committedNodes *
+// committedPerNodeHour + max(0, nodes - committedNodes) * onDemandPerNodeHour):
+// committed nodes are paid whether used or not.
+func PoolCost(p *schema.Pool, nodes int64) quantity.Decimal {
 	committed := p.Price.CommittedPerNodeHour.MulInt(p.Price.CommittedNodes)
 	onDemand := p.Price.OnDemandPerNodeHour.MulInt(max(0, nodes-p.Price.CommittedNodes))
 	return committed.Add(onDemand).MulInt(HoursPerMonth)

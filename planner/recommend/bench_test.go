@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
@@ -93,4 +94,43 @@ func BenchmarkRecommend(b *testing.B) {
 				res.Replays, res.CoarseReplays, res.GridS, bounded, len(res.Teams), res.MonthlyUSDBefore, res.MonthlyUSDAfter)
 		})
 	}
+}
+
+// BenchmarkRecommendBurst is BenchmarkRecommend's 10,000 jobs with the pool
+// planned 8 spare nodes above the quotas and declaring a burst of 8: the
+// search plus the one replay that weighs those nodes against burst
+// (BurstOption). option-s is that replay alone, timed after the search.
+func BenchmarkRecommendBurst(b *testing.B) {
+	cfg := benchFleet(b, 50, 1_000, 2_000)
+	p := *cfg.Pools["p"]
+	p.SpareNodes, p.Burst = 8, &schema.Burst{MaxNodes: 8, IdleAfter: 30 * time.Minute}
+	cfg.Pools["p"] = &p
+	jobs := benchJobs(10_000, 50, 1_000)
+	in := Input{Config: cfg, Jobs: jobs, Targets: []Target{{WaitP95S: 1800}}, Parallel: 2, CurveSteps: 3}
+	var res *Result
+	for b.Loop() {
+		var err error
+		if res, err = Run(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	o := res.Pools[0].BurstOption
+	if o == nil {
+		b.Fatalf("pool %+v: no burst option", res.Pools[0])
+	}
+	w, err := newWorld(in, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := make(vector, len(w.pairs))
+	for i, t := range res.Teams {
+		q[i] = t.NominalAfter
+	}
+	start := time.Now()
+	if _, err := w.replayFewer(q, "p", o.FewerNodes); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "option-s")
+	b.ReportMetric(float64(res.Replays), "replays")
+	b.Logf("%d replays, option %+v", res.Replays, *o)
 }

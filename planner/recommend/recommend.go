@@ -139,6 +139,10 @@ type PoolChange struct {
 	// Burst is what the pool's burst nodes held and cost in the replays,
 	// when it declares burst.
 	Burst *PoolBurst `json:"burst,omitempty"`
+	// BurstOption weighs fewer fixed nodes plus its burst against the
+	// planned nodes, when its headroom or spare nodes leave burst some to
+	// stand in for.
+	BurstOption *BurstOption `json:"burst_option,omitempty"`
 }
 
 // PoolBurst is a pool's burst node-hours and their on-demand cost in the
@@ -225,6 +229,9 @@ func Run(in Input) (*Result, error) {
 		}
 	}
 	s.fill(res, q, before, after)
+	if err := s.burstOptions(res, q, after); err != nil {
+		return nil, err
+	}
 	if steps > 0 {
 		// The curve's sizes below the answer are the slowest replays there are
 		// (long queues): with a grid, they are replayed on it, as the search was.
@@ -420,26 +427,10 @@ func (s *searcher) evalAll(vs []vector) ([]*outcome, error) {
 		}
 	}
 	errs := make([]error, len(vs))
-	sem := make(chan struct{}, s.parallel)
-	var wg sync.WaitGroup
-	for _, i := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i], errs[i] = s.w.replay(vs[i])
-			b := s.b
-			b.mu.Lock()
-			b.replays++
-			s.replays++
-			if b.progress != nil {
-				b.progress(b.replays, max(b.estimate, b.replays+1))
-			}
-			b.mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	s.run(len(todo), func(k int) {
+		i := todo[k]
+		out[i], errs[i] = s.w.replay(vs[i])
+	})
 	for _, i := range todo {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("replaying quotas %s%s: %w", s.w.describe(vs[i]), s.w.gridNote(), errs[i])
@@ -452,6 +443,31 @@ func (s *searcher) evalAll(vs []vector) ([]*outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// run runs replay(0), ..., replay(n-1), s.parallel at a time, and
+// counts each as a replay of the budget (reporting the progress).
+func (s *searcher) run(n int, replay func(i int)) {
+	sem := make(chan struct{}, s.parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			replay(i)
+			b := s.b
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.replays++
+			s.replays++
+			if b.progress != nil {
+				b.progress(b.replays, max(b.estimate, b.replays+1))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // describe names a vector's quotas for an error message (the first few).

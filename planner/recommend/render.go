@@ -51,6 +51,9 @@ func (r *Result) tables() []table {
 	}
 	pools.rows = append(pools.rows, total)
 	out := []table{teams, pools}
+	if t, ok := r.burstTable(); ok {
+		out = append(out, t)
+	}
 	if len(r.Committed) > 0 {
 		c := table{title: "Committed nodes", head: []string{"pool", "committed", "break-even use", "monthly (replayed use)", "saved"},
 			note: "Priced on the replayed use of the recommended fleet: committed nodes every hour, on-demand nodes while busy (and nodes.min always). A committed node pays off above the break-even use."}
@@ -77,6 +80,38 @@ func (r *Result) tables() []table {
 		out = append(out, c)
 	}
 	return out
+}
+
+// burstTable weighs each burst pool's planned nodes against fewer nodes and
+// its burst (PoolChange.BurstOption); false when no pool has an option.
+func (r *Result) burstTable() (table, bool) {
+	t := table{title: "Burst instead of fixed nodes", head: []string{"pool", "fixed nodes", "burst (replay)", "expected monthly", "targets", ""},
+		note: "Expected monthly: the fleet's fixed monthly cost plus the replay's burst cost spread over a month. The fewer nodes are those the pool's headroom and spare nodes add above its quotas (at most burst.maxNodes): lower them to plan the chosen size."}
+	chosen := func(yes bool) string {
+		if yes {
+			return "← chosen"
+		}
+		return ""
+	}
+	for _, p := range r.Pools {
+		o := p.BurstOption
+		if o == nil {
+			continue
+		}
+		planned := ""
+		if p.Burst != nil {
+			planned = fmt.Sprintf("%.1f node-h %s", p.Burst.NodeHoursAfter, quantity.USD(p.Burst.USDAfter))
+		}
+		met := "met"
+		if !o.MeetsTargets {
+			met = "missed: " + strings.Join(o.Missed, ", ")
+		}
+		t.rows = append(t.rows,
+			[]string{string(p.Pool), fmt.Sprint(p.NodesAfter), planned, quantity.USD(o.ExpectedMonthlyUSDPlanned), "as recommended", chosen(!o.Chosen)},
+			[]string{string(p.Pool), fmt.Sprintf("%d (%d fewer)", o.Nodes, o.FewerNodes), fmt.Sprintf("%.1f node-h %s", o.BurstNodeHours, quantity.USD(o.BurstUSD)),
+				quantity.USD(o.ExpectedMonthlyUSD), met, chosen(o.Chosen)})
+	}
+	return t, len(t.rows) > 0
 }
 
 func (r *Result) headline() string {
@@ -115,10 +150,25 @@ func (r *Result) costLine() string {
 		quantity.SignedUSD(r.MonthlyUSDAfter.Sub(r.MonthlyUSDBefore)))
 }
 
+// burstLines say, per pool whose burst option is chosen, what it saves.
+func (r *Result) burstLines() []string {
+	var out []string
+	for _, p := range r.Pools {
+		if o := p.BurstOption; o != nil && o.Chosen {
+			out = append(out, fmt.Sprintf("Pool %s: burst instead of %d fixed node(s), %s → %s expected a month (see below)",
+				p.Pool, o.FewerNodes, quantity.USD(o.ExpectedMonthlyUSDPlanned), quantity.USD(o.ExpectedMonthlyUSD)))
+		}
+	}
+	return out
+}
+
 // Text writes the recommendation as aligned terminal tables.
 func Text(w io.Writer, r *Result) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "Recommendation: %s\n%s\n", r.headline(), r.costLine())
+	for _, l := range r.burstLines() {
+		fmt.Fprintln(b, l)
+	}
 	for _, t := range r.tables() {
 		fmt.Fprintf(b, "\n%s\n", t.title)
 		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
@@ -139,6 +189,9 @@ func Text(w io.Writer, r *Result) error {
 func Markdown(w io.Writer, r *Result) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "### Recommendation\n\n%s.\n\n**%s**\n", markdown.Text(r.headline()), r.costLine())
+	for _, l := range r.burstLines() {
+		fmt.Fprintf(b, "\n%s\n", markdown.Text(l))
+	}
 	for _, t := range r.tables() {
 		fmt.Fprintf(b, "\n#### %s\n\n| %s |\n|", t.title, strings.Join(t.head, " | "))
 		for range t.head {

@@ -79,6 +79,8 @@ type outcome struct {
 	use                         *usage
 	// burst is what the burst pools held and cost (nil: none declares it).
 	burst *sim.BurstReport
+	// spanS is the replay's makespan: what a burst cost is spread over.
+	spanS float64
 }
 
 // config returns w.cfg with the pairs' nominal quotas set to v.
@@ -107,10 +109,18 @@ func (w *world) config(v vector) *schema.Config {
 }
 
 // replay runs the jobs against the configuration with quotas v.
-func (w *world) replay(v vector) (*outcome, error) {
+func (w *world) replay(v vector) (*outcome, error) { return w.replayFewer(v, "", 0) }
+
+// replayFewer is replay with pool planned fewer nodes than its plan gives
+// (see burstOption): only the fleet changes, the plan reported does not.
+func (w *world) replayFewer(v vector, pool schema.PoolName, fewer int64) (*outcome, error) {
 	cfg := w.config(v)
 	plan := planner.Build(cfg)
-	layout := fleet.Layout(cfg, plan.NodesTargets())
+	targets := plan.NodesTargets()
+	if fewer > 0 {
+		targets[pool] -= fewer
+	}
+	layout := fleet.Layout(cfg, targets)
 	in := sim.FromRepository(cfg, layout) // as allot sim replays the changed repository
 	in.Jobs, in.Events = w.jobs, w.events
 	core, err := sim.NewCore(in.Quota, in.Nodes, w.opts)
@@ -196,7 +206,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 		out.flavorP95[f], out.flavorJobs[f] = p95(ws), len(ws)
 	}
 	out.use = measure(layout, rep)
-	out.burst = rep.Burst
+	out.burst, out.spanS = rep.Burst, rep.Summary.MakespanS
 	return out
 }
 
