@@ -100,3 +100,27 @@ func TestPlanSimulateErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSimulateShowsBurst: on a repository whose pool bursts
+// (scheduler/sim/testdata/burst: speech's gang waits for a burst node), the
+// what-if of plan --simulate names the pool's burst node-hours and cost and
+// the team that caused them, in text and in Markdown.
+func TestPlanSimulateShowsBurst(t *testing.T) {
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "scheduler", "sim", "testdata", "burst"))
+	for format, want := range map[string][]string{
+		"text":     {"BURST POOL", "h100", "1.0", "$10.35", "Caused by: speech $10.35"},
+		"markdown": {"| burst pool | node-hours | cost |", "| h100 | 1.0 | $10.35 |", "Caused by: speech $10.35"},
+	} {
+		t.Run(format, func(t *testing.T) {
+			code, out, errOut := allot(t, nil, "plan", dir, "-o", format, "--simulate", filepath.Join(dir, "workload.csv"))
+			if code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("no %q in:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

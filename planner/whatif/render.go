@@ -2,11 +2,14 @@ package whatif
 
 import (
 	"fmt"
-	"github.com/allot-dev/allot/internal/markdown"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/allot-dev/allot/internal/markdown"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // Markdown writes the what-if section of the pull-request comment: the teams that
@@ -35,6 +38,18 @@ func Markdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(ew, "| **fleet** | %s |\n\n", strings.Join(cells(r.Before, r.After), " | "))
 	fmt.Fprintln(ew, "<sub>Quota use: GPU-seconds used over the nominal quota's GPU-seconds during the replay (above 100% the team borrowed); fleet: GPU utilization. ✎ quota changed. Waits are of the jobs that started; job durations end jobs only, the scheduler never sees them.</sub>")
 	fmt.Fprintln(ew)
+	if pools, teams := burstRows(r); len(pools) > 0 {
+		fmt.Fprintln(ew, "| burst pool | node-hours | cost |")
+		fmt.Fprintln(ew, "|---|---:|---:|")
+		for _, row := range pools {
+			fmt.Fprintf(ew, "| %s | %s | %s |\n", markdown.Text(row[0]), row[1], row[2])
+		}
+		var by []string
+		for _, t := range teams {
+			by = append(by, markdown.Text(t[0])+" "+t[1])
+		}
+		fmt.Fprintf(ew, "\n<sub>%s%s</sub>\n\n", burstNote, strings.Join(by, ", "))
+	}
 	_, err := io.WriteString(w, ew.String())
 	return err
 }
@@ -58,8 +73,92 @@ func Text(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(tw, "fleet\t%s\t\n", strings.Join(cells(r.Before, r.After), "\t"))
 	tw.Flush()
+	if pools, teams := burstRows(r); len(pools) > 0 {
+		fmt.Fprintln(ew)
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "BURST POOL\tNODE-HOURS\tCOST\t")
+		for _, row := range pools {
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+		}
+		tw.Flush()
+		var by []string
+		for _, t := range teams {
+			by = append(by, t[0]+" "+t[1])
+		}
+		fmt.Fprintf(ew, "%s%s\n", burstNote, strings.Join(by, ", "))
+	}
 	_, err := io.WriteString(w, ew.String())
 	return err
+}
+
+// burstNote heads the burst rows' teams.
+const burstNote = "Burst: nodes beyond the planned size for waiting gangs, billed on demand over the replay. Caused by: "
+
+// burstRows are the burst pools' node-hours and cost (pool, node-hours,
+// cost; before → after when there is a before) and the cost each team's
+// gangs caused (team, cost; "" is no team's); none when no pool bursts.
+func burstRows(r *Result) (pools, teams [][]string) {
+	if r.After.BurstUSD == nil && (r.Before == nil || r.Before.BurstUSD == nil) {
+		return nil, nil
+	}
+	pick := func(f *Figures, pool string) (string, string) {
+		if f != nil {
+			for _, p := range f.BurstPools {
+				if p.Pool == pool {
+					return fmt.Sprintf("%.1f", p.NodeHours), quantity.USD(p.USD)
+				}
+			}
+		}
+		return "0.0", quantity.USD(quantity.Decimal{})
+	}
+	var names []string
+	for _, f := range []*Figures{r.Before, &r.After} {
+		if f != nil {
+			for _, p := range f.BurstPools {
+				if !slices.Contains(names, p.Pool) {
+					names = append(names, p.Pool)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		ah, ac := pick(&r.After, n)
+		if r.Before == nil {
+			pools = append(pools, []string{n, ah, ac})
+			continue
+		}
+		bh, bc := pick(r.Before, n)
+		pools = append(pools, []string{n, arrow(bh, ah), arrow(bc, ac)})
+	}
+	usd := func(f *Figures) string {
+		if f == nil || f.BurstUSD == nil {
+			return quantity.USD(quantity.Decimal{})
+		}
+		return quantity.USD(*f.BurstUSD)
+	}
+	for _, t := range r.Teams {
+		if t.After.BurstUSD == nil && (t.Before == nil || t.Before.BurstUSD == nil) {
+			continue
+		}
+		c := usd(&t.After)
+		if r.Before != nil {
+			c = arrow(usd(t.Before), c)
+		}
+		teams = append(teams, []string{t.Team, c})
+	}
+	if len(teams) == 0 {
+		teams = [][]string{{"no team", usd(&r.After)}}
+	}
+	return pools, teams
+}
+
+// arrow is "b → a", or a when they are the same.
+func arrow(b, a string) string {
+	if b == a {
+		return a
+	}
+	return b + " → " + a
 }
 
 // Sentence says the longer wait in words with the numbers, e.g.

@@ -65,6 +65,15 @@ type Figures struct {
 	// them), when a pool declares burst (sim.BurstReport).
 	BurstGPUHours float64           `json:"burst_gpu_hours,omitempty"`
 	BurstUSD      *quantity.Decimal `json:"burst_usd,omitempty"`
+	// BurstPools are, for the fleet, each burst pool's node-hours and cost.
+	BurstPools []BurstPool `json:"burst_pools,omitempty"`
+}
+
+// BurstPool is what one pool's burst nodes held and cost in a replay.
+type BurstPool struct {
+	Pool      string           `json:"pool"`
+	NodeHours float64          `json:"node_hours"`
+	USD       quantity.Decimal `json:"usd"`
 }
 
 // Team is one team's figures before and after. QuotaChanged is set for the teams
@@ -234,6 +243,7 @@ func summarize(rep *sim.Report, q scheduler.Config) side {
 		}
 		for _, p := range b.Pools {
 			out.fleet.BurstGPUHours += p.GPUHours
+			out.fleet.BurstPools = append(out.fleet.BurstPools, BurstPool{Pool: p.Pool, NodeHours: p.NodeHours, USD: p.CostUSD})
 		}
 		out.fleet.BurstGPUHours = round(out.fleet.BurstGPUHours, 3)
 		out.fleet.BurstUSD = &b.CostUSD

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/allot-dev/allot/internal/markdown"
 	"github.com/allot-dev/allot/scheduler/workload"
 	"github.com/allot-dev/allot/schema"
+	"github.com/allot-dev/allot/schema/quantity"
 )
 
 // sharedPool is a fixed pool of 4 nodes x 8 GPUs shared by teams a and b of one
@@ -188,5 +190,44 @@ teams: b: quota: h100: nominal: 4
 	f := res.After
 	if b.BurstUSD == nil || b.BurstGPUHours <= 0 || f.BurstUSD == nil || f.BurstUSD.Cmp(*b.BurstUSD) != 0 || f.BurstGPUHours != b.BurstGPUHours {
 		t.Errorf("b %+v, fleet %+v: want b's burst to be the fleet's", b, f)
+	}
+	if ps := f.BurstPools; len(ps) != 1 || ps[0].Pool != "p" || ps[0].NodeHours <= 0 || ps[0].USD.Cmp(*f.BurstUSD) != 0 {
+		t.Errorf("burst pools %+v, want p's node-hours at the fleet's cost", ps)
+	}
+}
+
+// TestBurstRendered: the text and the Markdown of a what-if whose pool
+// bursts show the pool's burst node-hours and cost and the team that caused
+// them; in Markdown, a team name from the repository is escaped like every
+// other cell (here one that would split the row and notify a team).
+func TestBurstRendered(t *testing.T) {
+	pool := BurstPool{Pool: "p", NodeHours: 0.75, USD: quantity.MustParse("7.5")}
+	usd := quantity.MustParse("7.5")
+	r := &Result{Workload: "jobs", Jobs: 3, After: Figures{BurstUSD: &usd, BurstPools: []BurstPool{pool}},
+		Teams: []Team{{Team: "a"}, {Team: "b|@org/x", After: Figures{BurstUSD: &usd}}}}
+	var text, md strings.Builder
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BURST POOL", "p  ", "0.8", "$7.50", "Caused by: b|@org/x $7.50"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text has no %q:\n%s", want, text.String())
+		}
+	}
+	for _, want := range []string{"| burst pool | node-hours | cost |", "| p | 0.8 | $7.50 |", "Caused by: " + markdown.Text("b|@org/x") + " $7.50"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown has no %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "b|@org") {
+		t.Errorf("markdown has the team's name unescaped:\n%s", md.String())
+	}
+	r.After = Figures{}
+	text.Reset()
+	if err := Text(&text, r); err != nil || strings.Contains(text.String(), "BURST") {
+		t.Errorf("no burst, yet:\n%s", text.String())
 	}
 }
