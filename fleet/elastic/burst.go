@@ -27,10 +27,11 @@ type Gang struct {
 
 // nodes returns the nodes the gang takes of a pool of gpn GPUs per node.
 func (g Gang) nodes(gpn int64) int64 {
+	gpus := min(g.GPUs, 1<<40) // beyond any pool: no overflow below
 	if g.PodGPUs > 0 && g.PodGPUs <= gpn {
-		return ceilDiv(ceilDiv(g.GPUs, g.PodGPUs), gpn/g.PodGPUs)
+		return ceilDiv(ceilDiv(gpus, g.PodGPUs), gpn/g.PodGPUs)
 	}
-	return ceilDiv(g.GPUs, gpn)
+	return ceilDiv(gpus, gpn)
 }
 
 // Settle is how long a node that joined stays idle before the pool grows
@@ -81,20 +82,41 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 	st, acts := burst(p, clone(st), gangs, nodes, now)
 	st, d := Repair(p, st, nodes, now)
 	d.Actions = append(acts, d.Actions...)
+	if p.Burst != nil {
+		// Repair may have kept a node beside the seats (a busy one retired
+		// as flapping): burst gives way, so that the seats and the kept
+		// nodes stay within nodes.max whatever reads the count.
+		var kept int64
+		if p.Named {
+			kept = int64(len(d.Kept))
+		}
+		if b := max(0, min(st.Burst, p.Max-kept-p.Fixed-st.Replacements)); b < st.Burst {
+			st.Burst = b
+			st.BurstTeams = fitTeams(st.BurstTeams, b)
+			d.Target = max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
+		}
+	}
 	return st, d
 }
 
 // burst decides the pool's burst nodes (docs/elastic.md#burst):
 //   - the pool grows, within its burst room, by the nodes the pending gangs
-//     need in whole topology domains (less idle usable nodes, for gangs that
-//     need no domain), in the scheduler's order, skipping a gang larger than
-//     the room left; not while a seat is unfilled or a node that joined is
-//     still settling, so that nodes under way are never asked for twice;
+//     need (less idle usable nodes they can use), in the scheduler's order,
+//     skipping a gang larger than the room left; a gang that needs a
+//     topology domain gets nodes that make one: in a Named pool, the new
+//     seats (the lowest free indices) and idle nodes of one domain, else a
+//     whole domain of new nodes;
+//   - nothing changes while the last change is under way (a seat waits for
+//     its node, or a node leaves), a new node is joining, or a node that
+//     joined is still settling: nodes under way are never asked for twice;
 //   - a burst node is given back once a node has run no gang for
 //     Burst.IdleAfter and no waiting gang could use it, the longest idle
 //     first (an idle node has no gang: the emptiest there is): in a Named
 //     pool that node is retired (it leaves its seat and is removed), else
-//     the count shrinks (the shrink guard holds one that would remove work);
+//     the count shrinks (the shrink guard holds one that would remove
+//     work); in a Named pool a gang the held burst nodes leave no room for
+//     may take their room in the same decision; seats asked for and not yet filled are
+//     given back as soon as no gang waits;
 //   - the burst nodes are attributed to the teams whose gangs caused them,
 //     and given back from the team that holds the most.
 func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, []Action) {
@@ -103,36 +125,34 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		return st, nil
 	}
 	var acts []Action
-	retired := map[string]bool{}
-	var kept int64
-	for _, ns := range st.Nodes {
-		if ns.Retired {
-			retired[ns.Name] = true
-		}
+	rec := map[string]*NodeState{}
+	for i := range st.Nodes {
+		rec[st.Nodes[i].Name] = &st.Nodes[i]
 	}
+	retired := func(name string) bool { return rec[name] != nil && rec[name].Retired }
+	var kept int64
 	for _, n := range nodes {
-		if p.Named && retired[n.Name] && (n.Busy || p.Repair != nil && p.Repair.Broken == schema.BrokenKeep && !burstRecord(st, n.Name)) {
+		if p.Named && retired(n.Name) && (n.Busy || p.Repair != nil && p.Repair.Broken == schema.BrokenKeep && !rec[n.Name].Burst) {
 			kept++
 		}
 	}
 	room := p.burstRoom(st, kept)
-	if st.Burst > room {
-		st.Burst = room
-	}
+	st.Burst = max(0, min(st.Burst, room))
 	// Idle time, per node present and not retired.
 	since := map[string]time.Time{}
 	for _, in := range st.Idle {
 		since[in.Name] = in.Since
 	}
 	st.Idle = st.Idle[:0:0]
-	var seated, settling, idle int64
+	var seated, settling int64
+	var free []Node // usable, idle, not repair's: what waiting gangs may use
 	for _, n := range nodes {
-		if retired[n.Name] && p.Named {
+		if retired(n.Name) && p.Named {
 			continue
 		}
 		seated++
 		joining := !n.Usable && n.NotReady && now.Sub(n.Created) < JoinGrace
-		if n.Busy || retired[n.Name] {
+		if n.Busy || retired(n.Name) {
 			continue
 		}
 		s, ok := since[n.Name]
@@ -143,67 +163,68 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		if joining || n.Usable && now.Sub(s) < Settle && now.Sub(n.Created) < Settle+JoinGrace {
 			settling++
 		}
-		if n.Usable || joining {
-			idle++
+		if n.Usable && n.HealthyGPUs >= p.GPUsPerNode && rec[n.Name] == nil {
+			free = append(free, n)
 		}
 	}
 	seats := max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
-	unfilled := max(0, seats-seated)
-	// Grow for the gangs that wait.
-	var want int64
+	lay := newLayout(p, nodes, free, seats-seated)
+	// Size the waiting gangs: those that fit the room left, those the held
+	// burst nodes leave no room for, and those that never fit.
+	avail := room - st.Burst
+	var want, never int64
 	teams := map[string]int64{}
-	credit := idle + unfilled
-	var skipped int
-	var claimed int64
+	var blocked []Gang
 	for _, g := range gangs[:min(len(gangs), MaxGangs)] {
-		if g.GPUs <= 0 || p.GPUsPerNode <= 0 {
-			continue
+		need, ok := lay.size(g, room)
+		switch {
+		case !ok:
+			never++
+		case need <= avail-want:
+			lay.commit()
+			want += need
+			teams[g.Team] += need
+		default:
+			lay.undo()
+			blocked = append(blocked, g)
 		}
-		need := g.nodes(p.GPUsPerNode)
-		var c int64
-		if g.DomainNodes > 0 {
-			need = ceilDiv(need, g.DomainNodes) * g.DomainNodes
-		} else {
-			c = min(credit, need)
-			need -= c
-		}
-		if need > 0 && st.Burst+want+need > room {
-			// Beyond the room: it claims no idle node either.
-			skipped++
-			continue
-		}
-		credit, claimed = credit-c, claimed+c
-		if need == 0 {
-			continue
-		}
-		want += need
-		teams[g.Team] += need
 	}
-	switch {
-	case want > 0 && unfilled == 0 && settling == 0:
-		st.Burst += want
+	grow := func(n int64, teams map[string]int64, why string) {
+		st.Burst += n
 		for _, t := range slices.Sorted(maps.Keys(teams)) {
 			st.BurstTeams = addTeam(st.BurstTeams, t, teams[t])
 		}
-		acts = append(acts, Action{Kind: ActionBurstUp, Nodes: want,
-			Reason: fmt.Sprintf("gangs wait for nodes (%s): %d burst node(s) added, %d of %d held", teamList(teams), want, st.Burst, room)})
-	case want == 0 && st.Burst > 0 && unfilled == 0:
-		// Give back idle nodes, the longest idle first.
+		acts = append(acts, Action{Kind: ActionBurstUp, Nodes: n,
+			Reason: fmt.Sprintf("gangs wait for nodes (%s)%s: %d burst node(s) added, %d of %d held", teamList(teams), why, n, st.Burst, room)})
+	}
+	// Seats under way are given back when no gang waits any more.
+	if seated < seats && len(gangs) == 0 && st.Burst > 0 {
+		back := min(st.Burst, seats-seated)
+		st.Burst -= back
+		st.BurstTeams = takeTeams(st.BurstTeams, back)
+		seats -= back
+		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
+			Reason: fmt.Sprintf("no gang waits: %d burst node(s) asked for and not made yet given back, %d held", back, st.Burst)})
+	}
+	switch {
+	case seated != seats || settling > 0:
+		// A seat waits for its node, or a node leaves, joins or settles:
+		// decide once it has.
+	case want > 0:
+		grow(want, teams, "")
+	case st.Burst > 0:
+		// Give back idle nodes no waiting gang could use, the longest idle
+		// first (the highest seat of those idle as long).
 		var cands []IdleNode
-		busyOrGone := map[string]bool{}
-		for _, n := range nodes {
-			busyOrGone[n.Name] = n.Busy
-		}
 		for _, in := range st.Idle {
-			if now.Sub(in.Since) >= p.Burst.IdleAfter && !busyOrGone[in.Name] {
+			if now.Sub(in.Since) >= p.Burst.IdleAfter && lay.isFree(in.Name) && !lay.claimed[in.Name] {
 				cands = append(cands, in)
 			}
 		}
 		slices.SortFunc(cands, func(a, b IdleNode) int {
 			return cmp.Or(a.Since.Compare(b.Since), strings.Compare(b.Name, a.Name))
 		})
-		// Idle nodes a waiting gang could use stay.
-		back := min(st.Burst, int64(len(cands)), idle-claimed)
+		back := min(st.Burst, int64(len(cands)))
 		if back == 0 {
 			break
 		}
@@ -212,11 +233,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			names = append(names, in.Name)
 			if p.Named {
 				why := fmt.Sprintf("burst node idle since %s", in.Since.UTC().Format(time.RFC3339))
-				if ns := find(st, in.Name); ns != nil {
-					ns.Retired, ns.Burst, ns.Reason = true, true, why
-				} else {
-					st.Nodes = append(st.Nodes, NodeState{Name: in.Name, Retired: true, Burst: true, Reason: why})
-				}
+				st.Nodes = append(st.Nodes, NodeState{Name: in.Name, Retired: true, Burst: true, Reason: why})
 			}
 		}
 		st.Burst -= back
@@ -228,16 +245,213 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		}
 		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
 			Reason: fmt.Sprintf("%s idle for %s or more: %d burst node(s) given back (%s), %d held", names2(names), p.Burst.IdleAfter, back, how, st.Burst)})
+		// The room they held may serve a gang that waited for it: in a
+		// Named pool, where the node that goes is the one chosen (in a pool
+		// of a count, a shrink and a growth would only cancel out).
+		if !p.Named {
+			break
+		}
+		lay.release(names)
+		avail = room - st.Burst
+		more := map[string]int64{}
+		var add int64
+		left := blocked[:0]
+		for _, g := range blocked {
+			if need, ok := lay.size(g, room); ok && need <= avail-add {
+				lay.commit()
+				add += need
+				more[g.Team] += need
+			} else {
+				lay.undo()
+				left = append(left, g)
+			}
+		}
+		blocked = left
+		if add > 0 {
+			grow(add, more, " in the room the idle nodes held")
+		}
 	}
-	if skipped > 0 && !st.BurstAtMax {
+	atMax := never > 0 || len(blocked) > 0
+	if atMax && !st.BurstAtMax {
 		acts = append(acts, Action{Kind: ActionBurstAtMax,
-			Reason: fmt.Sprintf("%d pending gang(s) need more nodes than the burst room left (%d of %d held)", skipped, st.Burst, room)})
+			Reason: fmt.Sprintf("%d pending gang(s) need more nodes than the burst room left (%d of %d held)", never+int64(len(blocked)), st.Burst, room)})
 	}
-	st.BurstAtMax = skipped > 0
+	st.BurstAtMax = atMax
 	// Attribution follows the count (a clamp or a lost record).
 	st.BurstTeams = fitTeams(st.BurstTeams, st.Burst)
 	return st, acts
 }
+
+// layout sizes waiting gangs on a pool: the idle nodes they may use and the
+// seats new nodes take. In a Named pool with an index (Pool.IndexOf) it
+// knows where new seats go (the lowest free indices, as fleet.LayoutHeld
+// lays them) and so which topology domain they join.
+type layout struct {
+	p    Pool
+	gpn  int64
+	free []Node
+	// claimed are the free nodes given to a gang; added the new seats so far.
+	claimed map[string]bool
+	added   int64
+	// taken are the indices of the nodes present; index their free nodes'.
+	taken map[int64]bool
+	index map[string]int64
+	// the trial of the last size, until commit or undo.
+	trial      []string
+	trialAdded int64
+}
+
+// newLayout lays out the pool's nodes, its free ones, and the seats under
+// way (asked for, no node yet): those count as free for waiting gangs, at
+// the indices they will take.
+func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
+	l := &layout{p: p, gpn: p.GPUsPerNode, free: slices.Clone(free), claimed: map[string]bool{}}
+	if p.Named && p.IndexOf != nil {
+		l.taken, l.index = map[int64]bool{}, map[string]int64{}
+		for _, n := range nodes {
+			if i, ok := p.IndexOf(n.Name); ok {
+				l.taken[i] = true
+				l.index[n.Name] = i
+			}
+		}
+	}
+	next := l.seats()
+	for k := range max(0, pending) {
+		seat := Node{Name: fmt.Sprintf("\x00seat-%d", k)}
+		if l.index != nil {
+			i, ok := next()
+			if !ok {
+				break
+			}
+			l.index[seat.Name] = i
+			defer func() { l.taken[i] = true }() // after all are laid out
+		}
+		l.free = append(l.free, seat)
+	}
+	return l
+}
+
+func (l *layout) isFree(name string) bool {
+	return slices.ContainsFunc(l.free, func(n Node) bool { return n.Name == name })
+}
+
+// release makes nodes given back unusable for gangs (they leave).
+func (l *layout) release(names []string) {
+	for _, name := range names {
+		l.claimed[name] = true
+	}
+}
+
+// size returns the new nodes gang g needs, within most, and holds what it
+// would take as a trial (commit or undo); ok is false when it never fits:
+// a pod larger than a node, a gang larger than its domain or the room.
+func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
+	l.trial, l.trialAdded = l.trial[:0], 0
+	if g.GPUs <= 0 || l.gpn <= 0 || g.PodGPUs > l.gpn {
+		return 0, false
+	}
+	k := g.nodes(l.gpn)
+	take := func(pick func(Node) bool, n int64) {
+		for _, f := range l.free {
+			if n == 0 {
+				return
+			}
+			if !l.claimed[f.Name] && !slices.Contains(l.trial, f.Name) && pick(f) {
+				l.trial = append(l.trial, f.Name)
+				n--
+			}
+		}
+	}
+	unclaimed := func(pick func(Node) bool) int64 {
+		var n int64
+		for _, f := range l.free {
+			if !l.claimed[f.Name] && pick(f) {
+				n++
+			}
+		}
+		return n
+	}
+	all := func(Node) bool { return true }
+	if g.DomainNodes <= 0 {
+		c := min(unclaimed(all), k)
+		take(all, c)
+		need = k - c
+	} else if k > g.DomainNodes {
+		return 0, false
+	} else if l.index == nil {
+		// A whole domain of new nodes; the seats under way, asked for
+		// together, count as one.
+		seat := func(f Node) bool { return strings.HasPrefix(f.Name, "\x00") }
+		c := min(unclaimed(seat), g.DomainNodes)
+		take(seat, c)
+		need = g.DomainNodes - c
+	} else {
+		// The fewest new seats after which one domain holds k nodes the
+		// gang may use: idle ones and new ones.
+		d := g.DomainNodes
+		count := map[int64]int64{}
+		for _, f := range l.free {
+			if i, ok := l.index[f.Name]; ok && !l.claimed[f.Name] {
+				count[i/d]++
+			}
+		}
+		best := int64(-1)
+		for dom, c := range count {
+			if c >= k && (best < 0 || dom < best) {
+				best = dom
+			}
+		}
+		seats := l.seats()
+		for best < 0 && need < most-l.added {
+			i, ok := seats()
+			if !ok {
+				break
+			}
+			need++
+			if count[i/d]++; count[i/d] >= k {
+				best = i / d
+			}
+		}
+		if best < 0 {
+			return 0, false
+		}
+		take(func(f Node) bool { i, ok := l.index[f.Name]; return ok && i/d == best }, k)
+	}
+	if need > most {
+		return 0, false
+	}
+	l.trialAdded = need
+	return need, true
+}
+
+// seats returns the indices new seats take from now on, in order: the
+// lowest no node takes, after those the committed gangs' new seats took.
+func (l *layout) seats() func() (int64, bool) {
+	i, skip := int64(-1), l.added
+	return func() (int64, bool) {
+		for i++; i < 1<<22; i++ {
+			if l.taken[i] {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			return i, true
+		}
+		return 0, false
+	}
+}
+
+func (l *layout) commit() {
+	for _, name := range l.trial {
+		l.claimed[name] = true
+	}
+	l.added += l.trialAdded
+	l.trial, l.trialAdded = l.trial[:0], 0
+}
+
+func (l *layout) undo() { l.trial, l.trialAdded = l.trial[:0], 0 }
 
 func burstRecord(st State, name string) bool {
 	for _, ns := range st.Nodes {

@@ -268,3 +268,118 @@ func TestBurstBounds(t *testing.T) {
 		t.Fatalf("the histories grew %d and shrank %d times: too few to test the bounds", ups, downs)
 	}
 }
+
+// indexed is a Named pool whose nodes are named by index ("a".."z" = 0..25).
+func indexed(p Pool) Pool {
+	p.IndexOf = func(name string) (int64, bool) { return int64(name[0] - 'a'), len(name) == 1 }
+	return p
+}
+
+// A gang that needs a domain gets the new seats that complete one, with the
+// idle nodes already there: not a whole domain more.
+func TestBurstCompletesADomainWhereNewSeatsGo(t *testing.T) {
+	p := indexed(burstPool(2, 8, 4)) // domains of 2: {a b} {c d} {e f}
+	st, d := Decide(p, State{Burst: 1}, []Gang{{Team: "a", GPUs: 16, DomainNodes: 2}}, fleet("a*", "b*", "c"), t0.Add(time.Hour))
+	if st.Burst != 2 || d.Target != 4 {
+		t.Fatalf("burst %d target %d; want 2, 4: d joins idle c's domain", st.Burst, d.Target)
+	}
+	// With a hole below: a gang of a domain needs the new seats up to a
+	// whole free domain (c, then e and f; d is taken).
+	p = indexed(burstPool(3, 8, 4))
+	st, d = Decide(p, State{}, []Gang{{Team: "a", GPUs: 16, DomainNodes: 2}}, fleet("a*", "b*", "d*"), t0)
+	if st.Burst != 3 || d.Target != 6 {
+		t.Fatalf("burst %d target %d; want 3, 6", st.Burst, d.Target)
+	}
+}
+
+// Nothing changes while the last change is under way: a node given back in
+// a pool of a count stays until the cloud removes one, and is not given
+// back again meanwhile.
+func TestBurstWaitsForItsLastChange(t *testing.T) {
+	p := burstPool(2, 10, 2)
+	p.Named = false
+	nodes := fleet("a*", "b*", "c", "d*")
+	st, _ := Decide(p, State{Burst: 2}, nil, nodes, t0)
+	st, d := Decide(p, st, nil, nodes, t0.Add(31*time.Minute))
+	if st.Burst != 1 || d.Target != 3 {
+		t.Fatalf("burst %d target %d; want 1, 3", st.Burst, d.Target)
+	}
+	for _, at := range []time.Duration{32 * time.Minute, 63 * time.Minute, 3 * time.Hour} {
+		st, d = Decide(p, st, []Gang{{Team: "x", GPUs: 32}}, nodes, t0.Add(at))
+		if st.Burst != 1 || d.Target != 3 || slices.Contains(kinds(d), ActionBurstUp) || slices.Contains(kinds(d), ActionBurstDown) {
+			t.Fatalf("at %s: burst %d target %d actions %v while a node leaves", at, st.Burst, d.Target, kinds(d))
+		}
+	}
+}
+
+// A pod larger than a node never fits: it grows nothing and holds no idle
+// node; nor is a broken node given back as an idle one.
+func TestBurstIgnoresWhatItCannotServe(t *testing.T) {
+	p := burstPool(2, 10, 4)
+	huge := []Gang{{Team: "x", GPUs: 32, PodGPUs: 16}}
+	st, d := Decide(p, State{}, huge, fleet("a*", "b*"), t0)
+	if st.Burst != 0 || !slices.Equal(kinds(d), []ActionKind{ActionBurstAtMax}) {
+		t.Fatalf("burst %d actions %v; want 0, BurstAtMax", st.Burst, kinds(d))
+	}
+	nodes := fleet("a*", "b-", "c")
+	st, _ = Decide(p, State{Burst: 1}, huge, nodes, t0)
+	st, d = Decide(p, st, huge, nodes, t0.Add(time.Hour))
+	if !slices.Equal(d.Retired, []string{"c"}) {
+		t.Fatalf("retired %v; want the idle healthy c, not broken b", d.Retired)
+	}
+}
+
+// Repair keeping a busy flapping node beside the seats: burst gives way so
+// that the count Terraform reads stays within nodes.max.
+func TestBurstGivesWayToAKeptNode(t *testing.T) {
+	p := burstPool(2, 3, 1)
+	p.Repair = &schema.Repair{After: time.Hour, MaxNodes: 0, Broken: schema.BrokenRemove, Flaps: 2, FlapWindow: 24 * time.Hour}
+	st := State{Burst: 1, Nodes: []NodeState{{Name: "b", Failures: []time.Time{t0.Add(-time.Hour)}}}}
+	st, d := Decide(p, st, nil, fleet("a*", "b-*", "c*"), t0)
+	if !slices.Equal(d.Kept, []string{"b"}) || st.Burst+p.Fixed+int64(len(d.Kept)) > p.Max || d.Target+int64(len(d.Kept)) > p.Max {
+		t.Fatalf("kept %v burst %d target %d: beyond nodes.max %d", d.Kept, st.Burst, d.Target, p.Max)
+	}
+}
+
+// Every decision is a fixed point: deciding again on the same view, with
+// the state it left, does nothing.
+func TestBurstDecisionsAreFixedPoints(t *testing.T) {
+	for seed := range uint64(8) {
+		fixedPoints(t, rand.New(rand.NewPCG(46, seed)))
+	}
+}
+
+func fixedPoints(t *testing.T, r *rand.Rand) {
+	for trial := range 3000 {
+		fixed := r.Int64N(5)
+		p := burstPool(fixed, fixed+r.Int64N(6), r.Int64N(5))
+		p.Named = r.IntN(2) == 0
+		if r.IntN(2) == 0 {
+			p = indexed(p)
+		}
+		if r.IntN(3) == 0 {
+			p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: r.Int64N(3), Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: time.Hour}
+		}
+		var nodes []Node
+		for i := range int(fixed) + r.IntN(5) {
+			nodes = append(nodes, Node{Name: string(rune('a' + i)), Usable: r.IntN(8) > 0, HealthyGPUs: 8, Busy: r.IntN(2) == 0})
+		}
+		st := State{Burst: r.Int64N(4)}
+		for _, n := range nodes {
+			if r.IntN(2) == 0 {
+				st.Idle = append(st.Idle, IdleNode{Name: n.Name, Since: t0.Add(-time.Duration(r.IntN(90)) * time.Minute)})
+			}
+		}
+		var gangs []Gang
+		for range r.IntN(3) {
+			gangs = append(gangs, Gang{Team: "t", GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(3), PodGPUs: r.Int64N(10)})
+		}
+		st1, d1 := Decide(p, st, gangs, nodes, t0)
+		// The cluster does not follow yet: the same view again.
+		st2, d2 := Decide(p, st1, gangs, nodes, t0)
+		if d2.Target != d1.Target || slices.ContainsFunc(d2.Actions, func(a Action) bool { return a.Kind != ActionAtMax }) || st2.Burst != st1.Burst {
+			t.Fatalf("trial %d (%+v, nodes %+v, gangs %+v): again burst %d→%d target %d→%d actions %v then %v",
+				trial, p, nodes, gangs, st1.Burst, st2.Burst, d1.Target, d2.Target, kinds(d1), kinds(d2))
+		}
+	}
+}

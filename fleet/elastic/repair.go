@@ -23,6 +23,10 @@ type Pool struct {
 	Named  bool
 	Repair *schema.Repair
 	Burst  *schema.Burst
+	// IndexOf reads a Named pool's node index from its name (fleet.NodeIndex):
+	// burst then knows which topology domain a new seat joins. Nil: burst
+	// asks for whole domains of new nodes.
+	IndexOf func(name string) (int64, bool)
 }
 
 // need is the healthy GPUs the quotas need of the pool: the planned size

@@ -90,7 +90,8 @@ func BurstPools(cfg *schema.Config, layout []fleet.Node) []BurstPool {
 		}
 		out = append(out, BurstPool{
 			Pool: string(name), Flavor: scheduler.Flavor(p.Flavor), Cluster: string(p.Cluster),
-			Elastic:          elastic.Pool{Fixed: counts[name], Spare: p.SpareNodes, Max: p.MaxNodes, GPUsPerNode: p.GPUsPerNode, Named: true, Burst: p.Burst},
+			Elastic: elastic.Pool{Fixed: counts[name], Spare: p.SpareNodes, Max: p.MaxNodes, GPUsPerNode: p.GPUsPerNode, Named: true, Burst: p.Burst,
+				IndexOf: func(node string) (int64, bool) { return fleet.NodeIndex(name, node) }},
 			PerDomain:        fleet.NodesPerDomain(p.Topology),
 			PricePerNodeHour: p.Price.OnDemandPerNodeHour,
 			Layout: func(held []string, count int64) []scheduler.Node {
