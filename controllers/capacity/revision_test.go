@@ -5,6 +5,7 @@ import (
 	"time"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet"
 	"github.com/allot-dev/allot/schema"
 )
 
@@ -42,5 +43,29 @@ func TestHeldStaysWithinTheEnvelope(t *testing.T) {
 		if got := r.held("a", c.target); got != c.want {
 			t.Errorf("%s: held %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// A node the status retires before its mark is written keeps its seat (no
+// other node is removed for it), a forged record makes no node, and the
+// kept retired nodes count against nodes.max.
+func TestSeatsHeldKeepsWhatIsThere(t *testing.T) {
+	p := &schema.Pool{Name: "a", MaxNodes: 4}
+	h := fleet.Held{Names: []string{"a-0", "a-1", "a-2"}, Retired: map[string]bool{}}
+	retiring := &allotv1.PoolRepairStatus{Nodes: []allotv1.PoolNodeRecord{{Name: "a-2", Retired: true, Burst: true}}}
+	if n := seatsHeld(2, p, h, retiring); n != 3 {
+		t.Errorf("status first, mark not yet: %d seats, want 3 (nothing removed yet)", n)
+	}
+	forged := &allotv1.PoolRepairStatus{Nodes: []allotv1.PoolNodeRecord{{Name: "a-0", Retired: true}, {Name: "a-1", Retired: true}, {Name: "a-9", Retired: true}}}
+	if n := seatsHeld(3, p, h, forged); n != 3 {
+		t.Errorf("forged records: %d seats, want 3 (no node made)", n)
+	}
+	h.Retired["a-2"] = false // marked remove
+	if n := seatsHeld(2, p, h, retiring); n != 2 {
+		t.Errorf("marked: %d seats, want 2", n)
+	}
+	h.Retired["a-2"] = true // kept for repair
+	if n := seatsHeld(4, p, h, nil); n != 3 {
+		t.Errorf("a kept node beside 4 seats: %d seats, want 3 (nodes.max 4)", n)
 	}
 }

@@ -314,6 +314,9 @@ func (t *Terraform) resizeModule(ctx context.Context, src *allotv1.CapacitySourc
 		if plan.Pools[i].NodesTarget == planned+rev.held(pp, planned) {
 			plan.Pools[i].NodesTarget = planned + fresh.held(pp, planned)
 		}
+		if h, ok := held[pp]; ok {
+			plan.Pools[i].NodesTarget = seatsHeld(plan.Pools[i].NodesTarget, cfg.Pools[pp], h, fresh.Repair[pp])
+		}
 	}
 	module, err := terraform.Module(cfg, &plan, cluster, render)
 	if err != nil {
@@ -626,6 +629,38 @@ func (t *Terraform) drift(ctx context.Context, cfg *schema.Config, cluster schem
 		}
 	}
 	return short, strings.Join(off, "; "), nil
+}
+
+// seatsHeld adjusts a named pool's count to what its nodes hold: a node the
+// status retires but whose mark is not written yet keeps its seat (the
+// status is written first: counting it out now would remove another node;
+// a seat kept so never makes a node), and the seats and the kept retired
+// nodes stay within nodes.max.
+func seatsHeld(n int64, p *schema.Pool, h fleet.Held, s *allotv1.PoolRepairStatus) int64 {
+	present := map[string]bool{}
+	for _, name := range h.Names {
+		present[name] = true
+	}
+	if s != nil {
+		// Never beyond the nodes there are: keeping a seat makes no node.
+		var back int64
+		for _, rec := range s.Nodes {
+			if _, marked := h.Retired[rec.Name]; rec.Retired && present[rec.Name] && !marked {
+				back++
+			}
+		}
+		n = max(n, min(n+back, int64(len(present)-len(h.Retired))))
+	}
+	var kept int64
+	for _, stays := range h.Retired {
+		if stays {
+			kept++
+		}
+	}
+	if p != nil {
+		n = min(n, max(0, p.MaxNodes-kept))
+	}
+	return n
 }
 
 // freshHeld returns rev with the repair and burst status of cluster's pools

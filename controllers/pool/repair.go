@@ -52,19 +52,24 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		})
 	}
 	// A retirement on record stands only if the Node bears the manager's
-	// mark (or is gone): the status alone retires no node.
-	marked := map[string]bool{}
+	// mark (or is gone): the status alone retires no node. The mark is
+	// read again uncached before a record is undone (the cache may not
+	// have seen a mark just written).
+	marks := map[string]string{}
 	for i := range nodes {
-		marked[nodes[i].Name] = nodes[i].Annotations[contract.AnnotationRetired] != ""
+		marks[nodes[i].Name] = nodes[i].Annotations[contract.AnnotationRetired]
 	}
-	recorded := map[string]bool{}
 	for i := range st.Nodes {
 		ns := &st.Nodes[i]
-		if m, there := marked[ns.Name]; ns.Retired && there && !m {
-			ns.Retired, ns.Kept = false, false
+		if m, there := marks[ns.Name]; ns.Retired && there && m == "" && r.Reader != nil {
+			var n corev1.Node
+			if err := r.Reader.Get(ctx, client.ObjectKey{Name: ns.Name}, &n); client.IgnoreNotFound(err) != nil {
+				return 0, fmt.Errorf("reading node %s: %w", ns.Name, err)
+			}
+			marks[ns.Name] = n.Annotations[contract.AnnotationRetired]
 		}
-		recorded[ns.Name] = true
 	}
+	st, recorded := trustRecords(st, marks)
 	// What the scheduler sees: the gangs waiting for nodes of this pool, and
 	// the nodes a pod holds GPUs on.
 	var gangs []elastic.Gang
@@ -97,6 +102,9 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		in = append(in, n)
 	}
 	p := elastic.Pool{Fixed: pool.Spec.NodesTarget, Spare: pool.Spec.SpareNodes, Max: pool.Spec.Nodes.Max, GPUsPerNode: pool.Spec.GPUsPerNode, Named: named}
+	if named {
+		p.IndexOf = func(node string) (int64, bool) { return fleet.NodeIndex(schema.PoolName(pool.Name), node) }
+	}
 	if spec != nil {
 		p.Repair = &schema.Repair{After: spec.After.Duration, MaxNodes: spec.MaxNodes, Broken: schema.RepairBroken(spec.Broken),
 			Flaps: max(2, spec.Flaps), FlapWindow: spec.FlapWindow.Duration}
@@ -112,7 +120,7 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	// The status goes first, then the marks: Terraform seats the pool from
 	// both, and a node marked while the status still counts it would have
 	// a new node made in its place.
-	if unmarked := slices.ContainsFunc(d.Cordon, func(name string) bool { return !marked[name] }); unmarked {
+	if unmarked := slices.ContainsFunc(d.Cordon, func(name string) bool { return marks[name] == "" }); unmarked {
 		if err := r.Client.Status().Patch(ctx, pool, client.MergeFrom(base), client.FieldOwner(FieldManager)); err != nil {
 			return 0, fmt.Errorf("writing the pool's status before retiring nodes: %w", err)
 		}
@@ -280,6 +288,34 @@ func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *
 		out.Nodes = append(out.Nodes, rec)
 	}
 	return out, b
+}
+
+// trustRecords lets a record of the status stand only as far as the
+// Nodes' marks (marks: the mark of each node present, "" for none) bear it
+// out, and returns the nodes with a record. A node retired on record but
+// not marked is not retired: a burst node given back whose mark was never
+// written (the manager stopped, or the write failed) holds its seat again
+// as a burst node; any other is seated again. A record cannot turn a node
+// the manager marked keep into one to remove.
+func trustRecords(st elastic.State, marks map[string]string) (elastic.State, map[string]bool) {
+	recorded := map[string]bool{}
+	var kept []elastic.NodeState
+	for _, ns := range st.Nodes {
+		m, there := marks[ns.Name]
+		switch {
+		case ns.Retired && there && m == "" && ns.Burst:
+			st.Burst++
+			continue
+		case ns.Retired && there && m == "":
+			ns.Retired, ns.Kept = false, false
+		case ns.Burst && m == "keep":
+			ns.Burst = false
+		}
+		recorded[ns.Name] = true
+		kept = append(kept, ns)
+	}
+	st.Nodes = kept
+	return st, recorded
 }
 
 // explain keeps on the status why the replacement and burst nodes are what
