@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -63,10 +64,14 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 		ns := &st.Nodes[i]
 		if m, there := marks[ns.Name]; ns.Retired && there && m == "" && r.Reader != nil {
 			var n corev1.Node
-			if err := r.Reader.Get(ctx, client.ObjectKey{Name: ns.Name}, &n); client.IgnoreNotFound(err) != nil {
+			switch err := r.Reader.Get(ctx, client.ObjectKey{Name: ns.Name}, &n); {
+			case apierrors.IsNotFound(err):
+				delete(marks, ns.Name) // gone: the record stands
+			case err != nil:
 				return 0, fmt.Errorf("reading node %s: %w", ns.Name, err)
+			default:
+				marks[ns.Name] = n.Annotations[contract.AnnotationRetired]
 			}
-			marks[ns.Name] = n.Annotations[contract.AnnotationRetired]
 		}
 	}
 	st, recorded := trustRecords(st, marks)

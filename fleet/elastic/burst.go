@@ -78,10 +78,25 @@ func (p Pool) burstRoom(st State, kept int64) int64 {
 // the decision the Pool reconciler makes and the simulator replays. gangs
 // are the pending gangs waiting for the pool's nodes, in the scheduler's
 // order.
+//
+// Burst, then repair, again while a round acts (at most three rounds): a
+// node repair retires changes what burst sees, and the decision is the one
+// that deciding again on the same view leaves as it is.
 func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, Decision) {
-	st, acts := burst(p, clone(st), gangs, nodes, now)
-	st, d := Repair(p, st, nodes, now)
-	d.Actions = append(acts, d.Actions...)
+	st = clone(st)
+	var all []Action
+	var d Decision
+	for range 3 {
+		var acts []Action
+		st, acts = burst(p, st, gangs, nodes, now)
+		st, d = Repair(p, st, nodes, now)
+		acts = append(acts, d.Actions...)
+		all = append(all, acts...)
+		if len(acts) == 0 {
+			break
+		}
+	}
+	d.Actions = all
 	if p.Burst != nil {
 		// Repair may have kept a node beside the seats (a busy one retired
 		// as flapping): burst gives way, so that the seats and the kept
@@ -145,7 +160,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 	}
 	st.Idle = st.Idle[:0:0]
 	var seated, settling int64
-	var free []Node // usable, idle, not repair's: what waiting gangs may use
+	var free []Node // usable and whole, idle, not retired: what waiting gangs may use
 	for _, n := range nodes {
 		if retired(n.Name) && p.Named {
 			continue
@@ -163,32 +178,17 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		if joining || n.Usable && now.Sub(s) < Settle && now.Sub(n.Created) < Settle+JoinGrace {
 			settling++
 		}
-		if n.Usable && n.HealthyGPUs >= p.GPUsPerNode && rec[n.Name] == nil {
+		if n.Usable && n.HealthyGPUs >= p.GPUsPerNode {
 			free = append(free, n)
 		}
 	}
 	seats := max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
+	// Burst's own seats under way: those beyond the planned and replacement
+	// seats that no node fills yet (a seat repair holds for a lost node
+	// fills first).
+	pending := max(0, min(seats-max(seated, p.Fixed+st.Replacements), seats-seated-st.Replacements))
 	lay := newLayout(p, nodes, free, seats-seated)
-	// Size the waiting gangs: those that fit the room left, those the held
-	// burst nodes leave no room for, and those that never fit.
-	avail := room - st.Burst
-	var want, never int64
-	teams := map[string]int64{}
-	var blocked []Gang
-	for _, g := range gangs[:min(len(gangs), MaxGangs)] {
-		need, ok := lay.size(g, room)
-		switch {
-		case !ok:
-			never++
-		case need <= avail-want:
-			lay.commit()
-			want += need
-			teams[g.Team] += need
-		default:
-			lay.undo()
-			blocked = append(blocked, g)
-		}
-	}
+	sz := lay.sizeAll(gangs, room, room-st.Burst)
 	grow := func(n int64, teams map[string]int64, why string) {
 		st.Burst += n
 		for _, t := range slices.Sorted(maps.Keys(teams)) {
@@ -197,21 +197,21 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		acts = append(acts, Action{Kind: ActionBurstUp, Nodes: n,
 			Reason: fmt.Sprintf("gangs wait for nodes (%s)%s: %d burst node(s) added, %d of %d held", teamList(teams), why, n, st.Burst, room)})
 	}
-	// Seats under way are given back when no gang waits any more.
-	if seated < seats && len(gangs) == 0 && st.Burst > 0 {
-		back := min(st.Burst, seats-seated)
+	// Burst's seats under way that no waiting gang counts on are given back.
+	if back := min(st.Burst, pending, lay.unclaimedSeats()); back > 0 {
 		st.Burst -= back
 		st.BurstTeams = takeTeams(st.BurstTeams, back)
 		seats -= back
 		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
-			Reason: fmt.Sprintf("no gang waits: %d burst node(s) asked for and not made yet given back, %d held", back, st.Burst)})
+			Reason: fmt.Sprintf("no waiting gang needs them: %d burst node(s) asked for and not made yet given back, %d held", back, st.Burst)})
 	}
+	settled := seated == seats && settling == 0
 	switch {
-	case seated != seats || settling > 0:
+	case !settled:
 		// A seat waits for its node, or a node leaves, joins or settles:
 		// decide once it has.
-	case want > 0:
-		grow(want, teams, "")
+	case sz.want > 0:
+		grow(sz.want, sz.teams, "")
 	case st.Burst > 0:
 		// Give back idle nodes no waiting gang could use, the longest idle
 		// first (the highest seat of those idle as long).
@@ -233,7 +233,11 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			names = append(names, in.Name)
 			if p.Named {
 				why := fmt.Sprintf("burst node idle since %s", in.Since.UTC().Format(time.RFC3339))
-				st.Nodes = append(st.Nodes, NodeState{Name: in.Name, Retired: true, Burst: true, Reason: why})
+				if ns := rec[in.Name]; ns != nil {
+					ns.Retired, ns.Burst, ns.Reason = true, true, why
+				} else {
+					st.Nodes = append(st.Nodes, NodeState{Name: in.Name, Retired: true, Burst: true, Reason: why})
+				}
 			}
 		}
 		st.Burst -= back
@@ -247,36 +251,26 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			Reason: fmt.Sprintf("%s idle for %s or more: %d burst node(s) given back (%s), %d held", names2(names), p.Burst.IdleAfter, back, how, st.Burst)})
 		// The room they held may serve a gang that waited for it: in a
 		// Named pool, where the node that goes is the one chosen (in a pool
-		// of a count, a shrink and a growth would only cancel out).
-		if !p.Named {
+		// of a count, a shrink and a growth would only cancel out). The
+		// gangs are sized again as the next decision will: without them.
+		if !p.Named || sz.blocked == 0 {
 			break
 		}
-		lay.release(names)
-		avail = room - st.Burst
-		more := map[string]int64{}
-		var add int64
-		left := blocked[:0]
-		for _, g := range blocked {
-			if need, ok := lay.size(g, room); ok && need <= avail-add {
-				lay.commit()
-				add += need
-				more[g.Team] += need
-			} else {
-				lay.undo()
-				left = append(left, g)
-			}
-		}
-		blocked = left
-		if add > 0 {
-			grow(add, more, " in the room the idle nodes held")
+		rest := slices.DeleteFunc(slices.Clone(free), func(n Node) bool { return slices.Contains(names, n.Name) })
+		sz = newLayout(p, nodes, rest, 0).sizeAll(gangs, room, room-st.Burst)
+		if sz.want > 0 {
+			grow(sz.want, sz.teams, " in the room the idle nodes held")
 		}
 	}
-	atMax := never > 0 || len(blocked) > 0
-	if atMax && !st.BurstAtMax {
-		acts = append(acts, Action{Kind: ActionBurstAtMax,
-			Reason: fmt.Sprintf("%d pending gang(s) need more nodes than the burst room left (%d of %d held)", never+int64(len(blocked)), st.Burst, room)})
+	// Said once it starts, and judged only when nothing is under way.
+	if settled {
+		atMax := sz.never+sz.blocked > 0
+		if atMax && !st.BurstAtMax {
+			acts = append(acts, Action{Kind: ActionBurstAtMax,
+				Reason: fmt.Sprintf("%d pending gang(s) need more nodes than the burst room allows (%d of %d held), or pods larger than a node", sz.never+sz.blocked, st.Burst, room)})
+		}
+		st.BurstAtMax = atMax
 	}
-	st.BurstAtMax = atMax
 	// Attribution follows the count (a clamp or a lost record).
 	st.BurstTeams = fitTeams(st.BurstTeams, st.Burst)
 	return st, acts
@@ -293,13 +287,20 @@ type layout struct {
 	// claimed are the free nodes given to a gang; added the new seats so far.
 	claimed map[string]bool
 	added   int64
-	// taken are the indices of the nodes present; index their free nodes'.
+	// taken are the indices of the nodes present; index their free nodes'
+	// (and the seats under way's, and new seats a gang left unused).
 	taken map[int64]bool
 	index map[string]int64
-	// the trial of the last size, until commit or undo.
+	// the trial of the last size, until commit or undo: the free nodes it
+	// takes, its new seats, and those of them it leaves unused.
 	trial      []string
 	trialAdded int64
+	trialLeft  []int64
 }
+
+// seatPrefix names the free nodes that are seats under way, not nodes
+// ("\x00left-" those new seats a gang leaves unused).
+const seatPrefix = "\x00seat-"
 
 // newLayout lays out the pool's nodes, its free ones, and the seats under
 // way (asked for, no node yet): those count as free for waiting gangs, at
@@ -316,17 +317,21 @@ func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
 		}
 	}
 	next := l.seats()
+	var under []int64
 	for k := range max(0, pending) {
-		seat := Node{Name: fmt.Sprintf("\x00seat-%d", k)}
+		seat := Node{Name: fmt.Sprintf("%s%d", seatPrefix, k)}
 		if l.index != nil {
 			i, ok := next()
 			if !ok {
 				break
 			}
 			l.index[seat.Name] = i
-			defer func() { l.taken[i] = true }() // after all are laid out
+			under = append(under, i)
 		}
 		l.free = append(l.free, seat)
+	}
+	for _, i := range under {
+		l.taken[i] = true
 	}
 	return l
 }
@@ -335,19 +340,81 @@ func (l *layout) isFree(name string) bool {
 	return slices.ContainsFunc(l.free, func(n Node) bool { return n.Name == name })
 }
 
-// release makes nodes given back unusable for gangs (they leave).
-func (l *layout) release(names []string) {
-	for _, name := range names {
-		l.claimed[name] = true
+// unclaimedSeats counts the seats under way no gang counts on that may go:
+// where new seats take the lowest free indices, only the highest ones (the
+// others fill holes on the way to those a gang counts on).
+func (l *layout) unclaimedSeats() int64 {
+	var seats []Node
+	for _, f := range l.free {
+		if strings.HasPrefix(f.Name, seatPrefix) {
+			seats = append(seats, f)
+		}
 	}
+	if l.index != nil {
+		slices.SortFunc(seats, func(a, b Node) int { return cmp.Compare(l.index[b.Name], l.index[a.Name]) })
+	}
+	var n int64
+	for _, f := range seats {
+		if l.claimed[f.Name] {
+			if l.index != nil {
+				break
+			}
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// sizing is what the waiting gangs need: the new nodes of those that fit
+// the room left (by team), and how many wait for room the held burst nodes
+// take (blocked) or never fit.
+type sizing struct {
+	want           int64
+	teams          map[string]int64
+	blocked, never int64
+}
+
+// sizeAll sizes gangs in order within avail new nodes, of a burst room of
+// room. A gang that does not fit still claims the idle nodes it would use
+// (they stay for it), not new seats.
+func (l *layout) sizeAll(gangs []Gang, room, avail int64) sizing {
+	sz := sizing{teams: map[string]int64{}}
+	for _, g := range gangs[:min(len(gangs), MaxGangs)] {
+		switch need, fits := l.size(g, avail-sz.want); {
+		case fits:
+			l.commit()
+			sz.want += need
+			if need > 0 {
+				sz.teams[g.Team] += need
+			}
+		case l.feasible(g, room):
+			l.commitClaims()
+			sz.blocked++
+		default:
+			l.undo()
+			sz.never++
+		}
+	}
+	return sz
+}
+
+// feasible says whether the gang could ever run on the pool's nodes: its
+// pods fit a node, it fits its domain, and its nodes the room.
+func (l *layout) feasible(g Gang, room int64) bool {
+	if g.GPUs <= 0 || l.gpn <= 0 || g.PodGPUs > l.gpn {
+		return false
+	}
+	k := g.nodes(l.gpn)
+	return (g.DomainNodes <= 0 || k <= g.DomainNodes) && k <= room+int64(len(l.free))
 }
 
 // size returns the new nodes gang g needs, within most, and holds what it
-// would take as a trial (commit or undo); ok is false when it never fits:
-// a pod larger than a node, a gang larger than its domain or the room.
-func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
-	l.trial, l.trialAdded = l.trial[:0], 0
-	if g.GPUs <= 0 || l.gpn <= 0 || g.PodGPUs > l.gpn {
+// would take as a trial (commit or undo); fits is false when it needs more
+// than most, or never fits.
+func (l *layout) size(g Gang, most int64) (need int64, fits bool) {
+	l.trial, l.trialAdded, l.trialLeft = l.trial[:0], 0, l.trialLeft[:0]
+	if g.GPUs <= 0 || l.gpn <= 0 || g.PodGPUs > l.gpn || most < 0 {
 		return 0, false
 	}
 	k := g.nodes(l.gpn)
@@ -356,7 +423,7 @@ func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
 			if n == 0 {
 				return
 			}
-			if !l.claimed[f.Name] && !slices.Contains(l.trial, f.Name) && pick(f) {
+			if !l.claimed[f.Name] && pick(f) {
 				l.trial = append(l.trial, f.Name)
 				n--
 			}
@@ -372,22 +439,23 @@ func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
 		return n
 	}
 	all := func(Node) bool { return true }
-	if g.DomainNodes <= 0 {
+	switch {
+	case g.DomainNodes <= 0:
 		c := min(unclaimed(all), k)
 		take(all, c)
 		need = k - c
-	} else if k > g.DomainNodes {
+	case k > g.DomainNodes:
 		return 0, false
-	} else if l.index == nil {
+	case l.index == nil:
 		// A whole domain of new nodes; the seats under way, asked for
 		// together, count as one.
-		seat := func(f Node) bool { return strings.HasPrefix(f.Name, "\x00") }
+		seat := func(f Node) bool { return strings.HasPrefix(f.Name, seatPrefix) }
 		c := min(unclaimed(seat), g.DomainNodes)
 		take(seat, c)
 		need = g.DomainNodes - c
-	} else {
+	default:
 		// The fewest new seats after which one domain holds k nodes the
-		// gang may use: idle ones and new ones.
+		// gang may use: free ones and new ones.
 		d := g.DomainNodes
 		count := map[int64]int64{}
 		for _, f := range l.free {
@@ -402,12 +470,13 @@ func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
 			}
 		}
 		seats := l.seats()
-		for best < 0 && need < most-l.added {
+		var added []int64
+		for best < 0 && int64(len(added)) < most {
 			i, ok := seats()
 			if !ok {
 				break
 			}
-			need++
+			added = append(added, i)
 			if count[i/d]++; count[i/d] >= k {
 				best = i / d
 			}
@@ -415,7 +484,19 @@ func (l *layout) size(g Gang, most int64) (need int64, ok bool) {
 		if best < 0 {
 			return 0, false
 		}
+		// The free nodes of that domain first, then its new seats; the
+		// new seats elsewhere (holes filled on the way) are left free.
+		var inDomain int64
 		take(func(f Node) bool { i, ok := l.index[f.Name]; return ok && i/d == best }, k)
+		inDomain = int64(len(l.trial))
+		for _, i := range added {
+			if i/d == best && inDomain < k {
+				inDomain++
+				continue
+			}
+			l.trialLeft = append(l.trialLeft, i)
+		}
+		need = int64(len(added))
 	}
 	if need > most {
 		return 0, false
@@ -444,14 +525,25 @@ func (l *layout) seats() func() (int64, bool) {
 }
 
 func (l *layout) commit() {
+	l.commitClaims()
+	l.added += l.trialAdded
+	for _, i := range l.trialLeft {
+		name := fmt.Sprintf("\x00left-%d", i)
+		l.index[name] = i
+		l.free = append(l.free, Node{Name: name})
+	}
+	l.trialAdded, l.trialLeft = 0, l.trialLeft[:0]
+}
+
+// commitClaims keeps the free nodes of the trial for its gang.
+func (l *layout) commitClaims() {
 	for _, name := range l.trial {
 		l.claimed[name] = true
 	}
-	l.added += l.trialAdded
-	l.trial, l.trialAdded = l.trial[:0], 0
+	l.trial = l.trial[:0]
 }
 
-func (l *layout) undo() { l.trial, l.trialAdded = l.trial[:0], 0 }
+func (l *layout) undo() { l.trial, l.trialAdded, l.trialLeft = l.trial[:0], 0, l.trialLeft[:0] }
 
 func burstRecord(st State, name string) bool {
 	for _, ns := range st.Nodes {

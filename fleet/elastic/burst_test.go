@@ -100,7 +100,8 @@ func TestBurstSizesInWholeDomainsWithinItsRoom(t *testing.T) {
 		t.Fatalf("actions %v", kinds(d))
 	}
 	// Said once while it lasts.
-	if _, d2 := Decide(p, st, []Gang{{Team: "b", GPUs: 64, DomainNodes: 4}}, fleet("a*", "b*", "c*", "d*"), t0.Add(time.Minute)); len(d2.Actions) != 0 {
+	gangs := []Gang{{Team: "a", GPUs: 24, DomainNodes: 4}, {Team: "b", GPUs: 16, DomainNodes: 4}, {Team: "c", GPUs: 8, PodGPUs: 4}}
+	if _, d2 := Decide(p, st, gangs, fleet("a*", "b*", "c*", "d*"), t0.Add(time.Minute)); len(d2.Actions) != 0 {
 		t.Fatalf("deciding again: %v", kinds(d2))
 	}
 	if want := []TeamNodes{{"a", 4}, {"c", 1}}; !slices.Equal(st.BurstTeams, want) {
@@ -352,7 +353,7 @@ func TestBurstDecisionsAreFixedPoints(t *testing.T) {
 func fixedPoints(t *testing.T, r *rand.Rand) {
 	for trial := range 3000 {
 		fixed := r.Int64N(5)
-		p := burstPool(fixed, fixed+r.Int64N(6), r.Int64N(5))
+		p := burstPool(fixed, fixed+r.Int64N(9), r.Int64N(6))
 		p.Named = r.IntN(2) == 0
 		if r.IntN(2) == 0 {
 			p = indexed(p)
@@ -361,10 +362,19 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 			p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: r.Int64N(3), Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: time.Hour}
 		}
 		var nodes []Node
-		for i := range int(fixed) + r.IntN(5) {
-			nodes = append(nodes, Node{Name: string(rune('a' + i)), Usable: r.IntN(8) > 0, HealthyGPUs: 8, Busy: r.IntN(2) == 0})
-		}
 		st := State{Burst: r.Int64N(4)}
+		for i := range int(fixed) + r.IntN(8) {
+			n := Node{Name: string(rune('a' + i)), Usable: r.IntN(8) > 0, HealthyGPUs: 8, Busy: r.IntN(2) == 0}
+			nodes = append(nodes, n)
+			if r.IntN(4) == 0 {
+				// Lost for a while, or with a failure on record.
+				ns := NodeState{Name: n.Name, Failures: []time.Time{t0.Add(-time.Duration(r.IntN(120)) * time.Minute)}}
+				if !n.Usable {
+					ns.UnusableSince = ns.Failures[0]
+				}
+				st.Nodes = append(st.Nodes, ns)
+			}
+		}
 		for _, n := range nodes {
 			if r.IntN(2) == 0 {
 				st.Idle = append(st.Idle, IdleNode{Name: n.Name, Since: t0.Add(-time.Duration(r.IntN(90)) * time.Minute)})
@@ -372,7 +382,7 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 		}
 		var gangs []Gang
 		for range r.IntN(3) {
-			gangs = append(gangs, Gang{Team: "t", GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(3), PodGPUs: r.Int64N(10)})
+			gangs = append(gangs, Gang{Team: "t", GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(5), PodGPUs: r.Int64N(10)})
 		}
 		st1, d1 := Decide(p, st, gangs, nodes, t0)
 		// The cluster does not follow yet: the same view again.
@@ -381,5 +391,48 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 			t.Fatalf("trial %d (%+v, nodes %+v, gangs %+v): again burst %d→%d target %d→%d actions %v then %v",
 				trial, p, nodes, gangs, st1.Burst, st2.Burst, d1.Target, d2.Target, kinds(d1), kinds(d2))
 		}
+	}
+}
+
+// Cases a review found, each once a fixed point broken or nodes asked for
+// twice.
+func TestBurstReviewCases(t *testing.T) {
+	lost := func(names ...string) []NodeState {
+		var out []NodeState
+		for _, n := range names {
+			out = append(out, NodeState{Name: n, UnusableSince: t0.Add(-time.Hour), Failures: []time.Time{t0.Add(-time.Hour)}})
+		}
+		return out
+	}
+	twice := func(name string, p Pool, st State, gangs []Gang, nodes []Node) (State, Decision) {
+		t.Helper()
+		st1, d1 := Decide(p, st, gangs, nodes, t0)
+		st2, d2 := Decide(p, st1, gangs, nodes, t0)
+		if len(d2.Actions) != 0 || st2.Burst != st1.Burst || d2.Target != d1.Target {
+			t.Errorf("%s: deciding again acted: %v then %v (burst %d→%d)", name, kinds(d1), kinds(d2), st1.Burst, st2.Burst)
+		}
+		return st1, d1
+	}
+	// Repair's seat under way is not burst's to give back.
+	p := burstPool(3, 8, 2)
+	p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: 2, Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: 24 * time.Hour}
+	twice("repair seat", p, State{Burst: 1, Nodes: lost("b", "c")}, nil, fleet("a*", "b-*", "c-*", "d*"))
+	// Idle nodes a later gang can use stay while an earlier gang waits for
+	// room.
+	p = indexed(burstPool(3, 6, 3))
+	idle := []IdleNode{{Name: "m", Since: t0.Add(-time.Hour)}, {Name: "n", Since: t0.Add(-time.Hour)}}
+	nodes := fleet("a*", "d", "f", "g", "m", "n")
+	twice("swap", p, State{Burst: 3, Idle: idle}, []Gang{{Team: "A", GPUs: 24, DomainNodes: 4}, {Team: "B", GPUs: 24}}, nodes)
+	// New seats that fill holes serve the gangs that need no domain.
+	p = indexed(burstPool(4, 20, 10))
+	if st, _ := twice("holes", p, State{}, []Gang{{Team: "A", GPUs: 16, DomainNodes: 2}, {Team: "B", GPUs: 16}}, fleet("a*", "c*", "e*", "f*")); st.Burst != 4 {
+		t.Errorf("holes: burst %d, want 4 (b and d for B, g and h for A)", st.Burst)
+	}
+	// A healthy idle node with an old failure on record serves a gang.
+	p = burstPool(1, 4, 2)
+	p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: 1, Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: 24 * time.Hour}
+	old := []NodeState{{Name: "b", Failures: []time.Time{t0.Add(-2 * time.Hour)}}}
+	if st, _ := twice("old failure", p, State{Nodes: old}, []Gang{{Team: "x", GPUs: 8}}, fleet("a*", "b")); st.Burst != 0 {
+		t.Errorf("old failure: burst %d, want 0 (b is free)", st.Burst)
 	}
 }
