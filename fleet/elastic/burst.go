@@ -79,22 +79,37 @@ func (p Pool) burstRoom(st State, kept int64) int64 {
 // are the pending gangs waiting for the pool's nodes, in the scheduler's
 // order.
 //
-// Burst, then repair, again while a round acts (at most three rounds): a
+// Burst, then repair, again while a round acts or changes the counts or the
+// retired nodes (at most four rounds): a
 // node repair retires changes what burst sees, and the decision is the one
 // that deciding again on the same view leaves as it is.
 func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, Decision) {
 	st = clone(st)
 	var all []Action
 	var d Decision
-	for range 3 {
+	// Repair's shortfall is said once, after the last round, if it stands.
+	wasAtMax := st.AtMax
+	var atMax *Action
+	for range 4 {
+		before := summary(st)
 		var acts []Action
 		st, acts = burst(p, st, gangs, nodes, now)
 		st, d = Repair(p, st, nodes, now)
 		acts = append(acts, d.Actions...)
+		acts = slices.DeleteFunc(acts, func(a Action) bool {
+			if a.Kind == ActionAtMax {
+				atMax = &a
+				return true
+			}
+			return false
+		})
 		all = append(all, acts...)
-		if len(acts) == 0 {
+		if len(acts) == 0 && summary(st) == before {
 			break
 		}
+	}
+	if st.AtMax && !wasAtMax && atMax != nil {
+		all = append(all, *atMax)
 	}
 	d.Actions = all
 	if p.Burst != nil {
@@ -296,6 +311,96 @@ type layout struct {
 	trial      []string
 	trialAdded int64
 	trialLeft  []int64
+	// The unclaimed free nodes, kept as they are claimed, so that sizing
+	// many gangs is not gangs x nodes: all of them, the seats under way,
+	// and, per domain size asked, per domain.
+	all, under freeSet
+	byDomain   map[int64]map[int64]*freeSet
+	isfree     map[string]bool
+}
+
+// freeSet holds free nodes in order and how many are unclaimed; those
+// before cursor are all claimed.
+type freeSet struct {
+	names  []string
+	cursor int
+	n      int64
+}
+
+func (f *freeSet) add(name string) { f.names = append(f.names, name); f.n++ }
+
+// take puts up to n unclaimed nodes of the set in the trial.
+func (l *layout) take(f *freeSet, n int64) {
+	for f.cursor < len(f.names) && l.claimed[f.names[f.cursor]] {
+		f.cursor++
+	}
+	for _, name := range f.names[f.cursor:] {
+		if n == 0 {
+			return
+		}
+		if !l.claimed[name] {
+			l.trial = append(l.trial, name)
+			n--
+		}
+	}
+}
+
+// domains returns the unclaimed free nodes per domain of d nodes.
+func (l *layout) domains(d int64) map[int64]*freeSet {
+	if m, ok := l.byDomain[d]; ok {
+		return m
+	}
+	m := map[int64]*freeSet{}
+	for _, name := range l.all.names {
+		if i, ok := l.index[name]; ok && !l.claimed[name] {
+			if m[i/d] == nil {
+				m[i/d] = &freeSet{}
+			}
+			m[i/d].add(name)
+		}
+	}
+	if l.byDomain == nil {
+		l.byDomain = map[int64]map[int64]*freeSet{}
+	}
+	l.byDomain[d] = m
+	return m
+}
+
+// addFree adds a free node (or seat) to the sets.
+func (l *layout) addFree(name string) {
+	l.free = append(l.free, Node{Name: name})
+	l.isfree[name] = true
+	l.all.add(name)
+	if strings.HasPrefix(name, seatPrefix) {
+		l.under.add(name)
+	}
+	if i, ok := l.index[name]; ok {
+		for d, m := range l.byDomain {
+			if m[i/d] == nil {
+				m[i/d] = &freeSet{}
+			}
+			m[i/d].add(name)
+		}
+	}
+}
+
+// claim claims a free node for good.
+func (l *layout) claim(name string) {
+	if l.claimed[name] {
+		return
+	}
+	l.claimed[name] = true
+	l.all.n--
+	if strings.HasPrefix(name, seatPrefix) {
+		l.under.n--
+	}
+	if i, ok := l.index[name]; ok {
+		for d, m := range l.byDomain {
+			if f := m[i/d]; f != nil {
+				f.n--
+			}
+		}
+	}
 }
 
 // seatPrefix names the free nodes that are seats under way, not nodes
@@ -306,7 +411,7 @@ const seatPrefix = "\x00seat-"
 // way (asked for, no node yet): those count as free for waiting gangs, at
 // the indices they will take.
 func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
-	l := &layout{p: p, gpn: p.GPUsPerNode, free: slices.Clone(free), claimed: map[string]bool{}}
+	l := &layout{p: p, gpn: p.GPUsPerNode, claimed: map[string]bool{}, isfree: map[string]bool{}}
 	if p.Named && p.IndexOf != nil {
 		l.taken, l.index = map[int64]bool{}, map[string]int64{}
 		for _, n := range nodes {
@@ -316,19 +421,22 @@ func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
 			}
 		}
 	}
+	for _, n := range free {
+		l.addFree(n.Name)
+	}
 	next := l.seats()
 	var under []int64
 	for k := range max(0, pending) {
-		seat := Node{Name: fmt.Sprintf("%s%d", seatPrefix, k)}
+		name := fmt.Sprintf("%s%d", seatPrefix, k)
 		if l.index != nil {
 			i, ok := next()
 			if !ok {
 				break
 			}
-			l.index[seat.Name] = i
+			l.index[name] = i
 			under = append(under, i)
 		}
-		l.free = append(l.free, seat)
+		l.addFree(name)
 	}
 	for _, i := range under {
 		l.taken[i] = true
@@ -336,26 +444,23 @@ func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
 	return l
 }
 
-func (l *layout) isFree(name string) bool {
-	return slices.ContainsFunc(l.free, func(n Node) bool { return n.Name == name })
-}
+func (l *layout) isFree(name string) bool { return l.isfree[name] }
 
 // unclaimedSeats counts the seats under way no gang counts on that may go:
 // where new seats take the lowest free indices, only the highest ones (the
-// others fill holes on the way to those a gang counts on).
+// others fill holes on the way to those a gang counts on), and none while
+// gangs ask for new seats (those go above them).
 func (l *layout) unclaimedSeats() int64 {
-	var seats []Node
-	for _, f := range l.free {
-		if strings.HasPrefix(f.Name, seatPrefix) {
-			seats = append(seats, f)
-		}
+	if l.added > 0 {
+		return 0
 	}
+	seats := slices.Clone(l.under.names)
 	if l.index != nil {
-		slices.SortFunc(seats, func(a, b Node) int { return cmp.Compare(l.index[b.Name], l.index[a.Name]) })
+		slices.SortFunc(seats, func(a, b string) int { return cmp.Compare(l.index[b], l.index[a]) })
 	}
 	var n int64
 	for _, f := range seats {
-		if l.claimed[f.Name] {
+		if l.claimed[f] {
 			if l.index != nil {
 				break
 			}
@@ -418,66 +523,46 @@ func (l *layout) size(g Gang, most int64) (need int64, fits bool) {
 		return 0, false
 	}
 	k := g.nodes(l.gpn)
-	take := func(pick func(Node) bool, n int64) {
-		for _, f := range l.free {
-			if n == 0 {
-				return
-			}
-			if !l.claimed[f.Name] && pick(f) {
-				l.trial = append(l.trial, f.Name)
-				n--
-			}
-		}
-	}
-	unclaimed := func(pick func(Node) bool) int64 {
-		var n int64
-		for _, f := range l.free {
-			if !l.claimed[f.Name] && pick(f) {
-				n++
-			}
-		}
-		return n
-	}
-	all := func(Node) bool { return true }
 	switch {
 	case g.DomainNodes <= 0:
-		c := min(unclaimed(all), k)
-		take(all, c)
+		c := min(l.all.n, k)
+		l.take(&l.all, c)
 		need = k - c
 	case k > g.DomainNodes:
 		return 0, false
 	case l.index == nil:
 		// A whole domain of new nodes; the seats under way, asked for
 		// together, count as one.
-		seat := func(f Node) bool { return strings.HasPrefix(f.Name, seatPrefix) }
-		c := min(unclaimed(seat), g.DomainNodes)
-		take(seat, c)
+		c := min(l.under.n, g.DomainNodes)
+		l.take(&l.under, c)
 		need = g.DomainNodes - c
 	default:
 		// The fewest new seats after which one domain holds k nodes the
 		// gang may use: free ones and new ones.
 		d := g.DomainNodes
-		count := map[int64]int64{}
-		for _, f := range l.free {
-			if i, ok := l.index[f.Name]; ok && !l.claimed[f.Name] {
-				count[i/d]++
+		doms := l.domains(d)
+		count := func(dom int64) int64 {
+			if f := doms[dom]; f != nil {
+				return f.n
 			}
+			return 0
 		}
 		best := int64(-1)
-		for dom, c := range count {
-			if c >= k && (best < 0 || dom < best) {
+		for dom, f := range doms {
+			if f.n >= k && (best < 0 || dom < best) {
 				best = dom
 			}
 		}
 		seats := l.seats()
 		var added []int64
+		extra := map[int64]int64{}
 		for best < 0 && int64(len(added)) < most {
 			i, ok := seats()
 			if !ok {
 				break
 			}
 			added = append(added, i)
-			if count[i/d]++; count[i/d] >= k {
+			if extra[i/d]++; count(i/d)+extra[i/d] >= k {
 				best = i / d
 			}
 		}
@@ -486,9 +571,10 @@ func (l *layout) size(g Gang, most int64) (need int64, fits bool) {
 		}
 		// The free nodes of that domain first, then its new seats; the
 		// new seats elsewhere (holes filled on the way) are left free.
-		var inDomain int64
-		take(func(f Node) bool { i, ok := l.index[f.Name]; return ok && i/d == best }, k)
-		inDomain = int64(len(l.trial))
+		if f := doms[best]; f != nil {
+			l.take(f, k)
+		}
+		inDomain := int64(len(l.trial))
 		for _, i := range added {
 			if i/d == best && inDomain < k {
 				inDomain++
@@ -530,7 +616,7 @@ func (l *layout) commit() {
 	for _, i := range l.trialLeft {
 		name := fmt.Sprintf("\x00left-%d", i)
 		l.index[name] = i
-		l.free = append(l.free, Node{Name: name})
+		l.addFree(name)
 	}
 	l.trialAdded, l.trialLeft = 0, l.trialLeft[:0]
 }
@@ -538,12 +624,24 @@ func (l *layout) commit() {
 // commitClaims keeps the free nodes of the trial for its gang.
 func (l *layout) commitClaims() {
 	for _, name := range l.trial {
-		l.claimed[name] = true
+		l.claim(name)
 	}
 	l.trial = l.trial[:0]
 }
 
 func (l *layout) undo() { l.trial, l.trialAdded, l.trialLeft = l.trial[:0], 0, l.trialLeft[:0] }
+
+// summary is what of a state one rule reads of the other's decision.
+func summary(st State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %d", st.Replacements, st.Burst)
+	for _, ns := range st.Nodes {
+		if ns.Retired {
+			fmt.Fprintf(&b, " %s", ns.Name)
+		}
+	}
+	return b.String()
+}
 
 func burstRecord(st State, name string) bool {
 	for _, ns := range st.Nodes {

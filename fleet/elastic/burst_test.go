@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/allot-dev/allot/schema"
 )
@@ -387,7 +388,7 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 		st1, d1 := Decide(p, st, gangs, nodes, t0)
 		// The cluster does not follow yet: the same view again.
 		st2, d2 := Decide(p, st1, gangs, nodes, t0)
-		if d2.Target != d1.Target || slices.ContainsFunc(d2.Actions, func(a Action) bool { return a.Kind != ActionAtMax }) || st2.Burst != st1.Burst {
+		if d2.Target != d1.Target || len(d2.Actions) != 0 || !cmp.Equal(st1, st2, cmpopts.EquateEmpty()) {
 			t.Fatalf("trial %d (%+v, nodes %+v, gangs %+v): again burst %d→%d target %d→%d actions %v then %v",
 				trial, p, nodes, gangs, st1.Burst, st2.Burst, d1.Target, d2.Target, kinds(d1), kinds(d2))
 		}
@@ -427,6 +428,27 @@ func TestBurstReviewCases(t *testing.T) {
 	p = indexed(burstPool(4, 20, 10))
 	if st, _ := twice("holes", p, State{}, []Gang{{Team: "A", GPUs: 16, DomainNodes: 2}, {Team: "B", GPUs: 16}}, fleet("a*", "c*", "e*", "f*")); st.Burst != 4 {
 		t.Errorf("holes: burst %d, want 4 (b and d for B, g and h for A)", st.Burst)
+	}
+	// Repair's count changed without an action: burst decides again.
+	p = Pool{Fixed: 2, Max: 10, GPUsPerNode: 8, Burst: &schema.Burst{MaxNodes: 2, IdleAfter: 30 * time.Minute},
+		Repair: &schema.Repair{After: 10 * time.Minute, MaxNodes: 1, Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: time.Hour}}
+	twice("silent repair", p, State{Replacements: 1, Burst: 1, Nodes: []NodeState{{Name: "z", Retired: true}}}, nil, fleet("a*", "b*", "c"))
+	// Seats under way are not given back while gangs ask for new seats
+	// above them.
+	p = Pool{Fixed: 3, Max: 11, GPUsPerNode: 8, Named: true, Burst: &schema.Burst{MaxNodes: 6, IdleAfter: time.Hour},
+		IndexOf: func(name string) (int64, bool) { return int64(name[1] - '0'), len(name) == 2 }}
+	nn := func(name string, busy bool) Node { return Node{Name: name, Usable: true, HealthyGPUs: 8, Busy: busy} }
+	twice("seats under way", p, State{Burst: 4, Nodes: []NodeState{{Name: "n3", Retired: true}, {Name: "n5", Retired: true}, {Name: "n7", Retired: true, Burst: true}}},
+		[]Gang{{Team: "A", GPUs: 19, DomainNodes: 4, PodGPUs: 2}},
+		[]Node{nn("n1", true), nn("n3", false), nn("n4", true), nn("n5", false), nn("n7", true), nn("n8", false), nn("n9", false)})
+	// Replacements in a pool of a count whose retired nodes hold their
+	// slots.
+	p = Pool{Fixed: 4, Max: 10, GPUsPerNode: 8, Burst: &schema.Burst{MaxNodes: 4, IdleAfter: 30 * time.Minute},
+		Repair: &schema.Repair{After: 10 * time.Minute, MaxNodes: 3, Broken: schema.BrokenKeep, Flaps: 3, FlapWindow: time.Hour}}
+	st0 := State{Burst: 1, Idle: []IdleNode{{Name: "e", Since: t0.Add(-time.Hour)}, {Name: "f", Since: t0.Add(-time.Hour)}},
+		Nodes: []NodeState{{Name: "b", Retired: true}, {Name: "c", Retired: true}, {Name: "d", Retired: true}}}
+	if _, d := twice("count retired", p, st0, nil, fleet("a*", "b*", "c*", "d*", "e", "f")); slices.Index(kinds(d), ActionAtMax) >= 0 && slices.Index(kinds(d), ActionAtMax) < len(d.Actions)-1 && slices.Contains(kinds(d)[slices.Index(kinds(d), ActionAtMax):], ActionReplace) {
+		t.Errorf("count retired: ReplacementAtMax said before replacements still added: %v", kinds(d))
 	}
 	// A healthy idle node with an old failure on record serves a gang.
 	p = burstPool(1, 4, 2)
