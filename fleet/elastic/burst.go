@@ -145,8 +145,8 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 //     pool that node is retired (it leaves its seat and is removed), else
 //     the count shrinks (the shrink guard holds one that would remove
 //     work); in a Named pool a gang the held burst nodes leave no room for
-//     may take their room in the same decision; seats asked for and not yet filled are
-//     given back as soon as no gang waits;
+//     may take their room in the same decision (seats asked for are made,
+//     and given back once idle, like any other);
 //   - the burst nodes are attributed to the teams whose gangs caused them,
 //     and given back from the team that holds the most.
 func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, []Action) {
@@ -198,10 +198,6 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		}
 	}
 	seats := max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
-	// Burst's own seats under way: those beyond the planned and replacement
-	// seats that no node fills yet (a seat repair holds for a lost node
-	// fills first).
-	pending := max(0, min(seats-max(seated, p.Fixed+st.Replacements), seats-seated-st.Replacements))
 	lay := newLayout(p, nodes, free, seats-seated)
 	sz := lay.sizeAll(gangs, room, room-st.Burst)
 	grow := func(n int64, teams map[string]int64, why string) {
@@ -211,14 +207,6 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		}
 		acts = append(acts, Action{Kind: ActionBurstUp, Nodes: n,
 			Reason: fmt.Sprintf("gangs wait for nodes (%s)%s: %d burst node(s) added, %d of %d held", teamList(teams), why, n, st.Burst, room)})
-	}
-	// Burst's seats under way that no waiting gang counts on are given back.
-	if back := min(st.Burst, pending, lay.unclaimedSeats()); back > 0 {
-		st.Burst -= back
-		st.BurstTeams = takeTeams(st.BurstTeams, back)
-		seats -= back
-		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
-			Reason: fmt.Sprintf("no waiting gang needs them: %d burst node(s) asked for and not made yet given back, %d held", back, st.Burst)})
 	}
 	settled := seated == seats && settling == 0
 	switch {
@@ -445,31 +433,6 @@ func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
 }
 
 func (l *layout) isFree(name string) bool { return l.isfree[name] }
-
-// unclaimedSeats counts the seats under way no gang counts on that may go:
-// where new seats take the lowest free indices, only the highest ones (the
-// others fill holes on the way to those a gang counts on), and none while
-// gangs ask for new seats (those go above them).
-func (l *layout) unclaimedSeats() int64 {
-	if l.added > 0 {
-		return 0
-	}
-	seats := slices.Clone(l.under.names)
-	if l.index != nil {
-		slices.SortFunc(seats, func(a, b string) int { return cmp.Compare(l.index[b], l.index[a]) })
-	}
-	var n int64
-	for _, f := range seats {
-		if l.claimed[f] {
-			if l.index != nil {
-				break
-			}
-			continue
-		}
-		n++
-	}
-	return n
-}
 
 // sizing is what the waiting gangs need: the new nodes of those that fit
 // the room left (by team), and how many wait for room the held burst nodes
