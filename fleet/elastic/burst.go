@@ -606,15 +606,6 @@ func summary(st State) string {
 	return b.String()
 }
 
-func burstRecord(st State, name string) bool {
-	for _, ns := range st.Nodes {
-		if ns.Name == name {
-			return ns.Burst
-		}
-	}
-	return false
-}
-
 func addTeam(ts []TeamNodes, team string, n int64) []TeamNodes {
 	for i := range ts {
 		if ts[i].Team == team {
