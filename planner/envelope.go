@@ -30,23 +30,12 @@ type Envelope struct {
 	Elastic bool
 }
 
-// EnvelopeOf returns the envelope of pool p planned at nodesTarget nodes.
-// Replacement comes first: it keeps the quotas' promise of healthy capacity,
-// so where nodes.max leaves less room than both ask for, burst gets what
-// replacement leaves. A pool that declares neither has MostNodes ==
+// EnvelopeOf returns the envelope of pool p planned at nodesTarget nodes
+// (schema.ElasticRoom: replacement first, burst what it leaves). A pool that declares neither has MostNodes ==
 // FixedNodes and a ceiling equal to its monthly cost.
 func EnvelopeOf(p *schema.Pool, nodesTarget int64) Envelope {
 	e := Envelope{FixedNodes: nodesTarget, Elastic: p.Repair != nil || p.Burst != nil}
-	// A target held above nodes.max by nodes.min (an error of its own) leaves
-	// no room, not negative room.
-	room := max(0, p.MaxNodes-nodesTarget)
-	if p.Repair != nil {
-		e.ReplacementNodes = min(max(0, p.Repair.MaxNodes), room)
-		room -= e.ReplacementNodes
-	}
-	if p.Burst != nil {
-		e.BurstNodes = min(max(0, p.Burst.MaxNodes), room)
-	}
+	e.ReplacementNodes, e.BurstNodes = schema.ElasticRoom(p.MaxNodes, nodesTarget, p.Repair, p.Burst)
 	e.MostNodes = e.FixedNodes + e.ReplacementNodes + e.BurstNodes
 	e.CeilingMonthlyUSD = PoolCost(p, e.MostNodes)
 	return e

@@ -133,6 +133,22 @@ type Burst struct {
 	IdleAfter time.Duration
 }
 
+// ElasticRoom returns the nodes repair and burst may add beyond target
+// within maxNodes. Replacement comes first: it keeps the quotas' promise of
+// healthy capacity, so burst gets what replacement leaves. A target above
+// maxNodes leaves no room, not negative room.
+func ElasticRoom(maxNodes, target int64, r *Repair, b *Burst) (replacement, burst int64) {
+	room := max(0, maxNodes-target)
+	if r != nil {
+		replacement = min(max(0, r.MaxNodes), room)
+		room -= replacement
+	}
+	if b != nil {
+		burst = min(max(0, b.MaxNodes), room)
+	}
+	return replacement, burst
+}
+
 // Bounds of the durations of a pool's repair and burst.
 const (
 	MaxRepairAfter = 7 * 24 * time.Hour

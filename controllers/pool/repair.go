@@ -88,15 +88,15 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	in := make([]elastic.Node, 0, len(nodes))
 	// Whether a gang runs on a node is read from the API server (uncached)
 	// for nodes with a record (lost, retired, failing), while replacements
-	// are held (giving one back), and for a burst pool's nodes the
-	// scheduler sees idle (giving one back); the scheduler's view is
+	// are held (giving one back), and without the scheduler's view; burst
+	// checks the nodes it gives back (decide). The scheduler's view is
 	// enough for the rest.
 	for i := range nodes {
 		c := nodestate.Read(&nodes[i])
 		n := elastic.Node{Name: nodes[i].Name, Usable: c.Usable, HealthyGPUs: c.HealthyGPUs,
 			NotReady: c.Reason == nodestate.ReasonNotReady, Created: nodes[i].CreationTimestamp.Time, Busy: seen[nodes[i].Name]}
 		ask := spec != nil && (!c.Usable || c.HealthyGPUs < pool.Spec.GPUsPerNode || recorded[n.Name] || st.Replacements > 0) ||
-			bspec != nil && !n.Busy && (st.Burst > 0 || seen == nil)
+			bspec != nil && seen == nil
 		if ask && !n.Busy {
 			busy, err := r.busy(ctx, n.Name)
 			if err != nil {
@@ -117,7 +117,10 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	if bspec != nil {
 		p.Burst = &schema.Burst{MaxNodes: bspec.MaxNodes, IdleAfter: max(time.Minute, bspec.IdleAfter.Duration)}
 	}
-	next, d := elastic.Decide(p, st, gangs, in, now)
+	next, d, err := r.decide(ctx, p, st, gangs, in, now)
+	if err != nil {
+		return 0, err
+	}
 	before := pool.Status.DeepCopy()
 	pool.Status.Repair, pool.Status.Burst = statusFromState(next, bspec != nil)
 	explain(before, &pool.Status, d.Actions)
@@ -293,6 +296,39 @@ func statusFromState(st elastic.State, burst bool) (*allotv1.PoolRepairStatus, *
 		out.Nodes = append(out.Nodes, rec)
 	}
 	return out, b
+}
+
+// decide runs elastic.Decide and checks against the API server (uncached)
+// that the nodes it gives back as idle run no gang: the scheduler's view
+// may lag a bind. A node found busy is marked so and the decision taken
+// again (a few times at most; then it stands, and Terraform's shrink guard
+// holds a removal of work).
+func (r *Reconciler) decide(ctx context.Context, p elastic.Pool, st elastic.State, gangs []elastic.Gang, in []elastic.Node, now time.Time) (elastic.State, elastic.Decision, error) {
+	for range 3 {
+		next, d := elastic.Decide(p, st, gangs, in, now)
+		found := false
+		for i := range in {
+			ns := slices.IndexFunc(next.Nodes, func(ns elastic.NodeState) bool { return ns.Name == in[i].Name })
+			if in[i].Busy || ns < 0 || !next.Nodes[ns].Burst || !next.Nodes[ns].Retired {
+				continue
+			}
+			if old := slices.IndexFunc(st.Nodes, func(o elastic.NodeState) bool { return o.Name == in[i].Name && o.Retired }); old >= 0 {
+				continue // given back before, checked then
+			}
+			busy, err := r.busy(ctx, in[i].Name)
+			if err != nil {
+				return st, elastic.Decision{}, err
+			}
+			if busy {
+				in[i].Busy, found = true, true
+			}
+		}
+		if !found {
+			return next, d, nil
+		}
+	}
+	next, d := elastic.Decide(p, st, gangs, in, now)
+	return next, d, nil
 }
 
 // trustRecords lets a record of the status stand only as far as the

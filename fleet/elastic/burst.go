@@ -61,17 +61,11 @@ type IdleNode struct {
 }
 
 // burstRoom is the most burst nodes the pool may hold: what the envelope
-// allows (planner.EnvelopeOf: burst gets what replacement leaves of
-// nodes.max) and, now, what replacements and kept nodes leave.
+// allows (schema.ElasticRoom, as the plan prices it) and, now, what
+// replacements and kept nodes leave.
 func (p Pool) burstRoom(st State, kept int64) int64 {
-	if p.Burst == nil {
-		return 0
-	}
-	room := max(0, p.Max-p.Fixed)
-	if p.Repair != nil {
-		room -= min(max(0, p.Repair.MaxNodes), room)
-	}
-	return max(0, min(p.Burst.MaxNodes, room, p.Max-p.Fixed-st.Replacements-kept))
+	_, room := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
+	return max(0, min(room, p.Max-p.Fixed-st.Replacements-kept))
 }
 
 // Decide runs one step of a pool's burst and then of its repair (Repair):
@@ -80,9 +74,9 @@ func (p Pool) burstRoom(st State, kept int64) int64 {
 // order.
 //
 // Burst, then repair, again while a round acts or changes the counts or the
-// retired nodes (at most four rounds): a
-// node repair retires changes what burst sees, and the decision is the one
-// that deciding again on the same view leaves as it is.
+// retired nodes (at most four rounds): a node repair retires changes what
+// burst sees, and the decision is the one that deciding again on the same
+// view leaves as it is.
 func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, Decision) {
 	st = clone(st)
 	var all []Action
@@ -251,7 +245,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			how = "retired and removed"
 		}
 		acts = append(acts, Action{Kind: ActionBurstDown, Nodes: back,
-			Reason: fmt.Sprintf("%s idle for %s or more: %d burst node(s) given back (%s), %d held", names2(names), p.Burst.IdleAfter, back, how, st.Burst)})
+			Reason: fmt.Sprintf("%s idle for %s or more: %d burst node(s) given back (%s), %d held", nameList(names), p.Burst.IdleAfter, back, how, st.Burst)})
 		// The room they held may serve a gang that waited for it: in a
 		// Named pool, where the node that goes is the one chosen (in a pool
 		// of a count, a shrink and a growth would only cancel out). The
@@ -284,9 +278,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 // knows where new seats go (the lowest free indices, as fleet.LayoutHeld
 // lays them) and so which topology domain they join.
 type layout struct {
-	p    Pool
-	gpn  int64
-	free []Node
+	gpn int64
 	// claimed are the free nodes given to a gang; added the new seats so far.
 	claimed map[string]bool
 	added   int64
@@ -356,7 +348,6 @@ func (l *layout) domains(d int64) map[int64]*freeSet {
 
 // addFree adds a free node (or seat) to the sets.
 func (l *layout) addFree(name string) {
-	l.free = append(l.free, Node{Name: name})
 	l.isfree[name] = true
 	l.all.add(name)
 	if strings.HasPrefix(name, seatPrefix) {
@@ -399,7 +390,7 @@ const seatPrefix = "\x00seat-"
 // way (asked for, no node yet): those count as free for waiting gangs, at
 // the indices they will take.
 func newLayout(p Pool, nodes []Node, free []Node, pending int64) *layout {
-	l := &layout{p: p, gpn: p.GPUsPerNode, claimed: map[string]bool{}, isfree: map[string]bool{}}
+	l := &layout{gpn: p.GPUsPerNode, claimed: map[string]bool{}, isfree: map[string]bool{}}
 	if p.Named && p.IndexOf != nil {
 		l.taken, l.index = map[int64]bool{}, map[string]int64{}
 		for _, n := range nodes {
@@ -474,7 +465,7 @@ func (l *layout) feasible(g Gang, room int64) bool {
 		return false
 	}
 	k := g.nodes(l.gpn)
-	return (g.DomainNodes <= 0 || k <= g.DomainNodes) && k <= room+int64(len(l.free))
+	return (g.DomainNodes <= 0 || k <= g.DomainNodes) && k <= room+int64(len(l.all.names))
 }
 
 // size returns the new nodes gang g needs, within most, and holds what it
@@ -657,15 +648,4 @@ func teamList(teams map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("%s %d", cmp.Or(t, "no team"), teams[t]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func names2(names []string) string {
-	const most = 5
-	if len(names) > most {
-		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
-	}
-	if len(names) == 0 {
-		return "nodes"
-	}
-	return strings.Join(names, ", ")
 }

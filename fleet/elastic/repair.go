@@ -427,14 +427,19 @@ func lostNames(nodes []Node, lost func(Node) bool) string {
 			names = append(names, n.Name)
 		}
 	}
-	const most = 5
-	if len(names) > most {
-		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more lost", len(names)-most)
-	}
 	if len(names) == 0 {
 		return "no node lost (nodes not registered yet)"
 	}
-	return strings.Join(names, ", ") + " lost"
+	return nameList(names) + " lost"
+}
+
+// nameList names nodes in a reason: the first five, and how many more.
+func nameList(names []string) string {
+	const most = 5
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return strings.Join(names, ", ")
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
