@@ -21,10 +21,7 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 43))
 		rules := seed%2 == 1
 		cfg, nodes := evenWorld(rng, rules)
-		opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, StarvationAfter: time.Duration(rng.IntN(4)) * 2 * time.Minute}
-		if rng.IntN(4) == 0 {
-			opts.GangTimeout, opts.Backoff = 2*time.Minute, time.Minute
-		}
+		opts := starvingOptions(rng)
 		if rng.IntN(6) == 0 {
 			opts.BorrowFirstAfter = 3 * time.Minute
 		}

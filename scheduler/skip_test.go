@@ -72,6 +72,16 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 	t.Logf("%d workloads passed over, %d run bounds from the cache", skipped, cacheHits)
 }
 
+// starvingOptions are random options of a lockstep test whose work starves
+// and reserves (or not), with gang timeouts one time in four.
+func starvingOptions(rng *rand.Rand) Options {
+	opts := Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, StarvationAfter: time.Duration(rng.IntN(4)) * 2 * time.Minute}
+	if rng.IntN(4) == 0 {
+		opts.GangTimeout, opts.Backoff = 2*time.Minute, time.Minute
+	}
+	return opts
+}
+
 // evenEvents submits up to four random workloads (numbered from next) to a
 // and b alike and ends one that runs, two times in three; it returns the
 // next number.

@@ -513,8 +513,9 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // team's — in victim order, no more than it borrows — else its borrowOnly
 // tiers'), then its own preemptible workloads of a lower tier. The order:
 // lowest tier first; in a tier, a gang just admitted on nodes drained for it
-// last, then the most recently admitted first. room is what the view has free
-// and the candidates hold; ok is false when that is less than w asks: then
+// last, then the most recently admitted first. room is what the candidates
+// hold and, of what the view has free, as much as the team's quota has
+// available (roomFor); ok is false when that is less than w asks: then
 // nothing is tried. The search and its streams are the scheduler's, reused:
 // they hold until the next call.
 func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
@@ -590,7 +591,28 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 			room += g
 		}
 	}
-	return vs, room
+	return vs, s.roomFor(t, f, v, room-v.all.free)
+}
+
+// roomFor is the most a workload of team t could have on view v of f were
+// every candidate of its search evicted, their GPUs being takeable: the
+// nodes' free GPUs and the takeable ones, and the team's available quota and
+// the takeable ones (fits checks both). Evicting GPUs raises what a team may
+// use by at most as many (quota.Node.Available moves no more than the usage
+// it reads: TestAvailableMovesNoMoreThanUsage), so of the free GPUs only as
+// many count as its quota has available.
+func (s *Scheduler) roomFor(t *team, f *flavorState, v *view, takeable GPUs) GPUs {
+	free := v.all.free
+	if s.test != nil && s.test.noQuotaRoom {
+		return free + takeable
+	}
+	if avail := max(0, t.q.Available(f.id)); avail < free {
+		free = avail
+		if s.test != nil && s.test.quotaRoomCut != nil {
+			s.test.quotaRoomCut()
+		}
+	}
+	return free + takeable
 }
 
 // boundedFor says whether w's reclaim search on f is a bounded one

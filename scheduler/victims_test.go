@@ -3,6 +3,7 @@ package scheduler
 import (
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -98,5 +99,70 @@ func TestVictimListGaps(t *testing.T) {
 				t.Fatalf("step %d: a segment of %d live candidates keeps %d gaps", i, n, g.gaps)
 			}
 		}
+	}
+}
+
+// TestQuotaRoomDecidesAsWithout: a search's room counts the free GPUs only as
+// far as the team's quota has room (roomFor). The schedulers with and without
+// that cut decide alike in lockstep, over random worlds with starving work,
+// reservations and faults, while the cut refuses searches unrun.
+func TestQuotaRoomDecidesAsWithout(t *testing.T) {
+	cuts := 0
+	for seed := range 100 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 53))
+		rules := seed%2 == 1
+		cfg, nodes := evenWorld(rng, rules)
+		opts := starvingOptions(rng)
+		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
+		a.s.hooks().quotaRoomCut = func() { cuts++ }
+		b.s.hooks().noQuotaRoom = true
+		next := 0
+		for step := range 150 {
+			sec := step * 30
+			next = evenEvents(t, rng, cfg, rules, next, sec, a, b)
+			if rng.IntN(12) == 0 {
+				setHealth(t, nodes[rng.IntN(len(nodes))].Name, rng.IntN(2) == 0, a, b)
+			}
+			ra, rb := a.cycle(sec), b.cycle(sec)
+			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+				t.Fatalf("seed %d step %d: with the quota in the room %v, without %v", seed, step, decisions(ra), decisions(rb))
+			}
+		}
+		if ua, ub := a.s.Usage(), b.s.Usage(); !reflect.DeepEqual(ua, ub) {
+			t.Fatalf("seed %d: usage with the quota in the room %+v, without %+v", seed, ua, ub)
+		}
+	}
+	if cuts < 1000 {
+		t.Fatalf("the quota lowered only %d rooms in all the worlds: the test does not exercise roomFor", cuts)
+	}
+	t.Logf("the quota lowered %d rooms", cuts)
+}
+
+// TestQuotaRoomRefusesUnrun: free nodes do not make a search worth running
+// when the team's quota cannot take the workload even with every victim
+// evicted. Team a (nominal 8, in no cohort) runs 4 GPUs of a preemptible tier
+// and asks 16 of production on 32 free GPUs: evicting its 4 raises what it
+// may use to 8 at most.
+func TestQuotaRoomRefusesUnrun(t *testing.T) {
+	cfg := Config{Teams: []Team{teamQ("a", "", 8, nil, nil)}}
+	f := newFx(t, cfg, rack("n", "a", 5, 8, 0, 0), noReserve())
+	f.submit(wl("low", "a", "research", 1, 4, 0))
+	if res := f.cycle(0); len(res.Admitted) != 1 {
+		t.Fatalf("low was not admitted: %+v", res)
+	}
+	f.submit(wl("big", "a", "production", 2, 8, 1))
+	searched := 0
+	f.s.hooks().searched = func(bool) { searched++ }
+	res := f.cycle(1)
+	if len(res.Admitted) != 0 || len(res.Preempted) != 0 {
+		t.Fatalf("big cannot fit its quota, yet: %+v", res)
+	}
+	if searched != 0 {
+		t.Fatalf("big's search ran %d times: the room it could have (8 of quota) is less than the 16 it asks", searched)
+	}
+	w := f.s.workloads["big"]
+	fl := w.cands[0]
+	if _, room, ok := f.s.candidatesOf(w, fl, kindOwn); ok || room != 8 {
+		t.Fatalf("big's room on %s = %d (ok %v), want 8: 4 of quota left and the 4 GPUs of low", fl.name, room, ok)
 	}
 }

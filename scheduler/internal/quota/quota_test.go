@@ -208,3 +208,45 @@ func TestLendingAndBorrowingLimits(t *testing.T) {
 		t.Errorf("a team in no cohort may use %d, want 5 - 2", got)
 	}
 }
+
+// TestAvailableMovesNoMoreThanUsage: taking x GPUs of usage off any team
+// raises what any team has available by at most x (and never lowers it).
+// A preemption search's room rests on it: evicting victims of x GPUs in all
+// gives the searching team at most x more than it has available now.
+func TestAvailableMovesNoMoreThanUsage(t *testing.T) {
+	checked := 0
+	for seed := range 2000 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 47))
+		w := randomWorld(rng)
+		f := rng.IntN(flavors)
+		// Charge what fits, team by team, so the tree is in a state a
+		// scheduler reaches.
+		for range 3 * len(w.teams) {
+			tm := w.teams[rng.IntN(len(w.teams))]
+			if x := GPUs(1 + rng.IntN(8)); fits(tm, f, x) {
+				tm.AddUsage(f, x)
+				w.own[tm][f] += x
+			}
+		}
+		from := w.teams[rng.IntN(len(w.teams))]
+		if w.own[from][f] == 0 {
+			continue
+		}
+		x := GPUs(1 + rng.IntN(int(w.own[from][f])))
+		before := make([]GPUs, len(w.teams))
+		for i, tm := range w.teams {
+			before[i] = tm.Available(f)
+		}
+		from.AddUsage(f, -x)
+		for i, tm := range w.teams {
+			if d := tm.Available(f) - before[i]; d < 0 || d > x {
+				t.Fatalf("seed %d: %s's usage of flavor %d lowered by %d moved %s's available by %d (%d to %d)",
+					seed, from.Name, f, x, tm.Name, d, before[i], tm.Available(f))
+			}
+			checked++
+		}
+	}
+	if checked < 2000 {
+		t.Fatalf("only %d teams checked: the worlds charge too little", checked)
+	}
+}
