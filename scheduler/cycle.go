@@ -109,6 +109,20 @@ walk:
 					cut = true
 					break walk
 				}
+			case full && s.failsAsShape(c.head):
+				// It fails as its shape did in this cycle and epoch:
+				// passed over as in a run (skipRun), its workload
+				// unread.
+				s.wakeFor(c.t, c.head.tier, c.head.since, c.head.notBefore, &res)
+				if !s.opts.NoStatuses {
+					s.reexplain(c.head.w, &res)
+				}
+				res.Skipped++
+				misses++
+				if c.recheck {
+					c.tier, c.recheck = nil, false
+				}
+				c.next()
 			case !c.head.live():
 				// Cannot be (every entry that is not live is marked gone:
 				// checkQueues); were it, its workload is not considered.
@@ -257,6 +271,26 @@ func (s *Scheduler) released(prev, now []*node) {
 		s.epoch++
 		s.dirty = true
 	}
+}
+
+// failsAsShape says, from w's queue entry e alone, whether failsLike would
+// find that w fails as a workload of its own shape did: the first of its
+// tests, where a reservation was sought for the shape or w may seek none
+// (failsLike also asks whether w could hold one, which needs the workload).
+// Not for a workload that holds a reservation or was never considered, nor
+// one backing off (consider says so first), nor with
+// Options.BorrowFirstAfter (its gang is chosen from the reasons the walk
+// gives).
+func (s *Scheduler) failsAsShape(e *entry) bool {
+	f := &e.shape.fail
+	if f.cycle != s.cycles || f.epoch != s.epoch || e.mustConsider() || s.opts.BorrowFirstAfter > 0 ||
+		(s.test != nil && s.test.noSkip) || e.notBefore.After(s.now) {
+		return false
+	}
+	if !f.reserveTried && s.mayReserve(e.since) {
+		return false
+	}
+	return !s.starving(e.tier, e.since) || (f.starving && !e.submitted.Before(f.submitted))
 }
 
 // failsLike says whether w fails as a workload of its shape did in this cycle

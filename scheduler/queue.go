@@ -117,7 +117,10 @@ type entry struct {
 	gen                     uint32
 	ahead, gone, held, seen bool
 	// rules: the workload has placement rules (a view of its own).
-	rules     bool
+	rules bool
+	// shape is the workload's (setShape): the walk reads its failure in
+	// the cycle from the entry (failsAsShape).
+	shape     *shapeInfo
 	tier      *tier
 	seq       int64
 	submitted time.Time
@@ -153,7 +156,7 @@ func entryOrder(a, b *entry) int {
 func entryOf(w *workload) entry {
 	return entry{w: w, gen: w.gen, ahead: w.ahead, held: w.reserved != nil, seen: w.reason.Code != ReasonQueued,
 		tier: w.tier, seq: w.seq, submitted: w.spec.Submitted, since: w.since, notBefore: w.notBefore,
-		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require, rules: w.spec.Rules != nil}
+		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require, rules: w.spec.Rules != nil, shape: w.shape}
 }
 
 // find returns w's live entry: in items by binary search (items are in

@@ -36,15 +36,17 @@ func TestWalkDepthBoundsTheWalkAfterARelease(t *testing.T) {
 				}
 				return
 			}
-			if res.Walk != WalkStopped || res.Considered != depth {
-				t.Fatalf("the walk after the release: %q, %d considered; want stopped after %d", res.Walk, res.Considered, depth)
+			// g0 is considered; g1 and g2, of its shape, fail as it did and
+			// are passed over (failsAsShape): misses all the same.
+			if res.Walk != WalkStopped || res.Considered != 1 || res.Considered+res.Skipped != depth {
+				t.Fatalf("the walk after the release: %q, %d considered, %d passed over; want stopped after %d, g0 considered", res.Walk, res.Considered, res.Skipped, depth)
 			}
 			if len(res.Admitted) != 0 {
 				t.Fatalf("a walk that is not whole admitted %v past %d workloads in a row that did not fit", admittedIDs(res), depth)
 			}
-			for _, id := range []WorkloadID{"g0", "g2", "g3", "small"} {
+			for _, id := range []WorkloadID{"g0", "g1", "g3", "small"} {
 				seen := f.s.workloads[id].seen == f.s.cycles
-				if want := id <= "g2"; seen != want {
+				if want := id == "g0"; seen != want {
 					t.Fatalf("%s considered: %v, want %v", id, seen, want)
 				}
 			}
@@ -128,4 +130,34 @@ func TestWholeWalkOnlyWhenSomethingChanged(t *testing.T) {
 			t.Fatalf("at the wake the cycle walked %q, want whole", res.Walk)
 		}
 	})
+}
+
+// TestShapeFailureLeavesAReservationToSeek: a workload that fails as one of
+// its shape did earlier in the walk is passed over (failsAsShape) only when
+// that one sought a reservation or it may seek none. A, restarted (ahead of
+// its run), has waited too little to reserve; B, of A's shape, has waited
+// long enough: B is considered and reserves after A failed.
+func TestShapeFailureLeavesAReservationToSeek(t *testing.T) {
+	f := newFx(t, Config{Teams: []Team{teamQ("x", "", 1000, nil, nil)}}, rack("n", "a", 3, 8, 0, 0), Options{ReserveAfter: time.Minute})
+	f.submit(wl("long", "x", "production", 3, 8, 0))
+	if res := f.cycle(0); len(res.Admitted) != 1 {
+		t.Fatalf("long was not admitted: %+v", res)
+	}
+	f.submit(wl("B", "x", "production", 2, 8, 50))
+	f.cycle(50)
+	a := wl("A", "x", "production", 2, 8, 100)
+	a.Restarts = 1
+	f.submit(a)
+	f.cycle(100)
+	if f.s.workloads["B"].reserved != nil {
+		t.Fatalf("B reserved at 100 s, having waited 50 s of the minute")
+	}
+	res := f.cycle(120)
+	if res.Walk != WalkWhole || f.s.workloads["A"].seen != f.s.cycles {
+		t.Fatalf("the walk at 120 s: %q, A considered %v; want a whole walk that considers A first", res.Walk, f.s.workloads["A"].seen == f.s.cycles)
+	}
+	if f.s.workloads["A"].reserved != nil || f.s.workloads["B"].reserved == nil {
+		t.Fatalf("at 120 s A reserved %v, B %v: want B's reservation (it waited the minute, A did not)",
+			f.s.workloads["A"].reserved != nil, f.s.workloads["B"].reserved != nil)
+	}
 }
