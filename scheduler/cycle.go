@@ -212,16 +212,19 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if !s.opts.NoStatuses && w.reason != old {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
-	s.wakeFor(w.team, w.tier, w.since, w.notBefore, res)
+	if w.notBefore.After(s.now) {
+		res.wakeNoLater(w.notBefore)
+	}
+	s.wakeBy(w.team, w.tier, w.since, res)
 	return false
 }
 
 // wakeFor sets res.Wake no later than the next time a waiting workload of
 // team t and tier p, waiting since then and backed off until notBefore, may
 // do more than it could now: its backoff ends, or wakeBy's times.
-func (s *Scheduler) wakeFor(t *team, p *tier, since int64, notBefore time.Time, res *Results) {
-	if notBefore.After(s.now) {
-		res.wakeNoLater(notBefore)
+func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore int64, res *Results) {
+	if notBefore > s.nowN {
+		res.wakeNoLater(s.at(notBefore))
 	}
 	s.wakeBy(t, p, since, res)
 }
@@ -284,13 +287,13 @@ func (s *Scheduler) released(prev, now []*node) {
 func (s *Scheduler) failsAsShape(e *entry) bool {
 	f := &e.shape.fail
 	if f.cycle != s.cycles || f.epoch != s.epoch || e.mustConsider() || s.opts.BorrowFirstAfter > 0 ||
-		(s.test != nil && s.test.noSkip) || e.notBefore.After(s.now) {
+		(s.test != nil && s.test.noSkip) || e.notBefore > s.nowN {
 		return false
 	}
 	if !f.reserveTried && s.mayReserve(e.since) {
 		return false
 	}
-	return !s.starving(e.tier, e.since) || (f.starving && !e.submitted.Before(f.submitted))
+	return !s.starving(e.tier, e.since) || (f.starving && !subBefore(e.sub, e.submitted, f.sub, f.submitted))
 }
 
 // failsLike says whether w fails as a workload of its shape did in this cycle
@@ -369,7 +372,7 @@ func unconstrained(w *workload) bool {
 // fewest pods of its tier that did not fit.
 func (s *Scheduler) failed(w *workload, eligible bool) {
 	f := failure{cycle: s.cycles, epoch: s.epoch, tier: w.tier, reason: w.reason, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, reserveTried: eligible,
-		starving: s.starving(w.tier, w.since), submitted: w.spec.Submitted}
+		starving: s.starving(w.tier, w.since), submitted: w.spec.Submitted, sub: unixNanos(w.spec.Submitted)}
 	w.shape.fail = f
 	w.class.fails = s.keepFewest(w.class.fails, f)
 	if unconstrained(w) {
@@ -539,7 +542,7 @@ func (s *Scheduler) wakeBy(t *team, p *tier, since int64, res *Results) {
 
 // setNow sets the scheduler's now and the cuts that go with it.
 func (s *Scheduler) setNow(now time.Time) {
-	s.now = now
+	s.now, s.nowN = now, unixNanos(now)
 	s.reserveCut = unixNanos(now.Add(-max(s.opts.ReserveAfter, 0)))
 	s.starveCut = unixNanos(now.Add(-max(s.opts.StarvationAfter, 0)))
 	s.resayCut = now.Add(-resayEvery)
@@ -549,7 +552,7 @@ func (s *Scheduler) setNow(now time.Time) {
 // workload's since is at most a wake's length before now when a wake is made
 // of it.
 func (s *Scheduler) at(since int64) time.Time {
-	return s.now.Add(time.Duration(since - unixNanos(s.now)))
+	return s.now.Add(time.Duration(since - s.nowN))
 }
 
 // mayReserve says whether a workload waiting since then may reserve nodes

@@ -120,12 +120,16 @@ type entry struct {
 	rules bool
 	// shape is the workload's (setShape): the walk reads its failure in
 	// the cycle from the entry (failsAsShape).
-	shape     *shapeInfo
-	tier      *tier
-	seq       int64
+	shape *shapeInfo
+	tier  *tier
+	seq   int64
+	// submitted and sub (unixNanos) are the submission: a walk orders
+	// and compares by sub, by submitted only where two sub tie
+	// (subBefore). since and notBefore (unixNanos) are the workload's.
 	submitted time.Time
+	sub       int64
 	since     int64
-	notBefore time.Time
+	notBefore int64
 	pods      int64
 	gpp       GPUs
 	require   string
@@ -146,16 +150,34 @@ func entryOrder(a, b *entry) int {
 		}
 		return 1
 	}
-	if c := a.submitted.Compare(b.submitted); c != 0 {
+	if c := cmpSub(a, b); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.seq, b.seq)
 }
 
+// cmpSub compares the submissions of entries a and b: by their nanoseconds,
+// by the times where those tie (unixNanos holds a time to what an int64
+// holds, so two far from now may tie there).
+func cmpSub(a, b *entry) int {
+	if a.sub != b.sub {
+		return cmp.Compare(a.sub, b.sub)
+	}
+	return a.submitted.Compare(b.submitted)
+}
+
+// subBefore says whether submission a (an in unixNanos) comes before b.
+func subBefore(an int64, a time.Time, bn int64, b time.Time) bool {
+	if an != bn {
+		return an < bn
+	}
+	return a.Before(b)
+}
+
 // entryOf is w's entry as it would join its queue now.
 func entryOf(w *workload) entry {
 	return entry{w: w, gen: w.gen, ahead: w.ahead, held: w.reserved != nil, seen: w.reason.Code != ReasonQueued,
-		tier: w.tier, seq: w.seq, submitted: w.spec.Submitted, since: w.since, notBefore: w.notBefore,
+		tier: w.tier, seq: w.seq, submitted: w.spec.Submitted, sub: unixNanos(w.spec.Submitted), since: w.since, notBefore: unixNanos(w.notBefore),
 		pods: w.spec.Pods, gpp: w.spec.GPUsPerPod, require: w.spec.Require, rules: w.spec.Rules != nil, shape: w.shape}
 }
 
@@ -191,7 +213,7 @@ func (q *queue) find(w *workload) *entry {
 // reservation, whether it was considered, its backoff.
 func (q *queue) note(w *workload) {
 	if e := q.find(w); e != nil {
-		e.held, e.seen, e.notBefore = w.reserved != nil, w.reason.Code != ReasonQueued, w.notBefore
+		e.held, e.seen, e.notBefore = w.reserved != nil, w.reason.Code != ReasonQueued, unixNanos(w.notBefore)
 	}
 }
 
@@ -329,7 +351,7 @@ func comesBefore(at *team, a *entry, bt *team, b *entry) bool {
 	if at.share != bt.share {
 		return at.share < bt.share
 	}
-	if c := a.submitted.Compare(b.submitted); c != 0 {
+	if c := cmpSub(a, b); c != 0 {
 		return c < 0
 	}
 	return at.spec.Name < bt.spec.Name

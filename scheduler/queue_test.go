@@ -81,7 +81,7 @@ func checkQueues(s *Scheduler) error {
 					return fmt.Errorf("team %s: the entry of %s (generation %d) is gone %v, live %v", t.spec.Name, e.w.spec.ID, e.gen, e.gone, e.live())
 				}
 				w := e.w
-				if !e.gone && (e.held != (w.reserved != nil) || e.seen != (w.reason.Code != ReasonQueued) || e.since != w.since || !e.notBefore.Equal(w.notBefore)) {
+				if !e.gone && (e.held != (w.reserved != nil) || e.seen != (w.reason.Code != ReasonQueued) || e.since != w.since || e.notBefore != unixNanos(w.notBefore) || e.sub != unixNanos(w.spec.Submitted)) {
 					return fmt.Errorf("team %s: the entry of %s holds %v, seen %v, since %v, not before %v; the workload %v, %q, %v, %v",
 						t.spec.Name, w.spec.ID, e.held, e.seen, e.since, e.notBefore, w.reserved != nil, w.reason.Code, w.since, w.notBefore)
 				}

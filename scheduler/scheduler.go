@@ -29,6 +29,9 @@ type Scheduler struct {
 	workloads map[WorkloadID]*workload
 	seq       int64
 	now       time.Time
+	// nowN is now in unixNanos, for the walk's comparisons with its
+	// queue entries' times.
+	nowN int64
 	// reserveCut and starveCut are now less Options.ReserveAfter and
 	// Options.StarvationAfter (setNow): a workload waiting since no later
 	// than one may reserve, or starves. A walk asks it of every workload it
@@ -136,6 +139,7 @@ type failure struct {
 	// submitted then: a starving workload submitted no earlier fails alike.
 	starving  bool
 	submitted time.Time
+	sub       int64 // submitted, unixNanos
 }
 
 // New returns a scheduler for the quota tree and tiers of cfg.

@@ -30,6 +30,7 @@ type runBound struct {
 	// submitted is the first submission of the run's workloads: a starving
 	// one takes back only what was submitted after it.
 	submitted time.Time
+	sub       int64
 	// rules: some workload of the run has placement rules.
 	rules bool
 	// pods: per pod size, the fewest pods asked by a workload that requires
@@ -219,11 +220,11 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if b.n == 0 || e.since < b.since {
 			b.since = e.since
 		}
-		if b.n == 0 || e.submitted.After(c.list[b.latest].submitted) {
+		if b.n == 0 || cmpSub(e, &c.list[b.latest]) > 0 {
 			b.latest = i
 		}
-		if b.n == 0 || e.submitted.Before(b.submitted) {
-			b.submitted = e.submitted
+		if b.n == 0 || subBefore(e.sub, e.submitted, b.sub, b.submitted) {
+			b.submitted, b.sub = e.submitted, e.sub
 		}
 		b.rules = b.rules || e.rules
 		b.n++
@@ -233,8 +234,8 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		} else {
 			b.pods = lowerPods(b.pods, e.gpp, e.pods)
 		}
-		if e.notBefore.After(s.now) && (b.wake.IsZero() || e.notBefore.Before(b.wake)) {
-			b.wake = e.notBefore
+		if e.notBefore > s.nowN && (b.wake.IsZero() || e.notBefore < unixNanos(b.wake)) {
+			b.wake = s.at(e.notBefore)
 		}
 	}
 	return b, true
