@@ -90,9 +90,10 @@ type Scheduler struct {
 	// wholeDue is when a walk after a release goes the whole queue again
 	// (Options.WalkDepth).
 	wholeDue time.Time
-	// runPods and runLevels are skipRun's buffers (skip.go).
+	// runPods, runLevels and runSinces are skipRun's buffers (skip.go).
 	runPods   []podBound
 	runLevels []levelBound
+	runSinces []int64
 	// journal holds what a search's what-if evictions changed in the index
 	// (journal.go).
 	journal []indexOp

@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"math"
+	"slices"
+	"time"
+)
 
 // A walk after a release goes through the pending queue in order, but most of
 // a busy queue still does not fit: a cycle re-learns, workload by workload,
@@ -40,6 +44,9 @@ type runBound struct {
 	levels []levelBound
 	since  int64
 	wake   time.Time
+	// sinces are the run's workloads' since; ascending in a run's cache
+	// (runCache), where the run's wake is found from them (wakeRun).
+	sinces []int64
 }
 
 type podBound struct {
@@ -69,17 +76,21 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
 	tier := c.head.tier
-	b, whole := s.boundRun(c, h)
+	b, whole, cached := s.boundRun(c, h)
 	if b.n == 0 || !s.runStuck(c.t, tier, b) {
 		return 0
 	}
-	for i := c.i - 1; i <= b.last && looked != 0; i++ {
-		if e := &c.list[i]; !e.gone {
-			s.wakeFor(c.t, tier, e.since, e.notBefore, res)
-			if !s.opts.NoStatuses {
-				s.reexplain(e.w, res)
+	if cached && looked < 0 && s.opts.NoStatuses {
+		s.wakeRun(c.t, tier, b.sinces, res)
+	} else {
+		for i := c.i - 1; i <= b.last && looked != 0; i++ {
+			if e := &c.list[i]; !e.gone {
+				s.wakeFor(c.t, tier, e.since, e.notBefore, res)
+				if !s.opts.NoStatuses {
+					s.reexplain(e.w, res)
+				}
+				looked--
 			}
-			looked--
 		}
 	}
 	c.i = b.last + 1
@@ -149,8 +160,9 @@ type runCache struct {
 }
 
 // boundRun sums up c's run, or the part of it scanRun stops at; whole says
-// it is the whole run.
-func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
+// it is the whole run, cached that the bound is the run's cache (its sinces
+// ascending).
+func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached bool) {
 	rc := c.t.runs[c.head.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
 		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.latest])) {
@@ -158,11 +170,11 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 			scanned, whole := s.scanRun(c, h)
 			s.test.checkRuns(rc.b, scanned, whole)
 		}
-		return rc.b, true
+		return rc.b, true, true
 	}
-	b, whole := s.scanRun(c, h)
+	b, whole = s.scanRun(c, h)
 	if !whole || !b.wake.IsZero() {
-		return b, whole // a backoff ends with time, not with the queue
+		return b, whole, false // a backoff ends with time, not with the queue
 	}
 	if rc == nil {
 		if c.t.runs == nil {
@@ -172,10 +184,25 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 		c.t.runs[c.head.tier] = rc
 	}
 	rc.ver, rc.start = c.t.queue.ver, c.i-1
-	pods, levels := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...)
+	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)
+	slices.Sort(sinces)
 	rc.b = b
-	rc.b.pods, rc.b.levels = pods, levels
-	return b, true
+	rc.b.pods, rc.b.levels, rc.b.sinces = pods, levels, sinces
+	return rc.b, true, true
+}
+
+// wakeRun sets res.Wake as wakeBy would for each of a run's workloads, their
+// sinces ascending: for each cut, the first since after it wakes first (and
+// any wake of that one's is one of the run's too).
+func (s *Scheduler) wakeRun(t *team, p *tier, sinces []int64, res *Results) {
+	for _, cut := range [2]int64{s.reserveCut, s.starveCut} {
+		if cut == math.MaxInt64 {
+			continue // no since is after it
+		}
+		if i, _ := slices.BinarySearch(sinces, cut+1); i < len(sinces) {
+			s.wakeBy(t, p, sinces[i], res)
+		}
+	}
 }
 
 // scanRun sums up c's run from its entries, stopping before the first the
@@ -184,8 +211,8 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (runBound, bool) {
 // top) comes before. whole says it went to the run's end. It reads the
 // queue's entries alone, not the workloads (entry).
 func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
-	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0]}
-	defer func() { s.runPods, s.runLevels = b.pods, b.levels }()
+	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0], sinces: s.runSinces[:0]}
+	defer func() { s.runPods, s.runLevels, s.runSinces = b.pods, b.levels, b.sinces }()
 	tier := c.head.tier
 	// Whether h's top comes before a workload of the run (comesBefore): by tier
 	// and share alike for all of them, else (shares equal) one by one.
@@ -227,6 +254,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 			b.submitted, b.sub = e.submitted, e.sub
 		}
 		b.rules = b.rules || e.rules
+		b.sinces = append(b.sinces, e.since)
 		b.n++
 		b.last = i
 		if e.require != "" {
