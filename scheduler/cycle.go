@@ -88,6 +88,7 @@ walk:
 				// (skip.go). What it passes over did not fit, as far as
 				// WalkDepth is concerned.
 				c.tier = c.head.tier
+				s.leaveRun(c)
 				if c.head.mustConsider() {
 					c.recheck = true // what follows is looked at after it
 				} else {
@@ -99,6 +100,9 @@ walk:
 					}
 					skipped = s.skipRun(c, h, looked, &res)
 				}
+			}
+			if skipped == 0 && s.pass.c == c {
+				skipped = s.passRun(c, &res)
 			}
 			switch {
 			case skipped > 0:
@@ -131,8 +135,12 @@ walk:
 				if full {
 					s.head = c.head // in the queue itself (not a copy)
 				}
+				e := c.head
 				admitted := s.step(c.cur, &res)
 				s.head = nil
+				if !admitted && s.pass.c == c {
+					s.considered(c, e)
+				}
 				if admitted {
 					misses = 0
 				} else {

@@ -32,4 +32,6 @@ type testHooks struct {
 	// team's quota aside; quotaRoomCut sees each room the quota lowered.
 	noQuotaRoom  bool
 	quotaRoomCut func()
+	// runPassed sees how many workloads each passRun passed over.
+	runPassed func(n int)
 }

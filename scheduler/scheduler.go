@@ -94,6 +94,10 @@ type Scheduler struct {
 	runPods   []podBound
 	runLevels []levelBound
 	runSinces []int64
+	runShapes []shapeBound
+	// passGen numbers the runs passRun walks; pass is the one it walks.
+	passGen uint64
+	pass    runPass
 	// journal holds what a search's what-if evictions changed in the index
 	// (journal.go).
 	journal []indexOp
@@ -123,6 +127,9 @@ type shapeInfo struct {
 	refs  int
 	fail  failure
 	fails []failure
+	// pass is Scheduler.passGen while the run the walk is in may pass
+	// over its workloads of the shape (passRun).
+	pass uint64
 }
 
 // failure is a workload that did not fit, in cycle and epoch.

@@ -44,9 +44,39 @@ type runBound struct {
 	levels []levelBound
 	since  int64
 	wake   time.Time
-	// sinces are the run's workloads' since; ascending in a run's cache
-	// (runCache), where the run's wake is found from them (wakeRun).
+	// sinces are the run's workloads' since; in a run's cache (runCache)
+	// sorted ascending when first the run's wake is found from them
+	// (wakeRun).
 	sinces []int64
+	// shapes are the run's workloads' shapes (passRun), unless there are
+	// more than maxRunShapes (manyShapes); anyAhead: some workload of the
+	// run was put ahead (so the run is not in submission order).
+	shapes     []shapeBound
+	manyShapes bool
+	anyAhead   bool
+}
+
+// shapeBound is a shape of a run's workloads, with the earliest since of
+// its workloads there.
+type shapeBound struct {
+	shape *shapeInfo
+	since int64
+}
+
+// maxRunShapes is the most shapes a run's bound keeps.
+const maxRunShapes = 64
+
+func addShape(bs []shapeBound, many bool, e *entry) ([]shapeBound, bool) {
+	for i := range bs {
+		if b := &bs[i]; b.shape == e.shape {
+			b.since = min(b.since, e.since)
+			return bs, many
+		}
+	}
+	if many || len(bs) == maxRunShapes {
+		return bs, true
+	}
+	return append(bs, shapeBound{shape: e.shape, since: e.since}), false
 }
 
 type podBound struct {
@@ -77,11 +107,22 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 	}
 	tier := c.head.tier
 	b, whole, cached := s.boundRun(c, h)
-	if b.n == 0 || !s.runStuck(c.t, tier, b) {
+	if b.n == 0 {
+		return 0
+	}
+	if !s.runStuck(c.t, tier, b) {
+		if looked < 0 {
+			s.enterRun(c, &b)
+		}
 		return 0
 	}
 	if cached && looked < 0 && s.opts.NoStatuses {
-		s.wakeRun(c.t, tier, b.sinces, res)
+		rc := c.t.runs[tier]
+		if !rc.sorted {
+			slices.Sort(rc.b.sinces)
+			rc.sorted = true
+		}
+		s.wakeRun(c.t, tier, rc.b.sinces, res)
 	} else {
 		for i := c.i - 1; i <= b.last && looked != 0; i++ {
 			if e := &c.list[i]; !e.gone {
@@ -157,11 +198,12 @@ type runCache struct {
 	// room: a fleet whose starving work may take back plenty finds room
 	// check after check, and each costs a search's streams.
 	skip, backoff int
+	// sorted: b.sinces are sorted.
+	sorted bool
 }
 
 // boundRun sums up c's run, or the part of it scanRun stops at; whole says
-// it is the whole run, cached that the bound is the run's cache (its sinces
-// ascending).
+// it is the whole run, cached that the bound is the run's cache.
 func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached bool) {
 	rc := c.t.runs[c.head.tier]
 	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
@@ -185,9 +227,10 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached b
 	}
 	rc.ver, rc.start = c.t.queue.ver, c.i-1
 	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)
-	slices.Sort(sinces)
+	shapes := append(rc.b.shapes[:0], b.shapes...)
 	rc.b = b
-	rc.b.pods, rc.b.levels, rc.b.sinces = pods, levels, sinces
+	rc.b.pods, rc.b.levels, rc.b.sinces, rc.b.shapes = pods, levels, sinces, shapes
+	rc.sorted = false
 	return rc.b, true, true
 }
 
@@ -211,8 +254,8 @@ func (s *Scheduler) wakeRun(t *team, p *tier, sinces []int64, res *Results) {
 // top) comes before. whole says it went to the run's end. It reads the
 // queue's entries alone, not the workloads (entry).
 func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
-	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0], sinces: s.runSinces[:0]}
-	defer func() { s.runPods, s.runLevels, s.runSinces = b.pods, b.levels, b.sinces }()
+	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0], sinces: s.runSinces[:0], shapes: s.runShapes[:0]}
+	defer func() { s.runPods, s.runLevels, s.runSinces, s.runShapes = b.pods, b.levels, b.sinces, b.shapes }()
 	tier := c.head.tier
 	// Whether h's top comes before a workload of the run (comesBefore): by tier
 	// and share alike for all of them, else (shares equal) one by one.
@@ -255,6 +298,8 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		}
 		b.rules = b.rules || e.rules
 		b.sinces = append(b.sinces, e.since)
+		b.shapes, b.manyShapes = addShape(b.shapes, b.manyShapes, e)
+		b.anyAhead = b.anyAhead || e.ahead
 		b.n++
 		b.last = i
 		if e.require != "" {
@@ -402,4 +447,123 @@ func (s *Scheduler) runRoom(f *flavorState, b runBound, search *victimSearch) bo
 		}
 	}
 	return false
+}
+
+// A run that may start is walked workload by workload, but in a long one
+// most fail as a workload of their shape did earlier in the walk
+// (failsAsShape), with nothing changed in between. passRun passes over them
+// in one go: while the walk is in a run (to where another team's work comes
+// first: runBound.last), each shape of the run whose workloads there all
+// fail as it did is marked (shapeInfo.pass), and the workloads of marked
+// shapes up to the next one of a shape not marked are passed over reading
+// only their entries. A shape is marked as the walk enters the run and
+// again each time one of its workloads was considered (markShape). Only in
+// a whole walk without statuses (every workload passed over is a miss, and
+// its reason is not said again), and while nothing of the team's queue
+// joined or left.
+
+// runPass is the run passRun walks: cursor c's, to its entry last, with the
+// run's shapes, while the team's queue is at version ver.
+type runPass struct {
+	c      *cursor
+	ver    uint64
+	last   int
+	shapes []shapeBound
+}
+
+// enterRun starts passRun's walk of c's run, which b bounds, if it may.
+func (s *Scheduler) enterRun(c *cursor, b *runBound) {
+	s.pass.c = nil
+	if !s.opts.NoStatuses || b.manyShapes || b.anyAhead || s.opts.BorrowFirstAfter > 0 || (s.test != nil && s.test.noSkip) {
+		return
+	}
+	s.pass = runPass{c: c, ver: c.t.queue.ver, last: b.last, shapes: append(s.pass.shapes[:0], b.shapes...)}
+	s.passGen++
+	for i := range s.pass.shapes {
+		s.markShape(&s.pass.shapes[i], c.head)
+	}
+}
+
+// leaveRun ends passRun's walk of c's run, if it is in one.
+func (s *Scheduler) leaveRun(c *cursor) {
+	if s.pass.c == c {
+		s.pass.c = nil
+	}
+}
+
+// markShape marks shape sb of the run when its workloads from entry e on
+// (in submission order: no workload of the run was put ahead) all fail as
+// the shape's failure did, as failsAsShape would say of each: the failure
+// is of this cycle and epoch; it sought a reservation, or none of them may
+// seek one; none of them starves, or the failure starved and was submitted
+// no later than e.
+func (s *Scheduler) markShape(sb *shapeBound, e *entry) {
+	f := &sb.shape.fail
+	if f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !s.mayReserve(sb.since)) &&
+		(!s.starving(e.tier, sb.since) || (f.starving && !subBefore(e.sub, e.submitted, f.sub, f.submitted))) {
+		sb.shape.pass = s.passGen
+	} else {
+		sb.shape.pass = 0
+	}
+}
+
+// considered marks again the shape of entry e of c's run after the walk
+// considered e and it did not start.
+func (s *Scheduler) considered(c *cursor, e *entry) {
+	if s.pass.ver != c.t.queue.ver {
+		s.pass.c = nil
+		return
+	}
+	for i := range s.pass.shapes {
+		if sb := &s.pass.shapes[i]; sb.shape == e.shape {
+			s.markShape(sb, e)
+			return
+		}
+	}
+}
+
+// passRun passes over the workloads of c's run from its head up to the
+// next one whose shape is not marked, and reports how many.
+func (s *Scheduler) passRun(c *cursor, res *Results) int {
+	p := &s.pass
+	if p.ver != c.t.queue.ver || c.head.tier != c.tier || c.i-1 > p.last {
+		p.c = nil
+		return 0
+	}
+	n, i := 0, c.i-1
+	reserve, starve := int64(math.MaxInt64), int64(math.MaxInt64)
+	for ; i <= p.last; i++ {
+		e := &c.list[i]
+		if e.gone {
+			continue
+		}
+		if e.shape.pass != s.passGen {
+			break
+		}
+		if e.since > s.reserveCut {
+			reserve = min(reserve, e.since)
+		}
+		if e.since > s.starveCut {
+			starve = min(starve, e.since)
+		}
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	for _, since := range [2]int64{reserve, starve} {
+		if since < math.MaxInt64 {
+			s.wakeBy(c.t, c.tier, since, res)
+		}
+	}
+	c.i = i
+	c.next()
+	if c.cur == nil || c.i-1 > p.last {
+		p.c = nil
+	}
+	res.Skipped += n
+	if s.test != nil && s.test.runPassed != nil {
+		s.test.runPassed(n)
+	}
+	return n
 }

@@ -20,7 +20,7 @@ import (
 // proves nothing. Every run bound taken from the cache must be the one a
 // scan finds.
 func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
-	skipped, cacheHits := 0, 0
+	skipped, cacheHits, runs := 0, 0, 0
 	for seed := range 160 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 41))
 		rules := seed%2 == 1
@@ -39,6 +39,7 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		opts.NoStatuses = seed%4 < 2
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
 		b.s.hooks().noSkip = true
+		a.s.hooks().runPassed = func(n int) { runs += n }
 		a.s.hooks().checkRuns = func(cached, scanned runBound, ok bool) {
 			cacheHits++
 			if !ok || !sameBound(cached, scanned) {
@@ -71,10 +72,10 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 			t.Fatalf("seed %d: usage with skips %+v, walking every workload %+v", seed, ua, ub)
 		}
 	}
-	if skipped < 1000 || cacheHits < 1000 {
-		t.Fatalf("only %d workloads passed over, %d run bounds from the cache in all the worlds: the test does not exercise skipRun", skipped, cacheHits)
+	if skipped < 1000 || cacheHits < 1000 || runs < 1000 {
+		t.Fatalf("only %d workloads passed over (%d by passRun), %d run bounds from the cache in all the worlds: the test does not exercise skipRun and passRun", skipped, runs, cacheHits)
 	}
-	t.Logf("%d workloads passed over, %d run bounds from the cache", skipped, cacheHits)
+	t.Logf("%d workloads passed over (%d by passRun), %d run bounds from the cache", skipped, runs, cacheHits)
 }
 
 // starvingOptions are random options of a lockstep test whose work starves
@@ -151,7 +152,7 @@ func evenWorkload(rng *rand.Rand, cfg Config, id, sec int, rules bool) Workload 
 func sameBound(a, b runBound) bool {
 	as, bs := slices.Sorted(slices.Values(a.sinces)), slices.Sorted(slices.Values(b.sinces))
 	return a.n == b.n && a.last == b.last && a.latest == b.latest && a.need == b.need && a.since == b.since && a.submitted.Equal(b.submitted) && a.rules == b.rules && a.wake.Equal(b.wake) &&
-		slices.Equal(as, bs) &&
+		slices.Equal(as, bs) && slices.Equal(a.shapes, b.shapes) && a.manyShapes == b.manyShapes && a.anyAhead == b.anyAhead &&
 		slices.Equal(a.pods, b.pods) && slices.Equal(a.levels, b.levels)
 }
 
@@ -302,5 +303,116 @@ func TestStarvingRunWithRulesIsNotBoundByTheFlavorsView(t *testing.T) {
 	}
 	if !strings.Contains(got[1], "admit w1") || !strings.Contains(got[1], "preempt c2 by w1") {
 		t.Fatalf("walking every workload: %q, want w1 admitted taking back c2", got[1])
+	}
+}
+
+// TestPassedRunsDecideAsTheWalk: long runs of few shapes, starving and
+// reserving, in worlds whose work is taken back (epochs change within a
+// walk): a walk that passes over the rest of a run by its shapes' failures
+// (passRun) decides and wakes as one that considers each workload.
+func TestPassedRunsDecideAsTheWalk(t *testing.T) {
+	passed := 0
+	for seed := range 120 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 59))
+		cfg, nodes := evenWorld(rng, false)
+		opts := Options{
+			ReserveAfter:    time.Duration(rng.IntN(4)-1) * time.Minute,
+			StarvationAfter: time.Duration(rng.IntN(3)) * time.Minute,
+			NoStatuses:      true,
+		}
+		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
+		b.s.hooks().noSkip = true
+		a.s.hooks().runPassed = func(n int) { passed += n }
+		shapes := []struct {
+			pods int64
+			gpp  GPUs
+		}{{1, 4}, {2, 4}, {1, 8}, {2, 8}}[:1+rng.IntN(4)]
+		next := 0
+		for step := range 150 {
+			sec := step * 30
+			for range rng.IntN(9) {
+				team := cfg.Teams[rng.IntN(len(cfg.Teams))].Name
+				tier := []string{"batch", "research", "production", "scavenger"}[rng.IntN(4)]
+				sh := shapes[rng.IntN(len(shapes))]
+				w := wl(fmt.Sprintf("w%d", next), string(team), tier, sh.pods, sh.gpp, sec)
+				if rng.IntN(10) == 0 {
+					w.Restarts = 1 // put ahead of its tier
+				}
+				a.submit(w)
+				b.submit(w)
+				next++
+			}
+			if ids := a.running(); len(ids) > 0 && rng.IntN(2) == 0 {
+				id := ids[rng.IntN(len(ids))]
+				a.finish(id)
+				b.finish(id)
+			}
+			if rng.IntN(15) == 0 {
+				setHealth(t, nodes[rng.IntN(len(nodes))].Name, rng.IntN(2) == 0, a, b)
+			}
+			ra, rb := a.cycle(sec), b.cycle(sec)
+			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+				t.Fatalf("seed %d step %d: passing over runs %v, walking every workload %v", seed, step, decisions(ra), decisions(rb))
+			}
+			if !ra.Wake.Equal(rb.Wake) {
+				t.Fatalf("seed %d step %d: passing over runs the wake is %v, walking every workload %v", seed, step, ra.Wake, rb.Wake)
+			}
+		}
+	}
+	if passed < 10000 {
+		t.Fatalf("passRun passed over only %d workloads in all the worlds: the test does not exercise it", passed)
+	}
+	t.Logf("passRun passed over %d workloads", passed)
+}
+
+// TestMarkedShapesFailAsEachWould: a shape markShape marks for a run from
+// an entry on is one whose every workload there failsAsShape would pass
+// over, in random runs (in submission order) of random waits against
+// random failures of the shape.
+func TestMarkedShapesFailAsEachWould(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 61))
+	marked, refused := 0, 0
+	for range 20000 {
+		s := &Scheduler{opts: Options{ReserveAfter: time.Duration(rng.IntN(3)-1) * time.Minute, StarvationAfter: time.Duration(rng.IntN(3)) * time.Minute}}
+		s.cycles, s.epoch = 7, 3
+		s.setNow(time.Unix(1000, 0))
+		tr := &tier{spec: Tier{Name: "t", BorrowOnly: rng.IntN(4) == 0}}
+		sh := &shapeInfo{}
+		sec := func() int64 { return time.Unix(int64(800+rng.IntN(200)), 0).UnixNano() }
+		f := failure{cycle: 7, epoch: 3, reserveTried: rng.IntN(2) == 0, starving: rng.IntN(2) == 0}
+		if rng.IntN(8) == 0 {
+			f.cycle = 6
+		}
+		if rng.IntN(8) == 0 {
+			f.epoch = 2
+		}
+		f.sub = sec()
+		f.submitted = time.Unix(0, f.sub)
+		sh.fail = f
+		run := make([]entry, 1+rng.IntN(6))
+		for i := range run {
+			sub := sec()
+			run[i] = entry{seen: true, shape: sh, tier: tr, sub: sub, submitted: time.Unix(0, sub), since: sec()}
+		}
+		slices.SortFunc(run, func(a, b entry) int { return cmpSub(&a, &b) })
+		sb := shapeBound{shape: sh, since: run[0].since}
+		for _, e := range run {
+			sb.since = min(sb.since, e.since)
+		}
+		s.passGen++
+		s.markShape(&sb, &run[0])
+		if sh.pass != s.passGen {
+			refused++
+			continue
+		}
+		marked++
+		for i := range run {
+			if !s.failsAsShape(&run[i]) {
+				t.Fatalf("shape marked from %+v against %+v, yet entry %d (%+v) would be considered", run[0], f, i, run[i])
+			}
+		}
+	}
+	if marked < 2000 || refused < 2000 {
+		t.Fatalf("%d marked, %d refused: the runs do not exercise markShape", marked, refused)
 	}
 }
