@@ -294,14 +294,19 @@ func (s *Scheduler) released(prev, now []*node) {
 // gives).
 func (s *Scheduler) failsAsShape(e *entry) bool {
 	f := &e.shape.fail
-	if f.cycle != s.cycles || f.epoch != s.epoch || e.mustConsider() || s.opts.BorrowFirstAfter > 0 ||
-		(s.test != nil && s.test.noSkip) || e.notBefore > s.nowN {
+	if e.mustConsider() || s.opts.BorrowFirstAfter > 0 || (s.test != nil && s.test.noSkip) || e.notBefore > s.nowN {
 		return false
 	}
-	if !f.reserveTried && s.mayReserve(e.since) {
-		return false
-	}
-	return !s.starving(e.tier, e.since) || (f.starving && !subBefore(e.sub, e.submitted, f.sub, f.submitted))
+	return s.failsAs(f, e.since, e)
+}
+
+// failsAs says whether a workload of entry e's tier and submission, waiting
+// since then, fails as f did: f is of this cycle and epoch; it sought a
+// reservation, or the workload may seek none; the workload does not starve,
+// or f starved and was submitted no later.
+func (s *Scheduler) failsAs(f *failure, since int64, e *entry) bool {
+	return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !s.mayReserve(since)) &&
+		(!s.starving(e.tier, since) || (f.starving && !subBefore(e.sub, e.submitted, f.sub, f.submitted)))
 }
 
 // failsLike says whether w fails as a workload of its shape did in this cycle

@@ -498,9 +498,9 @@ func (s *Scheduler) leaveRun(c *cursor) {
 // seek one; none of them starves, or the failure starved and was submitted
 // no later than e.
 func (s *Scheduler) markShape(sb *shapeBound, e *entry) {
-	f := &sb.shape.fail
-	if f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !s.mayReserve(sb.since)) &&
-		(!s.starving(e.tier, sb.since) || (f.starving && !subBefore(e.sub, e.submitted, f.sub, f.submitted))) {
+	// The shape's earliest wait there is the one most likely to reserve
+	// or starve; e's submission is the earliest from e on.
+	if s.failsAs(&sb.shape.fail, sb.since, e) {
 		sb.shape.pass = s.passGen
 	} else {
 		sb.shape.pass = 0
