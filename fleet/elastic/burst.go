@@ -62,10 +62,18 @@ type IdleNode struct {
 
 // burstRoom is the most burst nodes the pool may hold: what the envelope
 // allows (schema.ElasticRoom, as the plan prices it) and, now, what
-// replacements and kept nodes leave.
+// replacements and kept nodes leave of the envelope's elastic nodes.
 func (p Pool) burstRoom(st State, kept int64) int64 {
 	_, room := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
-	return max(0, min(room, p.Max-p.Fixed-st.Replacements-kept))
+	return max(0, min(room, p.elasticRoom()-st.Replacements-kept))
+}
+
+// elasticRoom is the most nodes the pool may hold beside its planned size,
+// replacement, burst and kept retired nodes together: the envelope its cost
+// ceiling is priced at (planner.EnvelopeOf), never beyond nodes.max.
+func (p Pool) elasticRoom() int64 {
+	r, b := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
+	return r + b
 }
 
 // Decide runs one step of a pool's burst and then of its repair (Repair):
@@ -108,13 +116,14 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 	d.Actions = all
 	if p.Burst != nil {
 		// Repair may have kept a node beside the seats (a busy one retired
-		// as flapping): burst gives way, so that the seats and the kept
-		// nodes stay within nodes.max whatever reads the count.
+		// as flapping, or one kept for repair): burst gives way, so that
+		// the seats and the kept nodes stay within the envelope and
+		// nodes.max whatever reads the count.
 		var kept int64
 		if p.Named {
 			kept = int64(len(d.Kept))
 		}
-		if b := max(0, min(st.Burst, p.Max-kept-p.Fixed-st.Replacements)); b < st.Burst {
+		if b := max(0, min(st.Burst, p.elasticRoom()-kept-st.Replacements)); b < st.Burst {
 			st.Burst = b
 			st.BurstTeams = fitTeams(st.BurstTeams, b)
 			d.Target = max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))

@@ -361,6 +361,9 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 		}
 		if r.IntN(3) == 0 {
 			p.Repair = &schema.Repair{After: 10 * time.Minute, MaxNodes: r.Int64N(3), Broken: schema.BrokenRemove, Flaps: 3, FlapWindow: time.Hour}
+			if r.IntN(2) == 0 {
+				p.Repair.Broken = schema.BrokenKeep
+			}
 		}
 		var nodes []Node
 		st := State{Burst: r.Int64N(4)}
@@ -386,6 +389,10 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 			gangs = append(gangs, Gang{Team: "t", GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(5), PodGPUs: r.Int64N(10)})
 		}
 		st1, d1 := Decide(p, st, gangs, nodes, t0)
+		// Seats and kept nodes stay within the envelope the plan prices.
+		if kept := int64(len(d1.Kept)); p.Named && d1.Target+kept > p.Fixed+p.elasticRoom() || d1.Target > max(p.Fixed, p.Fixed+p.elasticRoom()) {
+			t.Fatalf("trial %d (%+v, nodes %+v): %d seats and %d kept nodes, beyond the envelope's %d", trial, p, nodes, d1.Target, kept, p.Fixed+p.elasticRoom())
+		}
 		// The cluster does not follow yet: the same view again.
 		st2, d2 := Decide(p, st1, gangs, nodes, t0)
 		if d2.Target != d1.Target || len(d2.Actions) != 0 || !cmp.Equal(st1, st2, cmpopts.EquateEmpty()) {

@@ -298,6 +298,11 @@ func TestRepairHoldsItsBounds(t *testing.T) {
 			if d.Target+kept > max(p.Fixed, p.Max) || d.Target < 0 || next.Replacements < 0 || next.Replacements > p.Repair.MaxNodes {
 				t.Fatalf("trial %d step %d: target %d, replacements %d (pool %+v)", trial, s, d.Target, next.Replacements, p)
 			}
+			// The envelope the plan prices the ceiling at: kept retired
+			// nodes are billed, so they take of the replacement room.
+			if room, _ := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, nil); d.Target+kept > p.Fixed+room {
+				t.Fatalf("trial %d step %d: %d seats and %d kept nodes, beyond the envelope's %d (pool %+v)", trial, s, d.Target, kept, p.Fixed+room, p)
+			}
 			for _, c := range d.Cordon {
 				if !slices.Contains(d.Retired, c) {
 					t.Fatalf("trial %d step %d: cordons %s, which is not retired", trial, s, c)
