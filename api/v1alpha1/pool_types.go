@@ -209,6 +209,26 @@ type PoolBurstStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// Metered are the burst node-seconds held per team (team "": nobody's)
+	// from MeteredSince to MeteredAt: what the finance report bills at the
+	// pool's on-demand price (allot report --observed).
+	// +optional
+	// +listType=map
+	// +listMapKey=team
+	// +kubebuilder:validation:MaxItems=1000
+	Metered []PoolBurstMeter `json:"metered,omitempty"`
+	// +optional
+	MeteredSince *metav1.Time `json:"meteredSince,omitempty"`
+	// +optional
+	MeteredAt *metav1.Time `json:"meteredAt,omitempty"`
+}
+
+// PoolBurstMeter is the burst node-seconds held for one team's gangs.
+type PoolBurstMeter struct {
+	// +kubebuilder:validation:MaxLength=253
+	Team string `json:"team"`
+	// +kubebuilder:validation:Minimum=0
+	NodeSeconds int64 `json:"nodeSeconds"`
 }
 
 // PoolBurstTeam is the burst nodes held for one team's gangs.

@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	allotv1 "github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/fleet/elastic"
 	"github.com/allot-dev/allot/internal/plaintext"
 	"github.com/allot-dev/allot/planner"
 	"github.com/allot-dev/allot/planner/evaluate"
+	"github.com/allot-dev/allot/planner/finance"
 	"github.com/allot-dev/allot/planner/planreport"
 	"github.com/allot-dev/allot/planner/slurm"
 	"github.com/allot-dev/allot/policies"
@@ -323,6 +325,8 @@ type planned struct {
 	in         planreport.Input
 	head, base checked
 	spec       baseSpec // the base's, when there is one
+	// burst is what the observed Pools' managers metered of their burst.
+	burst []finance.BurstMetered
 }
 
 // loadPlan loads dir and, when base is set, the base of the change (a base that
@@ -346,7 +350,8 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 		return pl, err
 	}
 	if observed != "" && c.cfg != nil {
-		obs, err := readObserved(observed)
+		obs, burst, err := readObserved(observed)
+		pl.burst = burst
 		if err != nil {
 			return pl, usageError{err}
 		}
@@ -371,22 +376,35 @@ func loadPlan(stderr io.Writer, dir, base, observed string, simulate *simulateFl
 	return pl, nil
 }
 
-// readObserved reads the pools' observed health from a PoolList (JSON or YAML).
-func readObserved(file string) (map[schema.PoolName]planner.Observed, error) {
+// readObserved reads the pools' observed health and the burst their managers
+// metered from a PoolList (JSON or YAML).
+func readObserved(file string) (map[schema.PoolName]planner.Observed, []finance.BurstMetered, error) {
 	var list allotv1.PoolList
 	if err := readKubeList("--observed", file, "Pool", "kubectl get pools.allot.dev -o yaml", &list); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[schema.PoolName]planner.Observed{}
+	var burst []finance.BurstMetered
 	for i, p := range list.Items {
 		s := p.Status
+		if b := s.Burst; b != nil && b.MeteredSince != nil && b.MeteredAt != nil {
+			if len(b.Metered) > elastic.MaxMeteredTeams {
+				return nil, nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): status.burst.metered has %d teams; want at most %d", file, i, p.Name, len(b.Metered), elastic.MaxMeteredTeams)
+			}
+			for j, m := range b.Metered {
+				if m.NodeSeconds < 0 {
+					return nil, nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): status.burst.metered[%d]: nodeSeconds %d; want >= 0", file, i, p.Name, j, m.NodeSeconds)
+				}
+				burst = append(burst, finance.BurstMetered{Pool: schema.PoolName(p.Name), Team: m.Team, NodeSeconds: m.NodeSeconds, Since: b.MeteredSince.Time, At: b.MeteredAt.Time})
+			}
+		}
 		if s.Nodes < 0 || s.ReadyNodes < 0 || s.HealthyGPUs < 0 || s.ReadyNodes > s.Nodes || s.Nodes > schema.MaxFleetNodes {
-			return nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): nodes %d, readyNodes %d, healthyGPUs %d: want 0 <= readyNodes <= nodes <= %d and healthyGPUs >= 0",
+			return nil, nil, fmt.Errorf("--observed %s: items[%d] (Pool %s): nodes %d, readyNodes %d, healthyGPUs %d: want 0 <= readyNodes <= nodes <= %d and healthyGPUs >= 0",
 				file, i, p.Name, s.Nodes, s.ReadyNodes, s.HealthyGPUs, schema.MaxFleetNodes)
 		}
 		out[schema.PoolName(p.Name)] = planner.Observed{Nodes: s.Nodes, UsableNodes: s.ReadyNodes, HealthyGPUs: s.HealthyGPUs}
 	}
-	return out, nil
+	return out, burst, nil
 }
 
 // readKubeList reads file, kubectl's output of a list of kind (JSON or YAML),

@@ -76,3 +76,53 @@ items:
 		t.Errorf("a Deployment as --observed: exit %d, %s", code, errb.String())
 	}
 }
+
+// report --observed bills the burst the Pools' managers metered
+// (status.burst.metered) per team at the pool's on-demand price; a
+// negative meter is bad usage, said where.
+func TestReportBillsMeteredBurst(t *testing.T) {
+	dir := t.TempDir()
+	obs := filepath.Join(dir, "pools.yaml")
+	pools := func(seconds string) {
+		t.Helper()
+		err := os.WriteFile(obs, []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: allot.dev/v1alpha1
+  kind: Pool
+  metadata: {name: eks-p5}
+  status:
+    nodes: 8
+    readyNodes: 8
+    healthyGPUs: 64
+    burst:
+      burstNodes: 0
+      meteredSince: "2026-11-01T00:00:00Z"
+      meteredAt: "2026-11-30T00:00:00Z"
+      metered: [{team: "<b>search</b>", nodeSeconds: `+seconds+`}]
+`), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pools("36000") // 10 node-hours x $55.04
+	page := filepath.Join(dir, "report.html")
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "../../examples", "-o", page, "--observed", obs}, &out, &errb); code != 0 {
+		t.Fatalf("report exited %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, `<section id="burst">`) || !strings.Contains(text, "$550.40") || !strings.Contains(text, "&lt;b&gt;search&lt;/b&gt;") || strings.Contains(text, "<b>search") {
+		t.Errorf("the report lacks the burst billed ($550.40 for the team, escaped)")
+	}
+	pools("-5")
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"report", "../../examples", "-o", page, "--observed", obs}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "items[0] (Pool eks-p5): status.burst.metered[0]: nodeSeconds -5") {
+		t.Errorf("a negative meter: exit %d, %s", code, errb.String())
+	}
+}

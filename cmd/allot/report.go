@@ -29,8 +29,10 @@ repository containing DIR) also the change: before, after and the approvals it
 needs; with --simulate, the what-if of replaying a workload on both; with
 --usage (the Teams as a cluster has them, or the JSON of allot slurm usage;
 repeat it for several clusters), each team's cost of quota beside the cost
-of what its jobs used, so idle quota shows in money; with --recommendation (the JSON of allot recommend), the
-cost-versus-wait curve of each flavor as a chart.
+of what its jobs used, so idle quota shows in money; with --observed (the Pools
+as a cluster has them), the burst nodes each pool's manager held, per team,
+billed at the pool's on-demand price; with --recommendation (the JSON of allot
+recommend), the cost-versus-wait curve of each flavor as a chart.
 
 -o - writes the page to stdout.
 Exit status: 0 no errors, 1 the configuration has errors (the report shows
@@ -57,7 +59,7 @@ them), 2 bad usage.`,
 					return usageError{err}
 				}
 			}
-			fin := finance.Input{Input: in, BaseConfig: pl.base.cfg, Metered: metered}
+			fin := finance.Input{Input: in, BaseConfig: pl.base.cfg, Metered: metered, Burst: pl.burst}
 			if recommendation != "" {
 				if fin.Recommendation, err = readRecommendation(recommendation); err != nil {
 					return usageError{err}
@@ -89,7 +91,7 @@ them), 2 bad usage.`,
 	c.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write, - for stdout")
 	c.Flags().StringArrayVar(&usage, "usage", nil, "what the teams used: a TeamList (kubectl get teams.allot.dev -o yaml) or allot slurm usage -o json; repeatable")
 	c.Flags().StringVar(&recommendation, "recommendation", "", "what allot recommend -o json found: the report draws its cost-versus-wait curves")
-	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
+	c.Flags().StringVar(&observed, "observed", "", "the Pools' observed health and metered burst: a PoolList (kubectl get pools.allot.dev -o yaml|json)")
 	simulate.register(c)
 	return c
 }

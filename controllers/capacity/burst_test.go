@@ -111,6 +111,12 @@ func TestBurstGrowsForAWaitingGangThenShrinks(t *testing.T) {
 	if m := most(); m != 4 {
 		t.Errorf("the pool peaked at %d nodes; want 4: its 2 and the 2 the gang needed (burst.maxNodes 3)", m)
 	}
+	// The meter billed alpha for its two nodes over the hour and two
+	// minutes the clock moved (and the seconds the test took), nobody else.
+	if b := getPool(t, c, "a").Status.Burst; len(b.Metered) != 1 || b.Metered[0].Team != "alpha" ||
+		b.Metered[0].NodeSeconds < 2*3720 || b.Metered[0].NodeSeconds > 2*(3720+300) || b.MeteredSince == nil || b.MeteredAt == nil {
+		t.Errorf("burst metered %+v since %v; want alpha's 2 nodes over 62-67 minutes", b.Metered, b.MeteredSince)
+	}
 	const want = `
 # HELP allot_pool_burst_nodes Burst nodes a pool holds beyond its planned size for pending gangs (spec.burst), by the team whose gangs caused them (team "": nobody's, always present); times the pool's GPUs per node and summed over time, the burst GPU-hours per team.
 # TYPE allot_pool_burst_nodes gauge

@@ -123,6 +123,11 @@ func (r *Reconciler) repair(ctx context.Context, pool *allotv1.Pool, nodes []cor
 	}
 	before := pool.Status.DeepCopy()
 	pool.Status.Repair, pool.Status.Burst = statusFromState(next, bspec != nil)
+	if bspec != nil {
+		// What the burst nodes were held for since the last count, billed
+		// in the finance report.
+		meterBurst(pool.Status.Burst, elastic.Meter(meteredOf(before.Burst), st.BurstTeams, next.BurstTeams, now))
+	}
 	explain(before, &pool.Status, d.Actions)
 	r.Metrics.observe(pool.Name, next, d)
 	// The status goes first, then the marks: Terraform seats the pool from
@@ -432,4 +437,26 @@ func Topology(p *allotv1.Pool) *schema.Topology {
 		}
 	}
 	return t
+}
+
+// meteredOf reads a Pool's burst meter from its status (none: a new one).
+func meteredOf(b *allotv1.PoolBurstStatus) elastic.Metered {
+	var m elastic.Metered
+	if b == nil || b.MeteredSince == nil || b.MeteredAt == nil {
+		return m
+	}
+	m.Since, m.At = b.MeteredSince.Time, b.MeteredAt.Time
+	for _, t := range b.Metered[:min(len(b.Metered), elastic.MaxMeteredTeams)] {
+		m.Teams = append(m.Teams, elastic.TeamSeconds{Team: t.Team, NodeSeconds: max(0, t.NodeSeconds)})
+	}
+	return m
+}
+
+// meterBurst writes m on a Pool's burst status.
+func meterBurst(b *allotv1.PoolBurstStatus, m elastic.Metered) {
+	since, at := metav1.NewTime(m.Since), metav1.NewTime(m.At)
+	b.MeteredSince, b.MeteredAt, b.Metered = &since, &at, nil
+	for _, t := range m.Teams {
+		b.Metered = append(b.Metered, allotv1.PoolBurstMeter{Team: apilimits.Truncate(t.Team, 253), NodeSeconds: t.NodeSeconds})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -363,5 +364,48 @@ func TestHTMLOfAConfigurationThatDoesNotLoad(t *testing.T) {
 	}
 	if res.Findings.Count(schema.SeverityError) == 0 {
 		t.Fatal("the broken examples have no errors")
+	}
+}
+
+// The burst the managers metered is billed per pool and team at the pool's
+// on-demand price; a pool the repository does not declare is left out.
+func TestBurstMeteredIsBilled(t *testing.T) {
+	in := change(t, nil)
+	var name schema.PoolName
+	for n := range in.Config.Pools {
+		if name == "" || n < name {
+			name = n
+		}
+	}
+	p := in.Config.Pools[name]
+	since, at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	in.Burst = []BurstMetered{
+		{Pool: name, Team: "search", NodeSeconds: 2 * 3600 * 3, Since: since, At: at}, // 6 node-hours
+		{Pool: name, Team: "", NodeSeconds: 1800, Since: since, At: at},
+		{Pool: "not-declared", Team: "search", NodeSeconds: 3600, Since: since, At: at},
+	}
+	r := Build(in)
+	if r.Burst == nil || len(r.Burst.Rows) != 2 {
+		t.Fatalf("burst %+v; want the two rows of %s", r.Burst, name)
+	}
+	row := r.Burst.Rows[1]
+	wantCost := p.Price.OnDemandPerNodeHour.MulInt(6)
+	if row.Team != "search" || row.NodeHours.String() != "6" || row.GPUHours.String() != quantity.Int(6*p.GPUsPerNode).String() || row.CostUSD.String() != wantCost.String() {
+		t.Errorf("search's row %+v; want 6 node-hours, %d GPU-hours, %s", row, 6*p.GPUsPerNode, wantCost)
+	}
+	total := wantCost.Add(p.Price.OnDemandPerNodeHour.Quo(quantity.Int(2)))
+	if r.Burst.CostUSD.String() != total.String() || wantCost.IsZero() {
+		t.Errorf("total %s; want %s (a non-zero price)", r.Burst.CostUSD, total)
+	}
+	var b bytes.Buffer
+	if err := HTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if text := html.UnescapeString(b.String()); !strings.Contains(text, `<section id="burst">`) || !strings.Contains(text, quantity.USD(wantCost)) || strings.Contains(text, "not-declared") {
+		t.Error("the page lacks the burst section, its cost, or bills an undeclared pool")
+	}
+	in.Burst = nil
+	if r := Build(in); r.Burst != nil {
+		t.Errorf("nothing metered: burst %+v", r.Burst)
 	}
 }

@@ -26,6 +26,9 @@ type Input struct {
 	// Recommendation, when given, is what `allot recommend` found: the report
 	// draws its cost-versus-wait curves.
 	Recommendation *recommend.Result
+	// Burst, when given, is the burst the pools' managers metered (the
+	// Pools' status): the report bills it per team.
+	Burst []BurstMetered
 }
 
 // Report is the finance report's content, every figure computed. Money is exact;
@@ -59,6 +62,8 @@ type Report struct {
 	Sizing *Sizing
 	// Showback is quota against use, when the usage was given.
 	Showback *Showback
+	// Burst is the burst the managers held, billed, when it was given.
+	Burst *Burst
 }
 
 // TeamCount is the number of teams (the unallocated row is none).
@@ -195,6 +200,7 @@ func Build(in Input) *Report {
 		r.WhatIf = whatIfRows(in.WhatIf)
 	}
 	r.Showback = showback(in.Plan, in.Metered)
+	r.Burst = burst(in.Config, in.Burst)
 	return r
 }
 
