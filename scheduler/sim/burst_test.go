@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,8 +148,17 @@ func TestBurstReplayOfHelios(t *testing.T) {
 	if c.WaitMeanSavedS <= 0 || c.WaitP95SavedS <= 0 {
 		t.Errorf("burst saves %gs of mean wait and %gs of p95: want both saved", c.WaitMeanSavedS, c.WaitP95SavedS)
 	}
-	t.Logf("burst: peak %d nodes, %.1f node-hours, %s; wait mean saved %.0fs (of %.0fs), p95 saved %.0fs (of %.0fs)",
+	got := fmt.Sprintf("burst: peak %d nodes, %.1f node-hours, %s; wait mean saved %.0fs (of %.0fs), p95 saved %.0fs (of %.0fs)",
 		p.PeakNodes, p.NodeHours, quantity.USD(p.CostUSD), c.WaitMeanSavedS, c.WaitMeanS, c.WaitP95SavedS, c.WaitP95S)
+	for _, tm := range b.Teams {
+		got += fmt.Sprintf("; %s %s", tm.Team, quantity.USD(tm.CostUSD))
+	}
+	// The replay is deterministic: a change to these is a change to the
+	// figures docs/elastic.md states, to be made there too.
+	if want := "burst: peak 4 nodes, 111.3 node-hours, $6,125.03; wait mean saved 23639s (of 142242s), p95 saved 214713s (of 929133s)"; !strings.HasPrefix(got, want) {
+		t.Errorf("%s\nwant (docs/elastic.md) %s", got, want)
+	}
+	t.Log(got)
 }
 
 // TestBurstReplayStaysCheap: with no pool that bursts, the replay takes
