@@ -22,7 +22,8 @@ import (
 // Issue 46 burst end to end, with the real API server, the real terraform,
 // the kwok module and allot's scheduler: the pool's two nodes are taken by
 // another scheduler's pods, so a gang within its team's quota waits for
-// nodes; the pool grows by the two nodes it needs (burst.maxNodes 3), the
+// nodes; with burst.maxNodes 1 the pool stays (BurstAtMax), then with 3
+// merged it grows by the two nodes it needs, the
 // scheduler binds the gang there; once it ends and the nodes stay idle past
 // idleAfter they are retired and deleted, and the pool is back at its
 // planned size. It never holds more than its planned size plus burst.
@@ -35,9 +36,9 @@ func TestBurstGrowsForAWaitingGangThenShrinks(t *testing.T) {
 	most := watchMostNodes(t, c)
 
 	repo := newGitRepo(t)
-	repo.write("capacity.cue", kwokRepo(16)+`pools: a: burst: {maxNodes: 3, idleAfter: "1m"}`+"\n")
-	head := repo.commit("pool a with burst")
-	kwokSource(t, c, repo, head)
+	repo.write("capacity.cue", kwokRepo(16)+`pools: a: burst: {maxNodes: 1, idleAfter: "1m"}`+"\n")
+	head := repo.commit("pool a with a burst of one node")
+	key := kwokSource(t, c, repo, head)
 
 	// Another scheduler's pods hold both nodes.
 	for _, node := range []string{"a-0", "a-1"} {
@@ -50,9 +51,16 @@ func TestBurstGrowsForAWaitingGangThenShrinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A gang of 2 x 8 GPUs, within alpha's 16: it waits for nodes, and the
-	// pool grows by two.
+	// A gang of 2 x 8 GPUs, within alpha's 16: it waits for nodes, more
+	// than the burst of one node Git approved: the pool stays as it is, and
+	// says so.
 	gang := submitGang(t, c, "gitops", "train", 2, 8)
+	waitPoolEvent(t, c, "a", string(elastic.ActionBurstAtMax), "need more nodes than the burst room allows")
+	time.Sleep(2 * time.Second)
+	waitNodes(t, c, "a-0", "a-1")
+	// A burst of three merged: the pool grows by the two it needs.
+	repo.write("capacity.cue", kwokRepo(16)+`pools: a: burst: {maxNodes: 3, idleAfter: "1m"}`+"\n")
+	waitApplied(t, c, key, repo.commit("pool a with a burst of three"))
 	waitPoolEvent(t, c, "a", string(elastic.ActionBurstUp), "alpha 2")
 	waitNodes(t, c, "a-0", "a-1", "a-2", "a-3")
 	eventually(t, 30*time.Second, "the gang bound on the burst nodes", func() error {
@@ -123,6 +131,7 @@ func TestBurstGrowsForAWaitingGangThenShrinks(t *testing.T) {
 allot_pool_burst_nodes{pool="a",team=""} 0
 # HELP allot_pool_repair_actions_total Repair and burst actions taken, by pool and action (ReplacementAdded, ReplacementReturned, NodeRetired, NodeFlapping, ReplacementAtMax, BurstScaledUp, BurstScaledDown, BurstAtMax).
 # TYPE allot_pool_repair_actions_total counter
+allot_pool_repair_actions_total{action="BurstAtMax",pool="a"} 1
 allot_pool_repair_actions_total{action="BurstScaledDown",pool="a"} 1
 allot_pool_repair_actions_total{action="BurstScaledUp",pool="a"} 1
 `
