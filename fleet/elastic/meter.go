@@ -25,11 +25,18 @@ type TeamSeconds struct {
 // MaxMeteredTeams bounds Metered.Teams (a Pool's status stays small).
 const MaxMeteredTeams = 1000
 
+// MeterEvery is how often the meter counts while what is held stays the
+// same (a Pool is reconciled on every change of its nodes; its status is
+// not rewritten for each). Nothing is lost: the time left is counted with
+// the next count.
+const MeterEvery = time.Minute
+
 // Meter counts the burst nodes held, per team, from m.At to now: held is
 // what the pool held over that time (the state before the decision now),
-// next what it holds from now on. At moves only while nodes are held, so a
-// pool without burst nodes is not rewritten; a first count starts the
-// meter; a clock that went back counts nothing. It is pure.
+// next what it holds from now on. At moves only while nodes are held, and
+// then at most every MeterEvery while the holdings stand, so that a Pool's
+// status is not rewritten for nothing; a first count starts the meter; a
+// clock that went back counts nothing. It is pure.
 func Meter(m Metered, held, next []TeamNodes, now time.Time) Metered {
 	out := Metered{Since: m.Since, At: m.At, Teams: slices.Clone(m.Teams)}
 	switch {
@@ -43,6 +50,8 @@ func Meter(m Metered, held, next []TeamNodes, now time.Time) Metered {
 		return out
 	case now.Before(m.At):
 		out.At = now // the clock went back: count from now
+		return out
+	case now.Sub(m.At) < MeterEvery && slices.Equal(held, next):
 		return out
 	}
 	// Whole seconds; the rest is counted with the next.

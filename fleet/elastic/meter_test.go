@@ -26,6 +26,18 @@ func TestMeterCountsWhatWasHeld(t *testing.T) {
 	if m.Teams[0] != (TeamSeconds{"a", 190}) || !m.Since.Equal(t0.Add(-time.Hour)) {
 		t.Fatalf("after 100 s: %+v since %v; want a 190 since the start", m.Teams, m.Since)
 	}
+	// While the holdings stand, at most one count a MeterEvery; the time
+	// between is counted with the next.
+	a := []TeamNodes{{Team: "a", Nodes: 1}}
+	if same := Meter(m, a, a, t0.Add(130*time.Second)); !same.At.Equal(m.At) || same.Teams[0].NodeSeconds != 190 {
+		t.Fatalf("30 s on: %+v at %v; want unchanged", same.Teams, same.At)
+	}
+	if later := Meter(m, a, a, t0.Add(160*time.Second)); later.Teams[0].NodeSeconds != 250 {
+		t.Fatalf("60 s on: %+v; want a 250", later.Teams)
+	}
+	if moved := Meter(m, a, nil, t0.Add(101*time.Second)); moved.Teams[0].NodeSeconds != 191 {
+		t.Fatalf("a change 1 s on: %+v; want it counted, a 191", moved.Teams)
+	}
 	// A clock that goes back counts nothing and restarts from now.
 	back := Meter(m, []TeamNodes{{Team: "a", Nodes: 5}}, nil, t0)
 	if back.Teams[0].NodeSeconds != 190 || !back.At.Equal(t0) {
