@@ -62,18 +62,47 @@ type IdleNode struct {
 
 // burstRoom is the most burst nodes the pool may hold: what the envelope
 // allows (schema.ElasticRoom, as the plan prices it) and, now, what
-// replacements and kept nodes leave of the envelope's elastic nodes.
+// replacements and kept nodes leave of it.
 func (p Pool) burstRoom(st State, kept int64) int64 {
 	_, room := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
-	return max(0, min(room, p.elasticRoom()-st.Replacements-kept))
+	return max(0, min(room, p.most()-p.Fixed-st.Replacements-kept))
 }
 
-// elasticRoom is the most nodes the pool may hold beside its planned size,
-// replacement, burst and kept retired nodes together: the envelope its cost
-// ceiling is priced at (planner.EnvelopeOf), never beyond nodes.max.
-func (p Pool) elasticRoom() int64 {
+// most is the most nodes the pool may hold, its seats and the retired nodes
+// kept beside them together: nodes.max, and the envelope its cost ceiling
+// is priced at (the planned size and the replacement and burst rooms,
+// planner.EnvelopeOf). Kept nodes are billed too: the seats give way to them.
+func (p Pool) most() int64 {
 	r, b := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
-	return r + b
+	return min(p.Max, p.Fixed+r+b)
+}
+
+// keptCount counts the retired nodes of a Named pool kept beside its seats.
+func keptCount(p Pool, st State, nodes []Node) int64 {
+	if !p.Named {
+		return 0
+	}
+	rec := make(map[string]*NodeState, len(st.Nodes))
+	for i := range st.Nodes {
+		rec[st.Nodes[i].Name] = &st.Nodes[i]
+	}
+	var kept int64
+	for _, n := range nodes {
+		if keptBeside(p, rec[n.Name], n) {
+			kept++
+		}
+	}
+	return kept
+}
+
+// keptBeside says whether a retired node (record ns) of a Named pool stays
+// beside its seats: a gang runs on it, or it is kept for repair
+// (Repair.Broken is keep; kept before repair was taken out of the pool).
+func keptBeside(p Pool, ns *NodeState, n Node) bool {
+	if !p.Named || ns == nil || !ns.Retired {
+		return false
+	}
+	return n.Busy || !ns.Burst && (p.Repair != nil && p.Repair.Broken == schema.BrokenKeep || p.Repair == nil && ns.Kept)
 }
 
 // Decide runs one step of a pool's burst and then of its repair (Repair):
@@ -119,14 +148,11 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 		// as flapping, or one kept for repair): burst gives way, so that
 		// the seats and the kept nodes stay within the envelope and
 		// nodes.max whatever reads the count.
-		var kept int64
-		if p.Named {
-			kept = int64(len(d.Kept))
-		}
-		if b := max(0, min(st.Burst, p.elasticRoom()-kept-st.Replacements)); b < st.Burst {
+		kept := keptCount(p, st, nodes)
+		if b := max(0, min(st.Burst, p.most()-kept-p.Fixed-st.Replacements)); b < st.Burst {
 			st.Burst = b
 			st.BurstTeams = fitTeams(st.BurstTeams, b)
-			d.Target = max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
+			d.Target = max(0, min(p.Fixed+st.Replacements+st.Burst, p.most()-kept))
 		}
 	}
 	return st, d
@@ -165,7 +191,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 	retired := func(name string) bool { return rec[name] != nil && rec[name].Retired }
 	var kept int64
 	for _, n := range nodes {
-		if p.Named && retired(n.Name) && (n.Busy || p.Repair != nil && p.Repair.Broken == schema.BrokenKeep && !rec[n.Name].Burst) {
+		if keptBeside(p, rec[n.Name], n) {
 			kept++
 		}
 	}
@@ -200,7 +226,7 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 			free = append(free, n)
 		}
 	}
-	seats := max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-kept))
+	seats := max(0, min(p.Fixed+st.Replacements+st.Burst, p.most()-kept))
 	lay := newLayout(p, nodes, free, seats-seated)
 	sz := lay.sizeAll(gangs, room, room-st.Burst)
 	grow := func(n int64, teams map[string]int64, why string) {

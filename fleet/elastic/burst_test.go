@@ -389,9 +389,10 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 			gangs = append(gangs, Gang{Team: "t", GPUs: 1 + r.Int64N(40), DomainNodes: r.Int64N(5), PodGPUs: r.Int64N(10)})
 		}
 		st1, d1 := Decide(p, st, gangs, nodes, t0)
-		// Seats and kept nodes stay within the envelope the plan prices.
-		if kept := int64(len(d1.Kept)); p.Named && d1.Target+kept > p.Fixed+p.elasticRoom() || d1.Target > max(p.Fixed, p.Fixed+p.elasticRoom()) {
-			t.Fatalf("trial %d (%+v, nodes %+v): %d seats and %d kept nodes, beyond the envelope's %d", trial, p, nodes, d1.Target, kept, p.Fixed+p.elasticRoom())
+		// Seats and kept nodes stay within the envelope the plan prices
+		// (when the cluster was).
+		if kept := keptCount(p, st1, nodes); int64(len(nodes)) <= envelope(p) && d1.Target+kept > envelope(p) {
+			t.Fatalf("trial %d (%+v, nodes %+v): %d seats and %d kept nodes, beyond the envelope's %d", trial, p, nodes, d1.Target, kept, envelope(p))
 		}
 		// The cluster does not follow yet: the same view again.
 		st2, d2 := Decide(p, st1, gangs, nodes, t0)
@@ -463,5 +464,21 @@ func TestBurstReviewCases(t *testing.T) {
 	old := []NodeState{{Name: "b", Failures: []time.Time{t0.Add(-2 * time.Hour)}}}
 	if st, _ := twice("old failure", p, State{Nodes: old}, []Gang{{Team: "x", GPUs: 8}}, fleet("a*", "b")); st.Burst != 0 {
 		t.Errorf("old failure: burst %d, want 0 (b is free)", st.Burst)
+	}
+}
+
+// A node kept for repair stays kept once repair is taken out of the pool:
+// burst counts it as the decision does (it takes the envelope's one node of
+// room), and deciding again does nothing.
+func TestBurstBesideANodeKeptBeforeRepairWasRemoved(t *testing.T) {
+	p := burstPool(2, 6, 1)
+	st := State{Nodes: []NodeState{{Name: "c", Retired: true, Kept: true}}}
+	nodes, gangs := fleet("a*", "b*", "c"), []Gang{{Team: "x", GPUs: 8}}
+	st, d1 := Decide(p, st, gangs, nodes, t0)
+	if st.Burst != 0 || d1.Target != 2 || !slices.Equal(kinds(d1), []ActionKind{ActionBurstAtMax}) {
+		t.Errorf("burst %d, target %d, %v: want no burst beside the kept node (envelope %d), said once", st.Burst, d1.Target, kinds(d1), envelope(p))
+	}
+	if _, d := Decide(p, st, gangs, nodes, t0); len(d.Actions) != 0 {
+		t.Errorf("not a fixed point: %v (burst %d)", kinds(d), st.Burst)
 	}
 }

@@ -38,7 +38,7 @@ const MeterEvery = time.Minute
 // status is not rewritten for nothing; a first count starts the meter; a
 // clock that went back counts nothing. It is pure.
 func Meter(m Metered, held, next []TeamNodes, now time.Time) Metered {
-	out := Metered{Since: m.Since, At: m.At, Teams: slices.Clone(m.Teams)}
+	out := Metered{Since: m.Since, At: m.At, Teams: fold(m.Teams)}
 	switch {
 	case m.At.IsZero() || m.Since.IsZero():
 		out.Since, out.At = now, now
@@ -97,4 +97,25 @@ func nodes(held []TeamNodes) int64 {
 		n = addSat(n, max(0, h.Nodes))
 	}
 	return n
+}
+
+// fold bounds teams read back (a status anyone with access may edit): at
+// most MaxMeteredTeams-1 named teams, the rest added to team "".
+func fold(teams []TeamSeconds) []TeamSeconds {
+	out := slices.Clone(teams)
+	if len(out) <= MaxMeteredTeams-1 {
+		return out
+	}
+	slices.SortFunc(out, func(a, b TeamSeconds) int { return cmp.Compare(a.Team, b.Team) })
+	var rest int64
+	named := out[:0]
+	for _, t := range out {
+		switch {
+		case t.Team == "" || len(named) >= MaxMeteredTeams-1:
+			rest = addSat(rest, max(0, t.NodeSeconds))
+		default:
+			named = append(named, t)
+		}
+	}
+	return append(named, TeamSeconds{Team: "", NodeSeconds: rest})
 }

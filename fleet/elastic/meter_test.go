@@ -67,3 +67,20 @@ func TestMeterIsBounded(t *testing.T) {
 		t.Fatalf("overflow: %d", huge.Teams[0].NodeSeconds)
 	}
 }
+
+// A meter read back from a status with as many teams as it may hold, none
+// of them "", still stays within MaxMeteredTeams and loses nothing.
+func TestMeterFoldsAFullStatus(t *testing.T) {
+	m := Metered{Since: t0, At: t0}
+	for i := range MaxMeteredTeams + 5 {
+		m.Teams = append(m.Teams, TeamSeconds{Team: fmt.Sprintf("t%04d", i), NodeSeconds: 1})
+	}
+	out := Meter(m, []TeamNodes{{Team: "new", Nodes: 1}}, nil, t0.Add(time.Minute))
+	var sum int64
+	for _, ts := range out.Teams {
+		sum += ts.NodeSeconds
+	}
+	if len(out.Teams) > MaxMeteredTeams || sum != MaxMeteredTeams+5+60 {
+		t.Fatalf("%d teams, %d node-seconds; want at most %d teams, %d node-seconds", len(out.Teams), sum, MaxMeteredTeams, MaxMeteredTeams+5+60)
+	}
+}

@@ -154,45 +154,14 @@ const MassFailure = 0.2
 //     the pool is unusable;
 //   - while the healthy GPUs (counting seats whose node is being made) are
 //     below the need, replacement nodes are added, at most Repair.MaxNodes
-//     held at once, kept retired nodes included (they are billed too), and
-//     never beyond nodes.max;
+//     held at once, never beyond nodes.max nor the envelope the cost
+//     ceiling is priced at (kept retired nodes included: Pool.most);
 //   - a lost node no gang runs on is retired once the usable nodes cover the
 //     need: in a Named pool its replacement takes its seat; in a pool of a
 //     count the replacement is held until the retired node is gone;
 //   - a replacement no longer needed is given back once the last change took
 //     effect and the node that would go has no gang.
-//
-// A step settles: it decides again while a decision changes what the next
-// one reads (a replacement given back makes room for a flapping node to be
-// kept), so that deciding again on the same cluster changes nothing.
 func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
-	wasAtMax := st.AtMax
-	var all []Action
-	var atMax *Action
-	var d Decision
-	for range 4 {
-		before := summary(st)
-		st, d = repairOnce(p, st, nodes, now)
-		acts := slices.DeleteFunc(d.Actions, func(a Action) bool {
-			if a.Kind == ActionAtMax {
-				atMax = &a
-				return true
-			}
-			return false
-		})
-		all = append(all, acts...)
-		if len(acts) == 0 && summary(st) == before {
-			break
-		}
-	}
-	if st.AtMax && !wasAtMax && atMax != nil {
-		all = append(all, *atMax)
-	}
-	d.Actions = all
-	return st, d
-}
-
-func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	st = clone(st)
 	var d Decision
 	r := p.Repair
@@ -209,13 +178,13 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 			if ns := find(st, n.Name); ns != nil && ns.Retired {
 				d.Cordon = append(d.Cordon, n.Name)
 				ns.Kept = n.Busy || !ns.Burst && ns.Kept
-				if p.Named && ns.Kept {
+				if keptBeside(p, ns, n) {
 					kept++
 				}
 			}
 		}
 		slices.Sort(d.Cordon)
-		d.Target = max(0, min(p.Fixed+st.Burst, p.Max-kept))
+		d.Target = max(0, min(p.Fixed+st.Burst, p.most()-kept))
 		d.Retired, d.Kept = retired(st)
 		return st, d
 	}
@@ -243,29 +212,6 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 		}
 	}
 	mass := down > 1 && float64(down) > MassFailure*float64(len(nodes))
-	// Kept retired nodes of a Named pool stand beside its seats: they count
-	// against nodes.max, and the seats give way to them there. They are
-	// billed too, so with the replacements they stay within the replacement
-	// room the plan prices the ceiling at.
-	keptHere := func() int64 {
-		var kept int64
-		for _, n := range nodes {
-			if ns := rec[n.Name]; p.Named && ns != nil && ns.Retired && (r.Broken == schema.BrokenKeep && !ns.Burst || n.Busy) {
-				kept++
-			}
-		}
-		return kept
-	}
-	// mayKeep says whether n may be retired now: one that would stay beside
-	// the seats (Repair.Broken is keep, or a gang runs on it) waits while
-	// that would take the pool beyond its envelope (burst gives way to it,
-	// Decide); freed is the replacement its retirement hands its seat.
-	mayKeep := func(n Node, freed int64) bool {
-		if !p.Named || r.Broken != schema.BrokenKeep && !n.Busy {
-			return true
-		}
-		return st.Replacements-freed+keptHere()+1 <= p.elasticRoom()
-	}
 	// Failures and flaps.
 	for _, n := range nodes {
 		ns := rec[n.Name]
@@ -287,6 +233,11 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 					ns.Failures = ns.Failures[len(ns.Failures)-r.Flaps:]
 				}
 			}
+		}
+		if ns != nil && !ns.Retired && len(ns.Failures) >= r.Flaps {
+			ns.Retired = true
+			ns.Reason = fmt.Sprintf("became unusable %d times within %s", len(ns.Failures), r.FlapWindow)
+			d.Actions = append(d.Actions, Action{Kind: ActionFlapping, Node: n.Name, Reason: "node " + n.Name + " " + ns.Reason + ": retired"})
 		}
 	}
 	past := func(n Node) bool {
@@ -313,7 +264,19 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 		}
 		return seated
 	}
-	seats := func() int64 { return max(0, min(p.Fixed+st.Replacements+st.Burst, p.Max-keptHere())) }
+	// Kept retired nodes of a Named pool stand beside its seats: they count
+	// against nodes.max and, billed too, against the envelope its cost
+	// ceiling is priced at (Pool.most); the seats give way to them there.
+	keptHere := func() int64 {
+		var kept int64
+		for _, n := range nodes {
+			if keptBeside(p, rec[n.Name], n) {
+				kept++
+			}
+		}
+		return kept
+	}
+	seats := func() int64 { return max(0, min(p.Fixed+st.Replacements+st.Burst, p.most()-keptHere())) }
 	healthy := func(expected bool) int64 {
 		var gpus int64
 		for _, n := range nodes {
@@ -350,7 +313,7 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 	// the need.
 	for _, n := range nodes {
 		ns := rec[n.Name]
-		if n.Busy || !lost(n) || ns.Retired || healthy(false) < p.need() || !mayKeep(n, min(st.Replacements, 1)) {
+		if n.Busy || !lost(n) || ns.Retired || healthy(false) < p.need() {
 			continue
 		}
 		ns.Retired = true
@@ -363,15 +326,7 @@ func repairOnce(p Pool, st State, nodes []Node, now time.Time) (State, Decision)
 		}
 		d.Actions = append(d.Actions, Action{Kind: ActionRetire, Node: n.Name, Reason: fmt.Sprintf("node %s %s; %s", n.Name, ns.Reason, why)})
 	}
-	// Retire flapping nodes, usable or not.
-	for _, n := range nodes {
-		if ns := rec[n.Name]; ns != nil && !ns.Retired && len(ns.Failures) >= r.Flaps && mayKeep(n, 0) {
-			ns.Retired = true
-			ns.Reason = fmt.Sprintf("became unusable %d times within %s", len(ns.Failures), r.FlapWindow)
-			d.Actions = append(d.Actions, Action{Kind: ActionFlapping, Node: n.Name, Reason: "node " + n.Name + " " + ns.Reason + ": retired"})
-		}
-	}
-	room := max(0, min(r.MaxNodes, p.elasticRoom()-st.Burst-keptHere(), p.Max-p.Fixed-st.Burst-keptHere()))
+	room := max(0, min(r.MaxNodes, p.most()-p.Fixed-st.Burst-keptHere()))
 	st.Replacements = min(st.Replacements, room)
 	switch short := p.need() - healthy(true); {
 	case short > 0:

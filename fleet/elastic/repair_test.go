@@ -246,7 +246,7 @@ func TestAnOutageIsNoFlapping(t *testing.T) {
 
 func TestWithoutRepairNothingIsHeld(t *testing.T) {
 	p := pool(4, 0, 6)
-	p.Repair = nil
+	p.Repair, p.Burst = nil, &schema.Burst{MaxNodes: 2, IdleAfter: time.Hour}
 	st, d := Repair(p, State{Replacements: 2, Burst: 1, Nodes: []NodeState{{Name: "x", Retired: true}}}, fleet("a-"), t0)
 	if d.Target != 5 || st.Replacements != 0 || !slices.Equal(d.Retired, []string{"x"}) {
 		t.Errorf("target %d, state %+v, retired %v", d.Target, st, d.Retired)
@@ -300,8 +300,8 @@ func TestRepairHoldsItsBounds(t *testing.T) {
 			}
 			// The envelope the plan prices the ceiling at: kept retired
 			// nodes are billed, so they take of the replacement room.
-			if room, _ := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, nil); d.Target+kept > p.Fixed+room {
-				t.Fatalf("trial %d step %d: %d seats and %d kept nodes, beyond the envelope's %d (pool %+v)", trial, s, d.Target, kept, p.Fixed+room, p)
+			if d.Target+kept > envelope(p) {
+				t.Fatalf("trial %d step %d: %d seats and %d kept nodes, beyond the envelope's %d (pool %+v)", trial, s, d.Target, kept, envelope(p), p)
 			}
 			for _, c := range d.Cordon {
 				if !slices.Contains(d.Retired, c) {
@@ -390,4 +390,25 @@ func TestJoiningNodeIsNoFailure(t *testing.T) {
 	if d.Target != 3 || len(st.Nodes) != 1 || len(st.Nodes[0].Failures) != 1 {
 		t.Fatalf("a node that never joined: target %d, state %+v", d.Target, st)
 	}
+}
+
+// A flapping node with a gang on it is retired and cordoned even where the
+// pool has no room beside its plan: the seats give way to it (nodes.max,
+// the envelope).
+func TestABusyFlapperIsCordonedAtMax(t *testing.T) {
+	p := pool(4, 0, 4)
+	p.Repair.Flaps = 2
+	st := State{Nodes: []NodeState{{Name: "a", Failures: []time.Time{t0.Add(-time.Hour), t0.Add(-30 * time.Minute)}}}}
+	nodes := fleet("a*", "b*", "c*", "d*")
+	_, d := Repair(p, st, nodes, t0)
+	if !slices.Contains(d.Cordon, "a") || !slices.Equal(d.Kept, []string{"a"}) || d.Target != 3 {
+		t.Errorf("cordon %v, kept %v, target %d; want a cordoned and kept beside 3 seats", d.Cordon, d.Kept, d.Target)
+	}
+}
+
+// envelope is the most nodes the plan prices a pool's cost ceiling at
+// (planner.EnvelopeOf), within nodes.max.
+func envelope(p Pool) int64 {
+	r, b := schema.ElasticRoom(p.Max, p.Fixed, p.Repair, p.Burst)
+	return min(p.Max, p.Fixed+r+b)
 }
