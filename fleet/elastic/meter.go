@@ -43,8 +43,8 @@ func Meter(m Metered, held, next []TeamNodes, now time.Time) Metered {
 	case m.At.IsZero() || m.Since.IsZero():
 		out.Since, out.At = now, now
 		return out
-	case nodes(held) == 0:
-		if nodes(next) > 0 {
+	case heldNodes(held) == 0:
+		if heldNodes(next) > 0 {
 			out.At = now // counting starts now
 		}
 		return out
@@ -91,7 +91,8 @@ func addSat(a, b int64) int64 {
 	return a + b
 }
 
-func nodes(held []TeamNodes) int64 {
+// heldNodes sums the nodes held.
+func heldNodes(held []TeamNodes) int64 {
 	var n int64
 	for _, h := range held {
 		n = addSat(n, max(0, h.Nodes))
