@@ -24,10 +24,7 @@ import (
 // waits for t0's quota (the job, routed again when c1 answers without its
 // copy, or is lost, may then take it).
 func TestForgedRoutingToAnUnreachableWorker(t *testing.T) {
-	pools := []allotv1.Pool{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}, Spec: allotv1.PoolSpec{Cluster: "c0", Flavor: "h100", GPUsPerNode: 8, Price: allotv1.Price{OnDemandPerNodeHour: "20"}}}}
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c0-n0", Labels: map[string]string{contract.LabelPool: "c0"}}}
-	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	pools, n := oneNodePool()
 	clusters := []allotv1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}}, {ObjectMeta: metav1.ObjectMeta{Name: "c1"}}}
 	workers := withUnprobed([]snapshot{{name: "c0", state: Ready, nodes: []corev1.Node{n}}}, clusters)
 	cfg := scheduler.Config{Tiers: []scheduler.Tier{{Name: "research", Priority: 100}}}
@@ -66,4 +63,14 @@ func TestForgedRoutingToAnUnreachableWorker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneNodePool is pool c0 of cluster c0, h100 nodes of 8 GPUs, and its one
+// node, ready.
+func oneNodePool() ([]allotv1.Pool, corev1.Node) {
+	pools := []allotv1.Pool{{ObjectMeta: metav1.ObjectMeta{Name: "c0"}, Spec: allotv1.PoolSpec{Cluster: "c0", Flavor: "h100", GPUsPerNode: 8, Price: allotv1.Price{OnDemandPerNodeHour: "20"}}}}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c0-n0", Labels: map[string]string{contract.LabelPool: "c0"}}}
+	n.Status.Allocatable = corev1.ResourceList{nodestate.ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI)}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return pools, n
 }

@@ -181,6 +181,12 @@ type hubJob struct {
 	remembered bool
 	// lostFrom is the lost worker a failover takes the job from.
 	lostFrom string
+	// failovers counts the times this router took the job from a lost
+	// worker (Router.routed): a job failed over waits ahead of its team's
+	// jobs of its tier (scheduler.Workload.Restarts), as the core requeues
+	// a workload that lost a node. The count is the router's own, never the
+	// Job's word: a new leader starts it at 0.
+	failovers int
 	// unclaimed: the Job read as routed where the hub has no copy of it and
 	// never routed it (sweep); its routing annotations are removed.
 	unclaimed bool
@@ -454,6 +460,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 		if st, ok := state[h.cluster]; !ok || st == Lost {
 			h.lostFrom, h.cluster = h.cluster, ""
 			h.attempt = max(h.attempt, 1) + 1
+			h.failovers++
 			d.failovers = append(d.failovers, h)
 			pending = append(pending, h)
 			continue
@@ -491,6 +498,7 @@ func decide(cfg scheduler.Config, opts scheduler.Options, workers []snapshot, po
 	rooms := fleetRooms(core, workers, nodes, held)
 	byID := map[scheduler.WorkloadID]*hubJob{}
 	for _, h := range pending {
+		h.spec.Restarts = h.failovers
 		if err := core.Submit(h.spec); err != nil {
 			d.pending[h] = "InvalidWorkload: " + err.Error()
 			continue
@@ -540,7 +548,7 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return fmt.Errorf("recording the routing of job %s/%s: %w", h.job.GetNamespace(), h.job.GetName(), err)
 	}
-	r.remember(h.job, a.Cluster, attempt)
+	r.remember(h.job, a.Cluster, attempt, h.failovers)
 	if r.Metrics != nil {
 		r.Metrics.routed.WithLabelValues(a.Cluster).Inc()
 	}
@@ -555,18 +563,19 @@ func (r *Router) route(ctx context.Context, w *snapshot, h *hubJob, a scheduler.
 // routing is what the router last wrote of a job's routing.
 type routing struct {
 	cluster, placement string
-	attempt            int
+	attempt, failovers int
 }
 
 // remember notes a routing this router wrote, so that a pass that reads an
-// older copy of the Job from the cache does not take it for unrouted.
-func (r *Router) remember(j client.Object, cluster string, attempt int) {
+// older copy of the Job from the cache does not take it for unrouted, and
+// the job's failovers.
+func (r *Router) remember(j client.Object, cluster string, attempt, failovers int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.routed == nil {
 		r.routed = map[types.UID]routing{}
 	}
-	r.routed[j.GetUID()] = routing{cluster: cluster, placement: j.GetAnnotations()[AnnotationPlacement], attempt: attempt}
+	r.routed[j.GetUID()] = routing{cluster: cluster, placement: j.GetAnnotations()[AnnotationPlacement], attempt: attempt, failovers: failovers}
 }
 
 // forgetGone drops what the router remembers of Jobs that are gone.
@@ -587,6 +596,7 @@ func (r *Router) recall(h *hubJob) {
 	defer r.mu.Unlock()
 	if m, ok := r.routed[h.job.GetUID()]; ok {
 		h.cluster, h.attempt, h.placement, h.remembered = m.cluster, m.attempt, m.placement, true
+		h.failovers = m.failovers
 	}
 }
 
@@ -741,7 +751,7 @@ func (r *Router) unroute(ctx context.Context, h *hubJob) error {
 	if err := r.Client.Patch(ctx, h.job, patch); err != nil {
 		return err
 	}
-	r.remember(h.job, "", h.attempt)
+	r.remember(h.job, "", h.attempt, h.failovers)
 	return nil
 }
 
