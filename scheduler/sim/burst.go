@@ -181,14 +181,14 @@ func (r *replay) burstDecide(t time.Time) (again, changed bool, err error) {
 			if healthy {
 				gpus = n.spec.GPUs
 			}
-			nodes = append(nodes, elastic.Node{Name: string(name), Usable: healthy, HealthyGPUs: gpus, Busy: len(n.jobs) > 0, Created: p.created[name]})
+			nodes = append(nodes, elastic.Node{Name: string(name), Usable: healthy, HealthyGPUs: gpus, Busy: n.jobs > 0, Created: p.created[name]})
 		}
 		st, d := elastic.Decide(p.Elastic, p.st, gangs[p.Pool], nodes, t)
 		p.st = st
 		p.peak = max(p.peak, st.Burst)
 		for _, name := range d.Retired {
 			n := r.nodes[scheduler.NodeName(name)]
-			if n == nil || n.gone || len(n.jobs) > 0 {
+			if n == nil || n.gone || n.jobs > 0 {
 				continue // the core retires no busy node; a busy one stays
 			}
 			if err := r.removeNode(p, n); err != nil {
@@ -264,7 +264,7 @@ func (r *replay) join(name scheduler.NodeName) error {
 		}
 		n := r.nodes[name]
 		if n == nil {
-			n = &simNode{jobs: map[*simWorkload]int64{}}
+			n = &simNode{}
 			r.nodes[name] = n
 		}
 		n.spec, n.healthy, n.gone, n.used = spec, true, false, 0

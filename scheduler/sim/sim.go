@@ -172,8 +172,10 @@ type simWorkload struct {
 	end       time.Time
 	preempted int
 	pods      []scheduler.PodPlacement
-	gpuSec    float64
-	rejected  string
+	// on are the nodes of pods, one for one (nil: not in the fleet).
+	on       []*simNode
+	gpuSec   float64
+	rejected string
 	// cluster is where the job last ran; moved: it ran in another before.
 	cluster string
 	moved   bool
@@ -183,7 +185,9 @@ type simNode struct {
 	spec    scheduler.Node
 	used    int64
 	healthy bool
-	jobs    map[*simWorkload]int64
+	// jobs counts the running jobs' placements on the node (one a job,
+	// where the core places a gang's pods on a node once).
+	jobs int
 	// gone: a burst pool gave the node back (its record stays: finished
 	// jobs name it).
 	gone bool
@@ -244,7 +248,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if _, dup := r.nodes[n.Name]; dup {
 			return nil, fmt.Errorf("node %s listed twice", n.Name)
 		}
-		r.nodes[n.Name] = &simNode{spec: n, healthy: !n.Unhealthy, jobs: map[*simWorkload]int64{}}
+		r.nodes[n.Name] = &simNode{spec: n, healthy: !n.Unhealthy}
 		if !n.Unhealthy {
 			r.healthy += n.GPUs
 		}
@@ -522,9 +526,9 @@ func (r *replay) apply(e event, touched map[*simWorkload]bool) bool {
 			r.healthy += n.spec.GPUs
 		} else {
 			r.healthy -= n.spec.GPUs
-			if len(n.jobs) > 0 {
+			if n.jobs > 0 {
 				// The policy left work on a failed node.
-				r.rep.Summary.GangViolations += len(n.jobs)
+				r.rep.Summary.GangViolations += n.jobs
 			}
 		}
 	}
@@ -534,10 +538,13 @@ func (r *replay) apply(e event, touched map[*simWorkload]bool) bool {
 // stop takes a running job off its nodes.
 func (r *replay) stop(j *simWorkload) {
 	g := j.spec.GPUsPerPod
-	for _, p := range j.pods {
-		n := r.nodes[p.Node]
+	for i, p := range j.pods {
+		n := j.on[i]
+		if n == nil {
+			continue // counted a violation at the start
+		}
 		n.used -= p.Pods * g
-		delete(n.jobs, j)
+		n.jobs--
 		r.whole.touch(n)
 	}
 	gpus := j.spec.GPUs()
@@ -572,20 +579,17 @@ func (r *replay) requeue(j *simWorkload) {
 
 // clusterOf is the cluster of j's first node ("" when it runs nowhere).
 func (r *replay) clusterOf(j *simWorkload) string {
-	if len(j.pods) == 0 {
+	if len(j.on) == 0 || j.on[0] == nil {
 		return ""
 	}
-	if n := r.nodes[j.pods[0].Node]; n != nil {
-		return n.spec.Cluster
-	}
-	return ""
+	return j.on[0].spec.Cluster
 }
 
 func (r *replay) flavorOf(j *simWorkload) scheduler.Flavor {
-	if len(j.pods) == 0 {
+	if len(j.on) == 0 || j.on[0] == nil {
 		return ""
 	}
-	return r.nodes[j.pods[0].Node].spec.Flavor
+	return j.on[0].spec.Flavor
 }
 
 func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) error {
@@ -625,6 +629,10 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 
 func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.running, j.pods = true, a.Pods
+	j.on = j.on[:0]
+	for _, p := range a.Pods {
+		j.on = append(j.on, r.nodes[p.Node])
+	}
 	if c := r.clusterOf(j); c != j.cluster {
 		j.moved = j.moved || j.started
 		j.cluster = c
@@ -638,14 +646,14 @@ func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	r.wait(j, false)
 	gpus := j.spec.GPUs()
 	r.usedGPU += gpus
-	for _, p := range a.Pods {
-		n := r.nodes[p.Node]
+	for i, p := range a.Pods {
+		n := j.on[i]
 		if n == nil {
 			r.rep.Summary.GangViolations++
 			continue
 		}
 		n.used += p.Pods * j.spec.GPUsPerPod
-		n.jobs[j] += p.Pods
+		n.jobs++
 		r.whole.touch(n)
 	}
 	r.use(scheduler.TeamName(j.spec.Team), r.flavorOf(j), gpus)
@@ -661,7 +669,7 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 			}
 		}
 		for _, n := range r.nodes {
-			if n.used > n.spec.GPUs || (!n.healthy && len(n.jobs) > 0) {
+			if n.used > n.spec.GPUs || (!n.healthy && n.jobs > 0) {
 				r.rep.Summary.GangViolations++
 			}
 		}
@@ -674,9 +682,9 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 		teams[scheduler.TeamName(j.spec.Team)] = true
 		var pods int64
 		flavor := r.flavorOf(j)
-		for _, p := range j.pods {
+		for i, p := range j.pods {
 			pods += p.Pods
-			n := r.nodes[p.Node]
+			n := j.on[i]
 			if n == nil || !n.healthy || n.used > n.spec.GPUs || n.spec.Flavor != flavor || (j.flavors != nil && !j.flavors[string(n.spec.Flavor)]) {
 				r.rep.Summary.GangViolations++
 			}
@@ -691,8 +699,8 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 		}
 		// A cluster is the widest domain of all: no gang spans two, and a
 		// pinned one runs in its own.
-		for _, p := range j.pods {
-			if n := r.nodes[p.Node]; n != nil && (n.spec.Cluster != j.cluster || (j.spec.Cluster != "" && n.spec.Cluster != j.spec.Cluster)) {
+		for _, n := range j.on {
+			if n != nil && (n.spec.Cluster != j.cluster || (j.spec.Cluster != "" && n.spec.Cluster != j.spec.Cluster)) {
 				r.rep.Summary.TopologyViolations++
 				break
 			}
@@ -757,29 +765,32 @@ func (r *replay) cohortOver(root string) bool {
 
 // commonDomains returns the domains, per level, that all of j's nodes share.
 func (r *replay) commonDomains(j *simWorkload) map[string]string {
-	out := map[string]string{}
-	for i, p := range j.pods {
-		n := r.nodes[p.Node]
+	var common []scheduler.Domain // the first node's that every node shares
+	for i, n := range j.on {
 		if n == nil {
 			return map[string]string{}
 		}
 		if i == 0 {
-			for _, d := range n.spec.Domains {
-				out[d.Level] = d.Name
-			}
+			common = slices.Clone(n.spec.Domains)
 			continue
 		}
-		mine := map[string]string{}
-		for _, d := range n.spec.Domains {
-			mine[d.Level] = d.Name
-		}
-		for l, name := range out {
-			if mine[l] != name {
-				delete(out, l)
-			}
-		}
+		common = slices.DeleteFunc(common, func(d scheduler.Domain) bool { return !hasDomain(n.spec.Domains, d) })
+	}
+	out := make(map[string]string, len(common))
+	for _, d := range common {
+		out[d.Level] = d.Name
 	}
 	return out
+}
+
+// hasDomain says whether domains name d at d's level.
+func hasDomain(domains []scheduler.Domain, d scheduler.Domain) bool {
+	for _, x := range domains {
+		if x.Level == d.Level {
+			return x.Name == d.Name
+		}
+	}
+	return false
 }
 
 // report fills r.rep from the jobs.
@@ -795,6 +806,7 @@ func (r *replay) report(order []*simWorkload) {
 	}
 	var first, last float64 = math.Inf(1), 0
 	var totalSec float64
+	r.rep.Jobs = slices.Grow(r.rep.Jobs, len(order))
 	for _, j := range order {
 		// Jobs still running at the end cannot be: the loop runs until no events.
 		if j.running {
@@ -818,14 +830,12 @@ func (r *replay) report(order []*simWorkload) {
 			jr.WaitS = &w
 			waits = append(waits, w)
 			teamWaits[j.spec.Team] = append(teamWaits[j.spec.Team], w)
-			seen := map[scheduler.NodeName]bool{}
-			for _, p := range j.pods {
-				if !seen[p.Node] {
-					seen[p.Node] = true
-					jr.Nodes = append(jr.Nodes, string(p.Node))
-				}
+			jr.Nodes = make([]string, len(j.pods))
+			for i, p := range j.pods {
+				jr.Nodes[i] = string(p.Node)
 			}
 			slices.Sort(jr.Nodes)
+			jr.Nodes = slices.Compact(jr.Nodes)
 			jr.Domain = r.commonDomains(j)
 			jr.Cluster = j.cluster
 			if j.cluster != "" {
