@@ -14,17 +14,7 @@ import (
 // and the cost follows them.
 func TestPlanObserved(t *testing.T) {
 	obs := filepath.Join(t.TempDir(), "pools.yaml")
-	err := os.WriteFile(obs, []byte(`apiVersion: v1
-kind: List
-items:
-- apiVersion: allot.dev/v1alpha1
-  kind: Pool
-  metadata: {name: eks-p5}
-  status: {nodes: 9, readyNodes: 7, healthyGPUs: 56}
-`), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	writePools(t, obs, `{nodes: 9, readyNodes: 7, healthyGPUs: 56}`)
 	plan := func(args ...string) map[string]any {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -85,13 +75,7 @@ func TestReportBillsMeteredBurst(t *testing.T) {
 	obs := filepath.Join(dir, "pools.yaml")
 	pools := func(seconds string) {
 		t.Helper()
-		err := os.WriteFile(obs, []byte(`apiVersion: v1
-kind: List
-items:
-- apiVersion: allot.dev/v1alpha1
-  kind: Pool
-  metadata: {name: eks-p5}
-  status:
+		writePools(t, obs, `
     nodes: 8
     readyNodes: 8
     healthyGPUs: 64
@@ -99,11 +83,7 @@ items:
       burstNodes: 0
       meteredSince: "2026-11-01T00:00:00Z"
       meteredAt: "2026-11-30T00:00:00Z"
-      metered: [{team: "<b>search</b>", nodeSeconds: `+seconds+`}]
-`), 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
+      metered: [{team: "<b>search</b>", nodeSeconds: `+seconds+`}]`)
 	}
 	pools("36000") // 10 node-hours x $55.04
 	page := filepath.Join(dir, "report.html")
@@ -124,5 +104,21 @@ items:
 	errb.Reset()
 	if code := run([]string{"report", "../../examples", "-o", page, "--observed", obs}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "items[0] (Pool eks-p5): status.burst.metered[0]: nodeSeconds -5") {
 		t.Errorf("a negative meter: exit %d, %s", code, errb.String())
+	}
+}
+
+// writePools writes file, a PoolList of pool eks-p5 with status (YAML, after
+// "status:").
+func writePools(t *testing.T, file, status string) {
+	t.Helper()
+	list := `apiVersion: v1
+kind: List
+items:
+- apiVersion: allot.dev/v1alpha1
+  kind: Pool
+  metadata: {name: eks-p5}
+  status: ` + status + "\n"
+	if err := os.WriteFile(file, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

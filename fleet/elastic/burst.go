@@ -77,15 +77,18 @@ func (p Pool) most() int64 {
 	return min(p.Max, p.Fixed+r+b)
 }
 
-// keptCount counts the retired nodes of a Named pool kept beside its seats.
-func keptCount(p Pool, st State, nodes []Node) int64 {
-	if !p.Named {
-		return 0
-	}
+// records indexes the node records of st by name.
+func records(st State) map[string]*NodeState {
 	rec := make(map[string]*NodeState, len(st.Nodes))
 	for i := range st.Nodes {
 		rec[st.Nodes[i].Name] = &st.Nodes[i]
 	}
+	return rec
+}
+
+// keptCount counts the retired nodes of a Named pool kept beside its seats
+// (their records by name: records).
+func keptCount(p Pool, rec map[string]*NodeState, nodes []Node) int64 {
 	var kept int64
 	for _, n := range nodes {
 		if keptBeside(p, rec[n.Name], n) {
@@ -148,7 +151,7 @@ func Decide(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State,
 		// as flapping, or one kept for repair): burst gives way, so that
 		// the seats and the kept nodes stay within the envelope and
 		// nodes.max whatever reads the count.
-		kept := keptCount(p, st, nodes)
+		kept := keptCount(p, records(st), nodes)
 		if b := max(0, min(st.Burst, p.most()-kept-p.Fixed-st.Replacements)); b < st.Burst {
 			st.Burst = b
 			st.BurstTeams = fitTeams(st.BurstTeams, b)
@@ -184,17 +187,9 @@ func burst(p Pool, st State, gangs []Gang, nodes []Node, now time.Time) (State, 
 		return st, nil
 	}
 	var acts []Action
-	rec := map[string]*NodeState{}
-	for i := range st.Nodes {
-		rec[st.Nodes[i].Name] = &st.Nodes[i]
-	}
+	rec := records(st)
 	retired := func(name string) bool { return rec[name] != nil && rec[name].Retired }
-	var kept int64
-	for _, n := range nodes {
-		if keptBeside(p, rec[n.Name], n) {
-			kept++
-		}
-	}
+	kept := keptCount(p, rec, nodes)
 	room := p.burstRoom(st, kept)
 	st.Burst = max(0, min(st.Burst, room))
 	// Idle time, per node present and not retired.

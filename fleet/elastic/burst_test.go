@@ -391,7 +391,7 @@ func fixedPoints(t *testing.T, r *rand.Rand) {
 		st1, d1 := Decide(p, st, gangs, nodes, t0)
 		// Seats and kept nodes stay within the envelope the plan prices
 		// (when the cluster was).
-		if kept := keptCount(p, st1, nodes); int64(len(nodes)) <= envelope(p) && d1.Target+kept > envelope(p) {
+		if kept := keptCount(p, records(st1), nodes); int64(len(nodes)) <= envelope(p) && d1.Target+kept > envelope(p) {
 			t.Fatalf("trial %d (%+v, nodes %+v): %d seats and %d kept nodes, beyond the envelope's %d", trial, p, nodes, d1.Target, kept, envelope(p))
 		}
 		// The cluster does not follow yet: the same view again.

@@ -267,15 +267,7 @@ func Repair(p Pool, st State, nodes []Node, now time.Time) (State, Decision) {
 	// Kept retired nodes of a Named pool stand beside its seats: they count
 	// against nodes.max and, billed too, against the envelope its cost
 	// ceiling is priced at (Pool.most); the seats give way to them there.
-	keptHere := func() int64 {
-		var kept int64
-		for _, n := range nodes {
-			if keptBeside(p, rec[n.Name], n) {
-				kept++
-			}
-		}
-		return kept
-	}
+	keptHere := func() int64 { return keptCount(p, rec, nodes) }
 	seats := func() int64 { return max(0, min(p.Fixed+st.Replacements+st.Burst, p.most()-keptHere())) }
 	healthy := func(expected bool) int64 {
 		var gpus int64
