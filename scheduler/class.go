@@ -36,7 +36,7 @@ func (s *Scheduler) addToFlavor(n *node) {
 		dropped = s.dropViews(f)
 	}
 	s.attach(f.view, n)
-	n.base = int32(len(n.groups))
+	n.MarkBase()
 	for _, v := range f.bySet {
 		if v.admitsClass(f, n.spec.Class) {
 			s.attach(v, n)
@@ -74,9 +74,7 @@ func (s *Scheduler) dropViews(f *flavorState) bool {
 		return false
 	}
 	for _, n := range f.nodes {
-		if n.base > 0 {
-			n.groups, n.slots = n.groups[:n.base], n.slots[:n.base]
-		}
+		n.DropViews()
 	}
 	f.byRules, f.bySet = nil, nil
 	return true
@@ -84,59 +82,12 @@ func (s *Scheduler) dropViews(f *flavorState) bool {
 
 // attach adds n to the groups of v: the view's whole and one domain per level.
 func (s *Scheduler) attach(v *view, n *node) {
-	start := len(n.groups)
-	n.groups = append(n.groups, v.all)
-	var parent, cluster *group
-	for depth, d := range n.domains() {
-		li := v.levels[d.Level]
-		if li == nil {
-			li = &levelIndex{name: d.Level, depth: depth, domains: map[string]*group{}}
-			v.levels[d.Level] = li
-			v.order = append(v.order, d.Level)
-			slices.SortStableFunc(v.order, func(a, b string) int { return cmp.Compare(v.levels[a].depth, v.levels[b].depth) })
-		}
-		key := n.domainKey(d)
-		g := li.domains[key]
-		isNew := g == nil
-		if isNew {
-			g = li.newDomain(d, cluster)
-			li.domains[key] = g
-			if parent != nil {
-				parent.children = append(parent.children, g)
-			}
-			if d.Level == ClusterLevel {
-				g.cluster, g.cost = g, n.spec.Cost
-				v.clusters = append(v.clusters, g)
-			}
-		}
-		if d.Level == ClusterLevel {
-			cluster = g
-			// Sorted again only when the order can change: a new cluster,
-			// or a cheaper node than its cheapest.
-			if isNew || n.spec.Cost < g.cost {
-				g.cost = min(g.cost, n.spec.Cost)
-				slices.SortStableFunc(v.clusters, func(a, b *group) int {
-					return cmp.Or(cmp.Compare(a.cost, b.cost), cmp.Compare(a.dom.Name, b.dom.Name))
-				})
-			}
-		}
-		if i := len(n.groups); i < len(n.dnum) {
-			n.dnum[i] = g.num
-		}
-		n.groups = append(n.groups, g)
-		parent = g
+	capacity := n.capacity
+	if n.spec.Unhealthy {
+		capacity = 0
 	}
-	n.slots = append(n.slots, make([]int32, len(n.groups)-start)...)
+	s.ix.Attach(&v.View, &n.Node, n.domains(), n.spec.Cluster, n.spec.Cost, capacity, n.free())
 	v.empty = false
-	for i := start; i < len(n.groups); i++ {
-		g := n.groups[i]
-		if !n.spec.Unhealthy {
-			g.grow(n.capacity)
-		}
-		if n.listed {
-			s.regroup(g, func() { g.add(n, i) })
-		}
-	}
 }
 
 // viewOf returns the view of f that w's pods may use.
@@ -178,7 +129,8 @@ func (s *Scheduler) viewOf(w *workload, f *flavorState) *view {
 	case f.bySet[set.String()] != nil:
 		v = f.bySet[set.String()]
 	case len(f.bySet) >= maxViews:
-		v = &view{all: &group{}, levels: map[string]*levelIndex{}, empty: true}
+		v = newView()
+		v.empty = true
 	default:
 		v = newView()
 		v.empty = true
@@ -196,7 +148,7 @@ func (s *Scheduler) viewOf(w *workload, f *flavorState) *view {
 
 // lists says whether n is a listed node of f that counts for view v.
 func (v *view) lists(f *flavorState, n *node) bool {
-	return n.listed && n.flavor == f && (v == f.view || v.admitsClass(f, n.spec.Class))
+	return n.Listed && n.flavor == f && (v == f.view || v.admitsClass(f, n.spec.Class))
 }
 
 // admitsClass says whether the class is among those v admits.

@@ -1,6 +1,8 @@
 package scheduler
 
-import "github.com/allot-dev/allot/api/contract"
+import (
+	"github.com/allot-dev/allot/scheduler/internal/index"
+)
 
 // Clusters. A fleet may span several clusters (Node.Cluster); a cluster is a
 // hard boundary: no gang spans two. The core keeps a cluster as the widest
@@ -15,15 +17,19 @@ import "github.com/allot-dev/allot/api/contract"
 
 // ClusterLevel is the level of the cluster domains, named as the node label
 // that names a node's cluster (a name no topology label can give a level).
-const ClusterLevel = contract.LabelCluster
+const ClusterLevel = index.ClusterLevel
 
-// domains are n's topology domains as the core indexes them: its cluster's
+// domains are n's topology domains as the index keeps them: its cluster's
 // first, when it names one.
-func (n *node) domains() []Domain {
-	if n.spec.Cluster == "" {
-		return n.spec.Domains
+func (n *node) domains() []index.Domain {
+	out := make([]index.Domain, 0, 1+len(n.spec.Domains))
+	if n.spec.Cluster != "" {
+		out = append(out, index.Domain{Level: ClusterLevel, Name: n.spec.Cluster})
 	}
-	return append([]Domain{{Level: ClusterLevel, Name: n.spec.Cluster}}, n.spec.Domains...)
+	for _, d := range n.spec.Domains {
+		out = append(out, index.Domain(d))
+	}
+	return out
 }
 
 // domainKey is the key of n's domain d in its level's index: its name,
@@ -39,35 +45,35 @@ func (n *node) domainKey(d Domain) string {
 // the best-fit domain of the level w requires, else the cluster itself, in the
 // cheapest cluster (w's own when it is pinned) where one fits; nil when none
 // does. A pinned workload on nodes that name no cluster fits nowhere.
-func (v *view) route(w *workload) (g *group, clustered bool) {
-	if len(v.clusters) == 0 {
+func (v *view) route(w *workload) (g *index.Group, clustered bool) {
+	if len(v.Clusters) == 0 {
 		return nil, w.spec.Cluster != ""
 	}
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
-	var li *levelIndex
+	var li *index.Level
 	if l := w.spec.Require; l != "" {
-		if li = v.levels[l]; li == nil {
+		if li = v.Levels[l]; li == nil {
 			return nil, true
 		}
 	}
-	var best *group
-	for _, c := range v.clusters {
-		if best != nil && c.cost > best.cluster.cost {
+	var best *index.Group
+	for _, c := range v.Clusters {
+		if best != nil && c.Cost > best.Cluster.Cost {
 			break
 		}
-		if w.spec.Cluster != "" && c.dom.Name != w.spec.Cluster {
+		if w.spec.Cluster != "" && c.Dom.Name != w.spec.Cluster {
 			continue
 		}
-		if c.free < gpp*pods || !c.fits(gpp, pods) {
+		if c.Free < gpp*pods || !c.Fits(gpp, pods) {
 			continue
 		}
 		d := c
 		if li != nil {
-			if d = li.bestFit(gpp, pods, c); d == nil {
+			if d = li.BestFit(gpp, pods, c); d == nil {
 				continue
 			}
 		}
-		if best == nil || d.free < best.free {
+		if best == nil || d.Free < best.Free {
 			best = d
 		}
 	}
@@ -75,9 +81,9 @@ func (v *view) route(w *workload) (g *group, clustered bool) {
 }
 
 // cluster returns v's cluster of the name, or nil.
-func (v *view) cluster(name string) *group {
-	for _, c := range v.clusters {
-		if c.dom.Name == name {
+func (v *view) cluster(name string) *index.Group {
+	for _, c := range v.Clusters {
+		if c.Dom.Name == name {
 			return c
 		}
 	}
@@ -92,8 +98,8 @@ func (s *Scheduler) clusterReason(w *workload, f *flavorState, v *view) PendingR
 	}
 	if l := w.spec.Require; l != "" {
 		r := PendingReason{Code: ReasonNoTopologyDomain, Flavor: f.name, Level: l, Requested: w.GPUs(), Cluster: w.spec.Cluster}
-		if li := v.levels[l]; li != nil {
-			r.Available, r.Limit = li.largestFree(), li.maxCap
+		if li := v.Levels[l]; li != nil {
+			r.Available, r.Limit = li.LargestFree(), li.MaxCap
 		}
 		return r
 	}
@@ -108,9 +114,9 @@ func (s *Scheduler) clusterReason(w *workload, f *flavorState, v *view) PendingR
 		return r
 	}
 	r.Available = 0
-	for _, c := range v.clusters {
-		if w.spec.Cluster == "" || c.dom.Name == w.spec.Cluster {
-			r.Available = max(r.Available, usable(c.buckets, gpp, 1<<62)*gpp)
+	for _, c := range v.Clusters {
+		if w.spec.Cluster == "" || c.Dom.Name == w.spec.Cluster {
+			r.Available = max(r.Available, c.Usable(gpp, 1<<62)*gpp)
 		}
 	}
 	if r.Cluster = w.spec.Cluster; r.Cluster == "" {
@@ -121,6 +127,6 @@ func (s *Scheduler) clusterReason(w *workload, f *flavorState, v *view) PendingR
 
 // inCluster says whether domain g may hold a workload pinned to cluster
 // (empty: any).
-func inCluster(g *group, cluster string) bool {
-	return cluster == "" || (g.cluster != nil && g.cluster.dom.Name == cluster)
+func inCluster(g *index.Group, cluster string) bool {
+	return cluster == "" || (g.Cluster != nil && g.Cluster.Dom.Name == cluster)
 }

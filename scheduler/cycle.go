@@ -42,8 +42,8 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 	for _, f := range s.flavorList {
 		f.eachView(func(v *view) {
 			v.start = v.start[:0]
-			for _, b := range v.all.buckets {
-				v.start = append(v.start, int32(len(b)))
+			for k := range v.All.Buckets() {
+				v.start = append(v.start, int32(len(v.All.Bucket(k))))
 			}
 		})
 	}

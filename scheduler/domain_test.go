@@ -68,14 +68,14 @@ func TestDomainNumberIsTheNodesDomain(t *testing.T) {
 	for _, fs := range f.s.flavorList {
 		fs.eachView(func(v *view) {
 			own := v == fs.view
-			for _, li := range v.levels {
+			for _, li := range v.Levels {
 				for _, n := range fs.nodes {
 					want := int32(-1)
 					if g := domainOf(n, own, li); g != nil {
-						want = g.num
+						want = g.Num
 					}
-					if got := li.domainNum(n, own); got != want {
-						t.Errorf("node %s, level %s (own view %v): domain number %d, want %d", n.spec.Name, li.name, own, got, want)
+					if got := domainNum(li, n, own); got != want {
+						t.Errorf("node %s, level %s (own view %v): domain number %d, want %d", n.spec.Name, li.Name, own, got, want)
 					}
 					checked++
 				}

@@ -67,7 +67,7 @@ func TestHoldSurvivesHealthChanges(t *testing.T) {
 	if err := f.s.Hold("n-0", 3); err != nil {
 		t.Fatal(err)
 	}
-	capacity := func() (GPUs, GPUs) { return f.s.flavors["a"].all.capacity, f.s.flavors["a"].held }
+	capacity := func() (GPUs, GPUs) { return f.s.flavors["a"].All.Capacity, f.s.flavors["a"].held }
 	if c, h := capacity(); c != 13 || h != 3 {
 		t.Fatalf("capacity, held with 3 held = %d, %d; want 13, 3", c, h)
 	}

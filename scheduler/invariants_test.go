@@ -2,7 +2,8 @@ package scheduler
 
 import (
 	"fmt"
-	"maps"
+
+	"github.com/allot-dev/allot/scheduler/internal/index"
 )
 
 // checkInvariants recomputes, from the admitted workloads alone, what the
@@ -67,14 +68,9 @@ func (s *Scheduler) checkInvariants() error {
 		if n.spec.Unhealthy && used[n] > 0 {
 			return fmt.Errorf("unhealthy node %s runs work", n.spec.Name)
 		}
-		for i, g := range n.groups {
-			if !n.listed || n.free() == 0 {
-				break
-			}
-			if f := n.free(); int(f) >= len(g.buckets) || int(n.slots[i]) >= len(g.buckets[f]) || g.buckets[f][n.slots[i]] != (member{n.id, int32(i)}) {
-				return fmt.Errorf("node %s misplaced in the index (group %d of %d)", n.spec.Name, i, len(n.groups))
-			}
-		}
+	}
+	if err := s.ix.Check(func(x *index.Node) GPUs { return s.nodes[x.ID].free() }); err != nil {
+		return err
 	}
 	for _, t := range s.teamList {
 		for f, q := range t.spec.Quota {
@@ -127,24 +123,8 @@ func (s *Scheduler) checkInvariants() error {
 	var err error
 	for _, f := range s.flavorList {
 		f.eachView(func(v *view) {
-			for _, l := range v.levels {
-				caps := map[GPUs]int{}
-				for _, d := range l.domains {
-					if d.capacity > 0 {
-						caps[d.capacity]++
-					}
-				}
-				if err == nil && (!maps.Equal(caps, l.caps) || l.maxCap < l.largestCap()) {
-					err = fmt.Errorf("flavor %s, level %s: domains by capacity %v, counted %v, largest %d", f.name, l.name, caps, l.caps, l.maxCap)
-				}
-				if err == nil && len(l.doms) != len(l.domains) {
-					err = fmt.Errorf("flavor %s, level %s: %d domains numbered, %d known", f.name, l.name, len(l.doms), len(l.domains))
-				}
-				for k, d := range l.doms {
-					if err == nil && (d.g.num != int32(k) || d.g.level != l) {
-						err = fmt.Errorf("flavor %s, level %s: domain %s numbered %d at %d", f.name, l.name, d.g.dom.Name, d.g.num, k)
-					}
-				}
+			if e := v.Check(); err == nil && e != nil {
+				err = fmt.Errorf("flavor %s: %w", f.name, e)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -16,38 +15,17 @@ import (
 // usage and shares.
 func indexState(s *Scheduler) string {
 	var b strings.Builder
-	group := func(g *group) {
-		fmt.Fprintf(&b, "%s/%s free %d:", g.dom.Level, g.dom.Name, g.free)
-		for k, ms := range g.buckets {
-			for _, m := range ms {
-				fmt.Fprintf(&b, " %d:%d/%d", k, m.id, m.k)
-			}
-		}
-		b.WriteString("\n")
-	}
 	for _, f := range s.flavorList {
 		var views []*view
 		f.eachView(func(v *view) { views = append(views, v) })
 		slices.SortFunc(views, func(a, b *view) int { return strings.Compare(a.set, b.set) })
 		for _, v := range views {
 			fmt.Fprintf(&b, "flavor %s view %q\n", f.name, v.set)
-			group(v.all)
-			for _, name := range slices.Sorted(maps.Keys(v.levels)) {
-				li := v.levels[name]
-				for k, gs := range li.byFree {
-					for _, g := range gs {
-						fmt.Fprintf(&b, "level %s %d: %s@%d/%d\n", name, k, g.dom.Name, g.lvlSlot, g.lvlKey)
-					}
-				}
-				fmt.Fprintf(&b, "nonzero %v\n", li.nonzero)
-				for _, key := range slices.Sorted(maps.Keys(li.domains)) {
-					group(li.domains[key])
-				}
-			}
+			v.Dump(&b)
 		}
 	}
 	for _, n := range s.nodes {
-		fmt.Fprintf(&b, "%s used %d slots %v pods", n.spec.Name, n.used, n.slots)
+		fmt.Fprintf(&b, "%s used %d slots %v pods", n.spec.Name, n.used, n.Slots())
 		for _, p := range n.pods {
 			fmt.Fprintf(&b, " %s:%d", p.w.spec.ID, p.pods)
 		}

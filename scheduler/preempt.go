@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/allot-dev/allot/scheduler/internal/index"
 )
 
 type candidate struct {
@@ -37,7 +39,7 @@ type candidate struct {
 // Nothing is evicted when w would still not fit.
 func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 	v := s.viewOf(w, f)
-	if v.empty || v.all.capacity < w.GPUs() {
+	if v.empty || v.All.Capacity < w.GPUs() {
 		return false
 	}
 	if !s.worthSearching(w, f, v) {
@@ -260,9 +262,9 @@ func (t *whatIfTrial) back(x *workload, failed bool) {
 // (tally.go) give its answer for most searches without evicting.
 func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch) (keep []candidate, ok bool) {
 	// The victim lists stay as they are while victims are tried (and put
-	// back); what is evicted for good leaves them after. The index keeps a
-	// journal meanwhile (journal.go).
-	s.searching = true
+	// back); what is evicted for good leaves them after. The index and the
+	// nodes keep journals meanwhile (journal.go).
+	s.beginSearch()
 	defer s.endSearch()
 	keep, ok = s.searchVictims(f, search, &whatIfTrial{s: s, w: w, f: f, restores: map[*workload]whatIf{}})
 	if !ok {
@@ -287,11 +289,11 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 // domainRoom says whether some domain of the level on view v of f has need
 // GPUs free, or would were every candidate of the search evicted.
 func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs, search *victimSearch) bool {
-	li := v.levels[level]
+	li := v.Levels[level]
 	if li == nil {
 		return false
 	}
-	most := li.largestFree()
+	most := li.LargestFree()
 	if most >= need {
 		return true
 	}
@@ -300,19 +302,19 @@ func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs,
 	own := v == f.view
 	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
-			i := li.domainNum(p.node, own)
+			i := domainNum(li, p.node, own)
 			if i < 0 {
 				continue
 			}
-			d := &li.doms[i]
-			if d.roomOf != s.searches {
-				d.room, d.roomOf = 0, s.searches
+			d := &li.Doms[i]
+			if d.RoomOf != s.searches {
+				d.Room, d.RoomOf = 0, s.searches
 			}
-			d.room += p.pods * c.w.gpp
+			d.Room += p.pods * c.w.gpp
 			// No domain has more than most free: the domain's own
 			// group (spread over the heap) is read only when that
 			// could be enough.
-			if d.room+most >= need && d.g.free+d.room >= need {
+			if d.Room+most >= need && d.G.Free+d.Room >= need {
 				enough = true
 				return false
 			}
@@ -335,7 +337,7 @@ func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *vic
 // podRoom says whether the listed nodes of view v of f could take pods pods
 // of gpp GPUs were every candidate of the search evicted.
 func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, search *victimSearch) bool {
-	n := usable(v.all.buckets, gpp, pods)
+	n := v.All.Usable(gpp, pods)
 	if n >= pods {
 		return true
 	}
@@ -364,30 +366,30 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 // domainNum is the number of n's domain at level li (domainOf), or -1. On
 // the flavor's own view it reads the node's own copy of the number, checked
 // against the level's dense array, without reading the domain's group.
-func (li *levelIndex) domainNum(n *node, own bool) int32 {
-	if i := 1 + li.depth; own && i < int(n.base) && i < len(n.dnum) {
-		if k := n.dnum[i]; int(k) < len(li.doms) && li.doms[k].g == n.groups[i] {
+func domainNum(li *index.Level, n *node, own bool) int32 {
+	if i := 1 + li.Depth; own && i < int(n.Base) && i < len(n.Dnum) {
+		if k := n.Dnum[i]; int(k) < len(li.Doms) && li.Doms[k].G == n.Groups[i] {
 			return k
 		}
 	}
 	if g := domainOf(n, own, li); g != nil {
-		return g.num
+		return g.Num
 	}
 	return -1
 }
 
 // domainOf is n's domain at level li: on the flavor's own view (own) its
 // group at the level's depth, else by name.
-func domainOf(n *node, own bool, li *levelIndex) *group {
-	if i := 1 + li.depth; own && i < int(n.base) && n.groups[i].level == li {
-		return n.groups[i]
+func domainOf(n *node, own bool, li *index.Level) *index.Group {
+	if i := 1 + li.Depth; own && i < int(n.Base) && n.Groups[i].Level == li {
+		return n.Groups[i]
 	}
-	if li.name == ClusterLevel {
-		return li.domains[n.spec.Cluster]
+	if li.Name == ClusterLevel {
+		return li.Domains[n.spec.Cluster]
 	}
 	for _, d := range n.spec.Domains {
-		if d.Level == li.name {
-			return li.domains[n.domainKey(d)]
+		if d.Level == li.Name {
+			return li.Domains[n.domainKey(d)]
 		}
 	}
 	return nil
@@ -399,7 +401,7 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 		return false
 	}
 	v := s.viewOf(w, f)
-	if v.empty || v.all.free < w.GPUs() {
+	if v.empty || v.All.Free < w.GPUs() {
 		return false
 	}
 	// As placeOn would find: a domain of the required level (in one cluster,
@@ -409,10 +411,10 @@ func (s *Scheduler) fitsNow(w *workload, f *flavorState) bool {
 		return g != nil
 	}
 	if l := w.spec.Require; l != "" {
-		li := v.levels[l]
-		return li != nil && li.bestFit(w.spec.GPUsPerPod, w.spec.Pods, nil) != nil
+		li := v.Levels[l]
+		return li != nil && li.BestFit(w.spec.GPUsPerPod, w.spec.Pods, nil) != nil
 	}
-	return v.all.fits(w.spec.GPUsPerPod, w.spec.Pods)
+	return v.All.Fits(w.spec.GPUsPerPod, w.spec.Pods)
 }
 
 // victimLess is victimOrder(a, b) < 0.
@@ -490,14 +492,14 @@ func (s *Scheduler) justAdmittedGang(x *workload) bool {
 // needs.
 type whatIf struct {
 	w                         *workload
-	mark                      int
+	mark                      mark
 	started, dirty, unstarted bool
 }
 
 // evictWhatIf releases x, to be put back by undo or rebind.
 func (s *Scheduler) evictWhatIf(x *workload) whatIf {
 	_, unstarted := s.unstarted[x]
-	e := whatIf{w: x, mark: len(s.journal), started: x.started, dirty: s.dirty, unstarted: unstarted}
+	e := whatIf{w: x, mark: s.mark(), started: x.started, dirty: s.dirty, unstarted: unstarted}
 	s.release(x)
 	return e
 }
@@ -519,13 +521,6 @@ func (s *Scheduler) undo(e whatIf) {
 func (s *Scheduler) rebind(e whatIf) {
 	s.bind(e.w, e.w.flavor, e.w.placements)
 	s.restoreFlags(e)
-}
-
-// endSearch ends a search's what-if evictions and its journal.
-func (s *Scheduler) endSearch() {
-	s.searching = false
-	clear(s.journal)
-	s.journal = s.journal[:0]
 }
 
 func (s *Scheduler) restoreFlags(e whatIf) {

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/allot-dev/allot/scheduler/internal/index"
+
 // A gang that has waited ReserveAfter and still does not fit gets the nodes it
 // will use reserved: they leave the placement index, so nothing new lands there,
 // and as their work ends they drain toward it. The scheduler does not know when
@@ -51,7 +53,7 @@ func (s *Scheduler) stillReservable(w *workload, f *flavorState, nodes []*node) 
 	}
 	var pods int64
 	for _, n := range nodes {
-		if n.flavor != f || n.spec.Unhealthy || !n.listed || n.spec.Cluster != nodes[0].spec.Cluster {
+		if n.flavor != f || n.spec.Unhealthy || !n.Listed || n.spec.Cluster != nodes[0].spec.Cluster {
 			return false
 		}
 		pods += n.capacity / w.spec.GPUsPerPod
@@ -121,55 +123,55 @@ func (s *Scheduler) chooseReserve(w *workload, f *flavorState) []*node {
 	gpp, pods := w.spec.GPUsPerPod, w.spec.Pods
 	var levels []string
 	switch {
-	case len(v.clusters) == 0 && w.spec.Cluster != "":
+	case len(v.Clusters) == 0 && w.spec.Cluster != "":
 		return nil
 	case w.spec.Require != "":
 		levels = []string{w.spec.Require}
 	case w.spec.Prefer != "":
-		for i := len(v.order) - 1; i >= 0; i-- {
-			if v.order[i] == w.spec.Prefer {
+		for i := len(v.Order) - 1; i >= 0; i-- {
+			if v.Order[i] == w.spec.Prefer {
 				for j := i; j >= 0; j-- {
-					levels = append(levels, v.order[j])
+					levels = append(levels, v.Order[j])
 				}
 			}
 		}
 	}
-	if w.spec.Require == "" && len(v.clusters) > 0 && (len(levels) == 0 || levels[len(levels)-1] != ClusterLevel) {
+	if w.spec.Require == "" && len(v.Clusters) > 0 && (len(levels) == 0 || levels[len(levels)-1] != ClusterLevel) {
 		// Held to one cluster: its cluster is the widest domain it may use.
 		levels = append(levels, ClusterLevel)
 	}
 	for _, lvl := range levels {
-		li := v.levels[lvl]
+		li := v.Levels[lvl]
 		if li == nil {
 			continue
 		}
-		if li.maxCap < gpp*pods {
+		if li.MaxCap < gpp*pods {
 			continue // no domain of the level is ever large enough
 		}
-		for k := len(li.byFree) - 1; k >= 0; k-- {
-			for _, g := range li.byFree[k] {
-				if g.capacity < gpp*pods || !inCluster(g, w.spec.Cluster) {
-					continue
-				}
-				if nodes := s.mostFree(g, gpp, pods); nodes != nil {
-					return nodes
-				}
+		var found []*node
+		li.MostFreeFirst(func(g *index.Group) bool {
+			if g.Capacity >= gpp*pods && inCluster(g, w.spec.Cluster) {
+				found = s.mostFree(g, gpp, pods)
 			}
+			return found == nil
+		})
+		if found != nil {
+			return found
 		}
 	}
-	if w.spec.Require != "" || len(v.clusters) > 0 {
+	if w.spec.Require != "" || len(v.Clusters) > 0 {
 		return nil
 	}
-	return s.mostFree(v.all, gpp, pods)
+	return s.mostFree(v.All, gpp, pods)
 }
 
 // mostFree returns the nodes of g with the most free GPUs that can hold pods pods
 // of gpp GPUs once drained, or nil if g cannot.
-func (s *Scheduler) mostFree(g *group, gpp GPUs, pods int64) []*node {
+func (s *Scheduler) mostFree(g *index.Group, gpp GPUs, pods int64) []*node {
 	var out []*node
-	for k := len(g.buckets) - 1; k >= 0 && pods > 0; k-- {
-		for _, m := range g.buckets[k] {
-			n := s.nodes[m.id]
+	for k := g.Buckets() - 1; k >= 0 && pods > 0; k-- {
+		for _, m := range g.Bucket(k) {
+			n := s.nodes[m.ID]
 			if c := n.capacity / gpp; c > 0 {
 				out = append(out, n)
 				pods -= c

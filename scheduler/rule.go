@@ -100,7 +100,7 @@ func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
 // and what is free on view v add up to need GPUs.
 func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
 	own := t.q.R(f.id).Below(p.spec.Priority)
-	return own > 0 && v.all.free+own >= need
+	return own > 0 && v.All.Free+own >= need
 }
 
 // mayReclaim says whether w may take back what other teams borrow on one of

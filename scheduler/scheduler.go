@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/allot-dev/allot/scheduler/internal/index"
 	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
@@ -98,9 +99,10 @@ type Scheduler struct {
 	// passGen numbers the runs passRun walks; pass is the one it walks.
 	passGen uint64
 	pass    runPass
-	// journal holds what a search's what-if evictions changed in the index
-	// (journal.go).
-	journal []indexOp
+	// ix is the placement index over the nodes; journal holds what a
+	// search's what-if evictions changed of the nodes (journal.go).
+	ix      index.Index
+	journal []nodeOp
 	// test is nil but in the package's own tests (testHooks).
 	test *testHooks
 }
@@ -311,8 +313,8 @@ func (s *Scheduler) AddNode(spec Node) error {
 	if len(fs.nodes) > 0 && (fs.nodes[0].spec.Cluster == "") != (spec.Cluster == "") {
 		return fmt.Errorf("node %s: the nodes of flavor %s either all name a cluster or none does (node %s names %q, this one %q)", spec.Name, spec.Flavor, fs.nodes[0].spec.Name, fs.nodes[0].spec.Cluster, spec.Cluster)
 	}
-	n := &node{id: int32(len(s.nodes)), spec: spec, flavor: fs}
-	n.groups, n.slots = n.gbuf[:0], n.sbuf[:0]
+	n := &node{spec: spec, flavor: fs}
+	s.ix.Add(&n.Node)
 	n.spec.Domains = slices.Clone(spec.Domains)
 	n.setHeld(0)
 	s.nodes = append(s.nodes, n)
@@ -327,9 +329,7 @@ func (s *Scheduler) AddNode(spec Node) error {
 
 func (s *Scheduler) addCapacity(n *node, sign GPUs) {
 	n.flavor.held += sign * min(n.held, n.spec.GPUs)
-	for _, g := range n.groups {
-		g.grow(sign * n.capacity)
-	}
+	n.Grow(sign * n.capacity)
 }
 
 // Hold sets the GPUs of a node that are held by work the scheduler does not
@@ -349,7 +349,7 @@ func (s *Scheduler) Hold(name NodeName, gpus GPUs) error {
 	if gpus == n.held {
 		return nil
 	}
-	listed := n.listed
+	listed := n.Listed
 	s.unlist(n)
 	if !n.spec.Unhealthy {
 		s.addCapacity(n, -1)
@@ -435,11 +435,7 @@ func (s *Scheduler) RemoveNode(name NodeName) ([]WorkloadID, error) {
 	f := n.flavor
 	f.nodes = slices.DeleteFunc(f.nodes, func(x *node) bool { return x == n })
 	// The largest domain of each of its levels may have been its.
-	for _, g := range n.groups {
-		if l := g.level; l != nil {
-			l.maxCap = l.largestCap()
-		}
-	}
+	n.Forget()
 	s.dirty = true
 	return evicted, nil
 }
@@ -583,7 +579,7 @@ func (s *Scheduler) release(w *workload) {
 		}
 		for i := len(n.pods) - 1; i >= 0; i-- {
 			if n.pods[i].w == w {
-				s.note(indexOp{kind: opPod, n: n, slot: int32(i), pod: n.pods[i]})
+				s.note(nodeOp{n: n, slot: int32(i), pod: n.pods[i]})
 				n.pods = slices.Delete(n.pods, i, i+1)
 			}
 		}

@@ -350,12 +350,12 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// quotaCheck, then placeOn, for the least of each pod size.
 		for _, pb := range b.pods {
-			if avail >= pb.gpp*pb.pods && v.all.fits(pb.gpp, pb.pods) {
+			if avail >= pb.gpp*pb.pods && v.All.Fits(pb.gpp, pb.pods) {
 				return false
 			}
 		}
 		for _, lb := range b.levels {
-			if li := v.levels[lb.level]; avail >= lb.gpp*lb.pods && li != nil && li.bestFit(lb.gpp, lb.pods, nil) != nil {
+			if li := v.Levels[lb.level]; avail >= lb.gpp*lb.pods && li != nil && li.BestFit(lb.gpp, lb.pods, nil) != nil {
 				return false
 			}
 		}
@@ -424,8 +424,8 @@ func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound
 // required level (roomInOneDomain). A search for one of them yields no more
 // candidates, on no more nodes. (A single pod's search has no such bound
 // first: it evicts its candidates one by one before it gives up; passing
-// over it changes nothing because a failed search leaves the index exactly
-// as it was: journal.go.)
+// over it changes nothing because a failed search leaves the index and the
+// nodes exactly as they were: journal.go.)
 func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 	search, _ := s.candidatesFor(t, p.spec.Priority, time.Time{}, f, f.view, kindOwn)
 	return s.runRoom(f, b, search)

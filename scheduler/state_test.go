@@ -37,10 +37,10 @@ func (s *Scheduler) state() State {
 		visit(r)
 	}
 	for _, f := range s.flavorList {
-		st.DomainFree[string(f.name)] = f.all.free
-		for _, l := range f.levels {
-			for name, g := range l.domains {
-				st.DomainFree[string(f.name)+"/"+l.name+"/"+name] = g.free
+		st.DomainFree[string(f.name)] = f.All.Free
+		for _, l := range f.Levels {
+			for name, g := range l.Domains {
+				st.DomainFree[string(f.name)+"/"+l.Name+"/"+name] = g.Free
 			}
 		}
 	}

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/allot-dev/allot/scheduler/internal/index"
+
 // A tally runs a preemption search without evicting anyone from the index:
 // it charges each victim tried off its team's quota (O(depth), undone after)
 // and counts, per node, the GPUs the victims tried would free, and from them
@@ -18,8 +20,8 @@ type tally struct {
 	w    *workload
 	f    *flavorState
 	v    *view
-	li   *levelIndex // the level w requires (or the clusters'), or nil: any listed nodes
-	pin  *group      // the cluster w is pinned to, or nil
+	li   *index.Level // the level w requires (or the clusters'), or nil: any listed nodes
+	pin  *index.Group // the cluster w is pinned to, or nil
 	gpp  GPUs
 	pods int64
 	id   uint64
@@ -41,7 +43,7 @@ func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 	}
 	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods}
 	l := w.spec.Require
-	if len(v.clusters) > 0 {
+	if len(v.Clusters) > 0 {
 		if l == "" {
 			l = ClusterLevel
 		}
@@ -54,12 +56,12 @@ func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 		return nil
 	}
 	if l != "" {
-		if t.li = v.levels[l]; t.li == nil {
+		if t.li = v.Levels[l]; t.li == nil {
 			return nil
 		}
-		t.fit0 = t.li.bestFit(t.gpp, t.pods, t.pin) != nil
+		t.fit0 = t.li.BestFit(t.gpp, t.pods, t.pin) != nil
 	} else {
-		t.n = usable(v.all.buckets, t.gpp, t.pods)
+		t.n = v.All.Usable(t.gpp, t.pods)
 		t.fit0 = t.n >= t.pods
 	}
 	s.searches++
@@ -125,22 +127,22 @@ func (t *tally) move(x *workload, sign GPUs) {
 			t.n += d
 			continue
 		}
-		i := t.li.domainNum(nd, t.v == t.f.view)
+		i := domainNum(t.li, nd, t.v == t.f.view)
 		if i < 0 {
 			continue
 		}
-		dom := &t.li.doms[i]
-		if dom.talliedOf != t.id {
-			if t.pin != nil && dom.g.cluster != t.pin {
+		dom := &t.li.Doms[i]
+		if dom.TalliedOf != t.id {
+			if t.pin != nil && dom.G.Cluster != t.pin {
 				continue
 			}
 			// The domain's count with nothing evicted: less than pods,
 			// since none fit then (fit0 false).
-			dom.tallied, dom.talliedOf = usable(dom.g.buckets, t.gpp, t.pods), t.id
+			dom.Tallied, dom.TalliedOf = dom.G.Usable(t.gpp, t.pods), t.id
 		}
-		was := dom.tallied >= t.pods
-		dom.tallied += d
-		switch now := dom.tallied >= t.pods; {
+		was := dom.Tallied >= t.pods
+		dom.Tallied += d
+		switch now := dom.Tallied >= t.pods; {
 		case now && !was:
 			t.fitting++
 		case was && !now:

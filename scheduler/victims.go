@@ -529,7 +529,7 @@ func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (
 // candidatesFor is candidatesOf for a workload of team t and tier priority
 // prio submitted then, on view v of f: the search, not bounded, and its room.
 func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *flavorState, v *view, kind searchKind) (vs *victimSearch, room GPUs) {
-	room = v.all.free
+	room = v.All.Free
 	vs = &s.search
 	*vs = victimSearch{prio: prio, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
 	reason := PreemptReclaim
@@ -591,7 +591,7 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 			room += g
 		}
 	}
-	return vs, s.roomFor(t, f, v, room-v.all.free)
+	return vs, s.roomFor(t, f, v, room-v.All.Free)
 }
 
 // roomFor is the most a workload of team t could have on view v of f were
@@ -602,7 +602,7 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 // it reads: TestAvailableMovesNoMoreThanUsage), so of the free GPUs only as
 // many count as its quota has available.
 func (s *Scheduler) roomFor(t *team, f *flavorState, v *view, takeable GPUs) GPUs {
-	free := v.all.free
+	free := v.All.Free
 	if s.test != nil && s.test.noQuotaRoom {
 		return free + takeable
 	}

@@ -48,7 +48,7 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 			own = append(own, s.candidate(x, PreemptHigherTier))
 		}
 	}
-	room := v.all.free
+	room := v.All.Free
 	for _, c := range append(slices.Clone(reclaim), own...) {
 		room += c.w.GPUs()
 	}
@@ -206,7 +206,7 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 					t.Fatalf("step %d: each yields %v, all %v", step, seen, want)
 				}
 				all, fits := fitsWithAllEvicted(b.s, w, f)
-				if fits && b.s.viewOf(w, f).levels[w.spec.Require].largestFree() < w.GPUs() {
+				if fits && b.s.viewOf(w, f).Levels[w.spec.Require].LargestFree() < w.GPUs() {
 					could++ // only with victims
 				}
 				if room {
