@@ -4,7 +4,56 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
+
+// clock is the time of the cycle running (or of the last), and the cuts a
+// walk compares each workload's wait with.
+type clock struct {
+	now time.Time
+	// nowN is now in unixNanos, for the walk's comparisons with its
+	// queue entries' times.
+	nowN int64
+	// reserveCut and starveCut are now less Options.ReserveAfter and
+	// Options.StarvationAfter (setNow): a workload waiting since no later
+	// than one may reserve, or starves. A walk asks it of every workload it
+	// considers, so they are unixNanos, as a workload's since is: comparing
+	// two integers costs a fraction of comparing two times.
+	// resayCut is now less resayEvery: a reason said no later than it is
+	// said again when its workload is passed over (reexplain).
+	reserveCut, starveCut int64
+	resayCut              time.Time
+}
+
+// walk is what the cycles keep of their walks.
+type walk struct {
+	// dirty is set when capacity or quota was released since the last cycle:
+	// only then may a waiting workload have become admissible.
+	dirty bool
+	// wake is the earliest end of a backoff seen by the last full cycle.
+	wake time.Time
+	// wholeDue is when a walk after a release goes the whole queue again
+	// (Options.WalkDepth).
+	wholeDue time.Time
+	// cycles counts the cycles; epoch changes when something in the middle
+	// of one may let in what did not fit before it: a preemption, or a
+	// gang's reserved nodes back in the index.
+	cycles uint64
+	epoch  int
+	// admittedNow indexes the admissions of the running cycle in its Results.
+	admittedNow map[*workload]int
+	// borrowFirst is, per cohort tree (by its root), the gang the tree's
+	// borrowable quota goes to first (Options.BorrowFirstAfter).
+	borrowFirst map[*quota.Node]*workload
+	// head is the entry of the workload a whole walk considers, in its
+	// team's queue: admitted, it leaves the queue there without a search.
+	head *entry
+	// lastPending is how many pending statuses the last walk of the
+	// arrivals [0] and the last whole walk [1] reported (a buffer a busy
+	// cycle would otherwise grow anew: garbage to collect).
+	lastPending [2]int
+}
 
 // Cycle decides at time now: it takes back gangs that did not start in time, then
 // walks the pending workloads in order (tier, then the teams' weighted fair share,

@@ -6,6 +6,16 @@ import "github.com/allot-dev/allot/scheduler/internal/index"
 // is held), per flavor its views, and the placement index over them
 // (scheduler/internal/index), which buckets the listed nodes by free GPUs.
 
+// fleet is the scheduler's fleet: each flavor's nodes and views, the nodes
+// by number (as the index numbers them) and by name, and the placement index.
+type fleet struct {
+	flavors    map[Flavor]*flavorState
+	flavorList []*flavorState
+	nodes      []*node
+	nodeByName map[NodeName]*node
+	ix         index.Index
+}
+
 // node is the scheduler's record of a Node.
 type node struct {
 	// The fields a search reads of every node a victim runs on come first,

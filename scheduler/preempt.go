@@ -27,6 +27,33 @@ type candidate struct {
 	submitted int64
 }
 
+// searchScratch is what preemption searches keep: one runs at a time.
+type searchScratch struct {
+	// searches numbers the bounds of preemption searches (roomInOneDomain,
+	// roomInPods) and the tallies.
+	searches uint64
+	// searching: a preemption search is trying victims; the victim lists
+	// stay as they are meanwhile.
+	searching bool
+	// flipSeen is, for the search running, the first time after now that
+	// the order of a victim list it read changes (memo.go).
+	flipSeen time.Time
+	// gens numbers the flavors' generations (memo.go).
+	gens uint64
+	// tallying numbers the tally running, if any (tally.go).
+	tallying uint64
+	// search and streams are candidatesOf's (a busy fleet runs hundreds of
+	// thousands of searches, each a stream per borrowing team: garbage to
+	// collect were they allocated anew); chosen is searchVictims' list of
+	// the candidates tried.
+	search  victimSearch
+	streams []stream
+	chosen  []candidate
+	// journal holds what a search's what-if evictions changed of the nodes
+	// (journal.go); the index keeps its own.
+	journal []nodeOp
+}
+
 // preempt looks for the smallest set of running workloads whose eviction lets w
 // fit on flavor f, by the rules in order: a team under its nominal quota reclaims
 // what other teams of its cohort borrow (whatever their tier, borrowOnly tiers

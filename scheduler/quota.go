@@ -6,6 +6,16 @@ import (
 	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
+// org is the organisation: its teams (by name, and in order), tiers and
+// cohorts, and the teams of each cohort tree by its root, in team order.
+type org struct {
+	teams    map[TeamName]*team
+	teamList []*team
+	tiers    map[TierName]*tier
+	cohorts  map[CohortName]*quota.Node
+	trees    map[*quota.Node][]*team
+}
+
 // team is the scheduler's record of a Team.
 type team struct {
 	spec   Team

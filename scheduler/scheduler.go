@@ -8,101 +8,34 @@ import (
 	"slices"
 	"time"
 
-	"github.com/allot-dev/allot/scheduler/internal/index"
 	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
 // Scheduler holds the fleet, the quota tree and the workloads, and decides in
 // cycles. It is not safe for concurrent use: the runner serializes calls (the
 // in-cluster cache guards it with a mutex and feeds it events).
+//
+// Its state is in parts, each declared beside the code that keeps it: the
+// fleet and its placement index (node.go), the organisation and its quota
+// trees (quota.go), the workloads (here), the cycle's clock and walk
+// (cycle.go), a preemption search's scratch (preempt.go) and the bounds of
+// the runs a walk passes over (skip.go).
 type Scheduler struct {
-	opts       Options
-	flavors    map[Flavor]*flavorState
-	flavorList []*flavorState
-	nodes      []*node
-	nodeByName map[NodeName]*node
-	teams      map[TeamName]*team
-	teamList   []*team
-	tiers      map[TierName]*tier
-	cohorts    map[CohortName]*quota.Node
-	// trees are the teams of each cohort tree, by its root, in team order.
-	trees     map[*quota.Node][]*team
+	opts Options
+	fleet
+	org
+	// workloads are the known workloads by ID, numbered as submitted (seq);
+	// unstarted those admitted whose pods are not all running yet; shapes
+	// the shapes of the known workloads and their classes (a shape without
+	// its pod count and tier), with the failures of this cycle.
 	workloads map[WorkloadID]*workload
 	seq       int64
-	now       time.Time
-	// nowN is now in unixNanos, for the walk's comparisons with its
-	// queue entries' times.
-	nowN int64
-	// reserveCut and starveCut are now less Options.ReserveAfter and
-	// Options.StarvationAfter (setNow): a workload waiting since no later
-	// than one may reserve, or starves. A walk asks it of every workload it
-	// considers, so they are unixNanos, as a workload's since is: comparing
-	// two integers costs a fraction of comparing two times.
-	// resayCut is now less resayEvery: a reason said no later than it is
-	// said again when its workload is passed over (reexplain).
-	reserveCut, starveCut int64
-	resayCut              time.Time
-	// dirty is set when capacity or quota was released since the last cycle:
-	// only then may a waiting workload have become admissible.
-	dirty bool
-	// wake is the earliest end of a backoff seen by the last full cycle.
-	wake time.Time
-	// unstarted are admitted workloads whose pods are not all running yet.
 	unstarted map[*workload]struct{}
-	// cycles counts the cycles; epoch changes when something in the middle
-	// of one may let in what did not fit before it: a preemption, or a
-	// gang's reserved nodes back in the index.
-	cycles uint64
-	epoch  int
-	// searches numbers the bounds of preemption searches (roomInOneDomain,
-	// roomInPods) and the tallies.
-	searches uint64
-	// shapes are the shapes of the known workloads and their classes (a
-	// shape without its pod count and tier), with the failures of this cycle.
-	shapes map[shapeKey]*shapeInfo
-	// admittedNow indexes the admissions of the running cycle in its Results.
-	admittedNow map[*workload]int
-	// borrowFirst is, per cohort tree (by its root), the gang the tree's
-	// borrowable quota goes to first (Options.BorrowFirstAfter).
-	borrowFirst map[*quota.Node]*workload
-	// searching: a preemption search is trying victims; the victim lists
-	// stay as they are meanwhile.
-	searching bool
-	// flipSeen is, for the search running, the first time after now that
-	// the order of a victim list it read changes (memo.go).
-	flipSeen time.Time
-	gens     uint64
-	// tallying numbers the tally running, if any (tally.go).
-	tallying uint64
-	// search and streams are candidatesOf's: one search runs at a time,
-	// and a busy fleet runs hundreds of thousands (each a stream per
-	// borrowing team: garbage to collect were they allocated anew).
-	search  victimSearch
-	streams []stream
-	// chosen is searchVictims' list of the candidates tried; lastPending
-	// is how many pending statuses the last walk of the arrivals [0] and the
-	// last whole walk [1] reported (buffers a busy cycle would otherwise grow
-	// anew: garbage to collect).
-	chosen      []candidate
-	lastPending [2]int
-	// head is the entry of the workload a whole walk considers, in its
-	// team's queue: admitted, it leaves the queue there without a search.
-	head *entry
-	// wholeDue is when a walk after a release goes the whole queue again
-	// (Options.WalkDepth).
-	wholeDue time.Time
-	// runPods, runLevels and runSinces are skipRun's buffers (skip.go).
-	runPods   []podBound
-	runLevels []levelBound
-	runSinces []int64
-	runShapes []shapeBound
-	// passGen numbers the runs passRun walks; pass is the one it walks.
-	passGen uint64
-	pass    runPass
-	// ix is the placement index over the nodes; journal holds what a
-	// search's what-if evictions changed of the nodes (journal.go).
-	ix      index.Index
-	journal []nodeOp
+	shapes    map[shapeKey]*shapeInfo
+	clock
+	walk
+	searchScratch
+	runScratch
 	// test is nil but in the package's own tests (testHooks).
 	test *testHooks
 }
@@ -155,18 +88,13 @@ type failure struct {
 // New returns a scheduler for the quota tree and tiers of cfg.
 func New(cfg Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{
-		opts:        opts,
-		flavors:     map[Flavor]*flavorState{},
-		nodeByName:  map[NodeName]*node{},
-		teams:       map[TeamName]*team{},
-		tiers:       map[TierName]*tier{},
-		cohorts:     map[CohortName]*quota.Node{},
-		workloads:   map[WorkloadID]*workload{},
-		unstarted:   map[*workload]struct{}{},
-		shapes:      map[shapeKey]*shapeInfo{},
-		admittedNow: map[*workload]int{},
-		borrowFirst: map[*quota.Node]*workload{},
-		trees:       map[*quota.Node][]*team{},
+		opts:      opts,
+		fleet:     fleet{flavors: map[Flavor]*flavorState{}, nodeByName: map[NodeName]*node{}},
+		org:       org{teams: map[TeamName]*team{}, tiers: map[TierName]*tier{}, cohorts: map[CohortName]*quota.Node{}, trees: map[*quota.Node][]*team{}},
+		workloads: map[WorkloadID]*workload{},
+		unstarted: map[*workload]struct{}{},
+		shapes:    map[shapeKey]*shapeInfo{},
+		walk:      walk{admittedNow: map[*workload]int{}, borrowFirst: map[*quota.Node]*workload{}},
 	}
 	s.setNow(time.Time{})
 	for _, t := range cfg.Tiers {

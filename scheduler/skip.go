@@ -6,6 +6,17 @@ import (
 	"time"
 )
 
+// runScratch is what the walks keep to pass over runs: skipRun's buffers,
+// and the run passRun walks, numbered.
+type runScratch struct {
+	runPods   []podBound
+	runLevels []levelBound
+	runSinces []int64
+	runShapes []shapeBound
+	passGen   uint64
+	pass      runPass
+}
+
 // A walk after a release goes through the pending queue in order, but most of
 // a busy queue still does not fit: a cycle re-learns, workload by workload,
 // what it learnt in the last one. skipRun bounds a whole run at once: the
