@@ -49,6 +49,10 @@ type walk struct {
 	// head is the entry of the workload a whole walk considers, in its
 	// team's queue: admitted, it leaves the queue there without a search.
 	head *entry
+	// cursors (by team, in team order) and heap are the cycle's walk of
+	// the teams' queues, kept for the next.
+	cursors []cursor
+	heap    teamHeap
 	// lastPending is how many pending statuses the last walk of the
 	// arrivals [0] and the last whole walk [1] reported (a buffer a busy
 	// cycle would otherwise grow anew: garbage to collect).
@@ -96,9 +100,21 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			}
 		})
 	}
-	h := make(teamHeap, 0, len(s.teamList))
+	// A cycle's cursors and heap are the walk's, reused: a replay runs a
+	// cycle per event, and a cursor per team per cycle was a fifth of what
+	// it allocated. No pass (skip.go) outlives the cycle it was entered in.
+	s.pass.c = nil
+	if len(s.cursors) < len(s.teamList) {
+		s.cursors = make([]cursor, len(s.teamList))
+	}
+	h := s.heap[:0]
+	defer func() {
+		clear(s.cursors)
+		clear(h[:cap(h)])
+		s.heap = h[:0]
+	}()
 	var walked []*team
-	for _, t := range s.teamList {
+	for i, t := range s.teamList {
 		q := &t.queue
 		var list []entry
 		if full {
@@ -113,7 +129,8 @@ func (s *Scheduler) Cycle(now time.Time) Results {
 			list = slices.Clone(q.incoming)
 			walked = append(walked, t)
 		}
-		c := &cursor{t: t, list: list}
+		c := &s.cursors[i]
+		*c = cursor{t: t, list: list}
 		if c.next(); c.cur != nil {
 			h.push(c)
 		}
@@ -558,6 +575,7 @@ func (s *Scheduler) admit(w *workload, f *flavorState, pl []placement, dom *Doma
 		w.started = true
 	}
 	a := Admission{Workload: w.spec.ID, Flavor: f.name, Domain: dom, Cluster: pl[0].node.spec.Cluster, Preempted: victims}
+	a.Pods = make([]PodPlacement, 0, len(pl))
 	for _, p := range pl {
 		a.Pods = append(a.Pods, PodPlacement{Node: p.node.spec.Name, Pods: p.pods, GPUs: p.pods * w.spec.GPUsPerPod})
 	}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"cmp"
-	"container/heap"
 	"fmt"
 	"maps"
 	"math"
@@ -138,10 +137,13 @@ type event struct {
 	node        scheduler.NodeName
 }
 
+// eventHeap holds the events in order: by time, then kind, then as pushed.
+// It is typed, not container/heap's: a replay pushes and pops an event per
+// start, end and wake, and boxing each in an interface was an allocation
+// apiece.
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if c := h[i].at.Compare(h[j].at); c != 0 {
 		return c < 0
 	}
@@ -150,12 +152,42 @@ func (h eventHeap) Less(i, j int) bool {
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for j := len(q) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !q.less(j, i) {
+			break
+		}
+		q[i], q[j] = q[j], q[i]
+		j = i
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	n := len(q) - 1
+	q[0], q[n] = q[n], q[0]
+	e := q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
 	return e
 }
 
@@ -195,6 +227,8 @@ type simNode struct {
 
 type replay struct {
 	p Scheduler
+	// domains is commonDomains' buffer.
+	domains []scheduler.Domain
 	// woken is the last wake pushed: cycles report it again until it is due.
 	woken time.Time
 	// ticked is the last tick pushed (Due, EverySecond); idle counts the
@@ -275,7 +309,10 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 	jobs := slices.Clone(in.Jobs)
 	slices.SortStableFunc(jobs, func(a, b workload.Spec) int { return cmp.Compare(a.Submit, b.Submit) })
 	order := make([]*simWorkload, 0, len(jobs))
-	for _, spec := range jobs {
+	// The jobs' records in one allocation: a replay makes one per job, and
+	// a search replays the history tens of times.
+	records := make([]simWorkload, len(jobs))
+	for i, spec := range jobs {
 		id := scheduler.WorkloadID(spec.ID)
 		if _, dup := r.jobs[id]; dup {
 			return nil, fmt.Errorf("job %s listed twice", spec.ID)
@@ -283,7 +320,8 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if !(spec.Submit >= 0 && spec.Submit <= workload.MaxSeconds && spec.Duration >= 0 && spec.Duration <= workload.MaxSeconds) {
 			return nil, fmt.Errorf("job %s: arrival %gs and run %gs must each be from 0 to 1e9 s (about 31 years)", spec.ID, spec.Submit, spec.Duration)
 		}
-		j := &simWorkload{spec: spec}
+		j := &records[i]
+		j.spec = spec
 		if len(spec.Flavors) > 0 {
 			j.flavors = map[string]bool{}
 			for _, f := range spec.Flavors {
@@ -351,7 +389,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		touched := map[*simWorkload]bool{}
 		happened := false // an event or arrival, not only wakes
 		for len(r.events) > 0 && r.events[0].at.Equal(at) && r.events[0].kind < kArrive {
-			e := heap.Pop(&r.events).(event)
+			e := r.events.pop()
 			happened = r.apply(e, touched) || happened
 		}
 		arrived := next
@@ -360,7 +398,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 			next++
 		}
 		for len(r.events) > 0 && r.events[0].at.Equal(at) {
-			heap.Pop(&r.events) // wakes: the cycle below is the point
+			r.events.pop() // wakes: the cycle below is the point
 		}
 		var c0 time.Time
 		if opts.Clock != nil {
@@ -440,7 +478,7 @@ func (r *replay) rootOf(c scheduler.CohortName) string {
 func (r *replay) push(e event) {
 	e.seq = r.seq
 	r.seq++
-	heap.Push(&r.events, e)
+	r.events.push(e)
 }
 
 // advance integrates utilization up to t.
@@ -629,6 +667,9 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 
 func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.running, j.pods = true, a.Pods
+	if cap(j.on) < len(a.Pods) {
+		j.on = make([]*simNode, 0, len(a.Pods))
+	}
 	j.on = j.on[:0]
 	for _, p := range a.Pods {
 		j.on = append(j.on, r.nodes[p.Node])
@@ -771,7 +812,7 @@ func (r *replay) commonDomains(j *simWorkload) map[string]string {
 			return map[string]string{}
 		}
 		if i == 0 {
-			common = slices.Clone(n.spec.Domains)
+			common = append(r.domains[:0], n.spec.Domains...)
 			continue
 		}
 		common = slices.DeleteFunc(common, func(d scheduler.Domain) bool { return !hasDomain(n.spec.Domains, d) })
@@ -780,6 +821,7 @@ func (r *replay) commonDomains(j *simWorkload) map[string]string {
 	for _, d := range common {
 		out[d.Level] = d.Name
 	}
+	r.domains = common[:0]
 	return out
 }
 
@@ -807,13 +849,22 @@ func (r *replay) report(order []*simWorkload) {
 	var first, last float64 = math.Inf(1), 0
 	var totalSec float64
 	r.rep.Jobs = slices.Grow(r.rep.Jobs, len(order))
+	// Each job's start, wait and end, in one allocation for all of them.
+	times := make([]float64, 0, 3*len(order))
+	at := func(v float64) *float64 {
+		times = append(times, v)
+		return &times[len(times)-1]
+	}
 	for _, j := range order {
 		// Jobs still running at the end cannot be: the loop runs until no events.
 		if j.running {
 			r.stop(j)
 		}
 		jr := JobReport{ID: j.spec.ID, Team: j.spec.Team, Tier: j.spec.Tier, GPUs: j.spec.GPUs(), Submit: j.spec.Submit,
-			Preempted: j.preempted, Nodes: []string{}, Domain: map[string]string{}}
+			Preempted: j.preempted, Nodes: []string{}}
+		if !j.started {
+			jr.Domain = map[string]string{}
+		}
 		first = math.Min(first, j.spec.Submit)
 		ts := teamStats[j.spec.Team]
 		if ts == nil {
@@ -825,9 +876,9 @@ func (r *replay) report(order []*simWorkload) {
 		totalSec += j.gpuSec
 		if j.started {
 			st := secs(j.firstRun)
-			jr.Start = &st
+			jr.Start = at(st)
 			w := st - j.spec.Submit
-			jr.WaitS = &w
+			jr.WaitS = at(w)
 			waits = append(waits, w)
 			teamWaits[j.spec.Team] = append(teamWaits[j.spec.Team], w)
 			jr.Nodes = make([]string, len(j.pods))
@@ -852,7 +903,7 @@ func (r *replay) report(order []*simWorkload) {
 		}
 		if j.done && j.rejected == "" {
 			e := secs(j.end)
-			jr.End = &e
+			jr.End = at(e)
 			s.Completed++
 			last = math.Max(last, e)
 		} else {
