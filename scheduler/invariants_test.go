@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/allot-dev/allot/scheduler/internal/index"
 )
@@ -69,8 +70,19 @@ func (s *Scheduler) checkInvariants() error {
 			return fmt.Errorf("unhealthy node %s runs work", n.spec.Name)
 		}
 	}
-	if err := s.ix.Check(func(x *index.Node) GPUs { return s.nodes[x.ID].free() }); err != nil {
-		return err
+	// Each listed node with free GPUs is in the bucket of its free GPUs of
+	// each of its groups (the index holds itself against its definition in
+	// its own tests).
+	for _, n := range s.nodes {
+		f := n.free()
+		if !n.Listed || f == 0 {
+			continue
+		}
+		for i, g := range n.Groups {
+			if int(f) >= g.Buckets() || !slices.ContainsFunc(g.Bucket(int(f)), func(m index.Member) bool { return m.ID == n.ID }) {
+				return fmt.Errorf("node %s misplaced in the index (group %d of %d)", n.spec.Name, i, len(n.Groups))
+			}
+		}
 	}
 	for _, t := range s.teamList {
 		for f, q := range t.spec.Quota {
@@ -119,16 +131,23 @@ func (s *Scheduler) checkInvariants() error {
 			}
 		}
 	}
-	// Each level counts its domains by capacity as they are.
-	var err error
+	// Each level's largest capacity is at least each of its domains'.
 	for _, f := range s.flavorList {
+		var err error
 		f.eachView(func(v *view) {
-			if e := v.Check(); err == nil && e != nil {
-				err = fmt.Errorf("flavor %s: %w", f.name, e)
+			for _, l := range v.Levels {
+				for _, d := range l.Domains {
+					if err == nil && d.Capacity > l.MaxCap {
+						err = fmt.Errorf("flavor %s, level %s: domain %s of %d GPUs, the largest %d", f.name, l.Name, d.Dom.Name, d.Capacity, l.MaxCap)
+					}
+				}
 			}
 		})
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 func contains(fs []Flavor, f Flavor) bool {

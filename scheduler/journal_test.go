@@ -2,30 +2,54 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/allot-dev/allot/scheduler/internal/index"
 )
 
 // indexState prints everything a search's what-if evictions touch, in order:
 // each view's groups (their nodes by bucket, in bucket order), each level's
-// domains by bucket, the nodes' used GPUs, slots and pods, and the teams'
+// domains in bucket order, the nodes' used GPUs and pods, and the teams'
 // usage and shares.
 func indexState(s *Scheduler) string {
 	var b strings.Builder
+	group := func(g *index.Group) {
+		fmt.Fprintf(&b, "%s/%s free %d:", g.Dom.Level, g.Dom.Name, g.Free)
+		for k := range g.Buckets() {
+			for _, m := range g.Bucket(k) {
+				fmt.Fprintf(&b, " %d:%d", k, m.ID)
+			}
+		}
+		b.WriteString("\n")
+	}
 	for _, f := range s.flavorList {
 		var views []*view
 		f.eachView(func(v *view) { views = append(views, v) })
 		slices.SortFunc(views, func(a, b *view) int { return strings.Compare(a.set, b.set) })
 		for _, v := range views {
 			fmt.Fprintf(&b, "flavor %s view %q\n", f.name, v.set)
-			v.Dump(&b)
+			group(v.All)
+			for _, name := range slices.Sorted(maps.Keys(v.Levels)) {
+				li := v.Levels[name]
+				fmt.Fprintf(&b, "level %s:", name)
+				li.MostFreeFirst(func(g *index.Group) bool {
+					fmt.Fprintf(&b, " %s", g.Dom.Name)
+					return true
+				})
+				b.WriteString("\n")
+				for _, key := range slices.Sorted(maps.Keys(li.Domains)) {
+					group(li.Domains[key])
+				}
+			}
 		}
 	}
 	for _, n := range s.nodes {
-		fmt.Fprintf(&b, "%s used %d slots %v pods", n.spec.Name, n.used, n.Slots())
+		fmt.Fprintf(&b, "%s used %d pods", n.spec.Name, n.used)
 		for _, p := range n.pods {
 			fmt.Fprintf(&b, " %s:%d", p.w.spec.ID, p.pods)
 		}

@@ -59,11 +59,11 @@ func (w *world) step(r *rand.Rand) {
 
 func (w *world) dump() string {
 	var b strings.Builder
-	w.v.Dump(&b)
+	w.v.dump(&b)
 	for _, n := range w.nodes {
 		// An unlisted node's slots are in no bucket: they mean nothing.
 		if n.Listed {
-			fmt.Fprintln(&b, n.ID, n.Slots())
+			fmt.Fprintln(&b, n.ID, n.slots)
 		}
 	}
 	return b.String()
@@ -74,10 +74,10 @@ func (w *world) dump() string {
 // a scan of its domains.
 func (w *world) check(t *testing.T, r *rand.Rand) {
 	t.Helper()
-	if err := w.ix.Check(func(n *Node) GPUs { return w.free[n.ID] }); err != nil {
+	if err := w.ix.check(func(n *Node) GPUs { return w.free[n.ID] }); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.v.Check(); err != nil {
+	if err := w.v.check(); err != nil {
 		t.Fatal(err)
 	}
 	free, capacity, fit := map[*Group]GPUs{}, map[*Group]GPUs{}, map[*Group]int64{}

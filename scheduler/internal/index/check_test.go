@@ -7,16 +7,15 @@ import (
 	"strings"
 )
 
-// The index's self-checks, for tests (its own and the scheduler's, which
-// call them after every step): Check holds the index against its definition,
+// The index's self-checks: Check holds the index against its definition,
 // Dump prints what a trial touches, in order, so that a test compares a
 // rolled-back index with the one before.
 
-// Check says where the index departs from its definition: a listed node with
+// check says where the index departs from its definition: a listed node with
 // free GPUs (free says how many) not at the slot it records in the bucket of
 // its free GPUs of each of its groups; a level whose count of domains by
 // capacity, largest capacity or numbering is not its domains'.
-func (ix *Index) Check(free func(*Node) GPUs) error {
+func (ix *Index) check(free func(*Node) GPUs) error {
 	for _, n := range ix.nodes {
 		f := free(n)
 		if !n.Listed || f == 0 {
@@ -31,8 +30,8 @@ func (ix *Index) Check(free func(*Node) GPUs) error {
 	return nil
 }
 
-// Check says where the view's levels depart from their definition.
-func (v *View) Check() error {
+// check says where the view's levels depart from their definition.
+func (v *View) check() error {
 	for _, name := range slices.Sorted(maps.Keys(v.Levels)) {
 		l := v.Levels[name]
 		caps := map[GPUs]int{}
@@ -63,9 +62,9 @@ func (v *View) Check() error {
 	return nil
 }
 
-// Dump writes what a trial changes of the view, in order: its groups' nodes
+// dump writes what a trial changes of the view, in order: its groups' nodes
 // by bucket, in bucket order, and each level's domains by bucket.
-func (v *View) Dump(b *strings.Builder) {
+func (v *View) dump(b *strings.Builder) {
 	group := func(g *Group) {
 		fmt.Fprintf(b, "%s/%s free %d:", g.Dom.Level, g.Dom.Name, g.Free)
 		for k, ms := range g.buckets {
@@ -94,6 +93,3 @@ func (v *View) Dump(b *strings.Builder) {
 		}
 	}
 }
-
-// Slots are n's positions in its groups' buckets, for Dump's callers.
-func (n *Node) Slots() []int32 { return n.slots }
