@@ -10,8 +10,11 @@ import (
 // world is an index over random nodes beside the model it must agree with:
 // each node's free GPUs, capacity and domains.
 type world struct {
-	ix    Index
-	v     View
+	ix Index
+	v  View
+	// rules is a view of some of the nodes, as placement rules make one;
+	// dropped and made anew now and then.
+	rules View
 	nodes []*Node
 	free  []GPUs
 	cap   []GPUs
@@ -37,18 +40,36 @@ func newWorld(r *rand.Rand) *world {
 			w.ix.List(n, w.free[i])
 		}
 	}
+	w.newRules(r)
 	return w
 }
 
+// newRules drops every node's views of rules and makes one anew of a random
+// half of the nodes.
+func (w *world) newRules(r *rand.Rand) {
+	w.rules = NewView()
+	for i, n := range w.nodes {
+		n.DropViews()
+		if r.IntN(2) == 0 {
+			w.ix.Attach(&w.rules, n, w.doms[i], w.doms[i][0].Name, 0, w.cap[i], w.free[i])
+		}
+	}
+}
+
 // step changes the index at random as the scheduler does: a node listed,
-// unlisted, or its free GPUs moved.
-func (w *world) step(r *rand.Rand) {
+// unlisted, or its free GPUs moved; outside a trial, now and then, the
+// views of rules made anew (a trial builds no view).
+func (w *world) step(r *rand.Rand, trial bool) {
 	i := r.IntN(len(w.nodes))
 	n := w.nodes[i]
-	switch r.IntN(3) {
-	case 0:
+	switch r.IntN(40) {
+	case 39:
+		if !trial {
+			w.newRules(r)
+		}
+	case 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12:
 		w.ix.List(n, w.free[i])
-	case 1:
+	case 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25:
 		w.ix.Unlist(n, w.free[i])
 	default:
 		old := w.free[i]
@@ -77,8 +98,19 @@ func (w *world) check(t *testing.T, r *rand.Rand) {
 	if err := w.ix.check(func(n *Node) GPUs { return w.free[n.ID] }); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.v.check(); err != nil {
-		t.Fatal(err)
+	for _, v := range []*View{&w.v, &w.rules} {
+		if err := v.check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A node is in its flavor's view's groups, then in those of the view
+	// of rules, if that admits it: none of a view dropped.
+	for _, n := range w.nodes {
+		for _, g := range n.Groups[n.Base:] {
+			if g != w.rules.All && (g.Level == nil || w.rules.Levels[g.Level.Name] != g.Level) {
+				t.Fatalf("node %d is in group %v of a view dropped", n.ID, g.Dom)
+			}
+		}
 	}
 	free, capacity, fit := map[*Group]GPUs{}, map[*Group]GPUs{}, map[*Group]int64{}
 	gpp := GPUs(1 + r.IntN(8))
@@ -91,10 +123,13 @@ func (w *world) check(t *testing.T, r *rand.Rand) {
 			}
 		}
 	}
-	groups := []*Group{w.v.All}
-	for _, l := range w.v.Levels {
-		for _, g := range l.Domains {
-			groups = append(groups, g)
+	var groups []*Group
+	for _, v := range []*View{&w.v, &w.rules} {
+		groups = append(groups, v.All)
+		for _, l := range v.Levels {
+			for _, g := range l.Domains {
+				groups = append(groups, g)
+			}
 		}
 	}
 	for _, g := range groups {
@@ -103,6 +138,16 @@ func (w *world) check(t *testing.T, r *rand.Rand) {
 		}
 	}
 	pods := int64(1 + r.IntN(6))
+	for _, l := range w.rules.Levels {
+		for _, g := range l.Domains {
+			if fit[g] < pods {
+				continue
+			}
+			if got := l.BestFit(gpp, pods, nil); got == nil || !got.Fits(gpp, pods) {
+				t.Fatalf("rules level %s: no best fit for %d pods of %d, and %s fits", l.Name, pods, gpp, g.Dom.Name)
+			}
+		}
+	}
 	for _, l := range w.v.Levels {
 		var best, fullest, whole *Group
 		var most GPUs
@@ -148,7 +193,7 @@ func TestIndexAgainstItsDefinition(t *testing.T) {
 		w := newWorld(r)
 		w.check(t, r)
 		for range 100 {
-			w.step(r)
+			w.step(r, false)
 			w.check(t, r)
 		}
 	}
@@ -177,7 +222,7 @@ func TestRollbackPutsBackTheOrder(t *testing.T) {
 					listed[i] = n.Listed
 				}
 				points = append(points, point{w.ix.Mark(), w.dump(), append([]GPUs(nil), w.free...), listed})
-				w.step(r)
+				w.step(r, true)
 			}
 			// Back to a random mark, then the next earlier one, as a search
 			// puts back its victims, the last evicted first.
