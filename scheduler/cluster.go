@@ -32,15 +32,6 @@ func (n *node) domains() []index.Domain {
 	return out
 }
 
-// domainKey is the key of n's domain d in its level's index: its name,
-// qualified by n's cluster below the cluster level.
-func (n *node) domainKey(d Domain) string {
-	if n.spec.Cluster == "" || d.Level == ClusterLevel {
-		return d.Name
-	}
-	return n.spec.Cluster + "\x00" + d.Name
-}
-
 // route finds where w fits on v when v's nodes name clusters (clustered):
 // the best-fit domain of the level w requires, else the cluster itself, in the
 // cheapest cluster (w's own when it is pinned) where one fits; nil when none

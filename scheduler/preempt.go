@@ -416,7 +416,7 @@ func domainOf(n *node, own bool, li *index.Level) *index.Group {
 	}
 	for _, d := range n.spec.Domains {
 		if d.Level == li.Name {
-			return li.Domains[n.domainKey(d)]
+			return li.Domains[index.Key(n.spec.Cluster, index.Domain(d))]
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 // placer is a policy that admits each workload, once submitted, on the
 // placements it is given.
 type placer struct {
+	inert
 	at        map[scheduler.WorkloadID][]scheduler.PodPlacement
 	submitted []scheduler.WorkloadID
 }
@@ -20,14 +21,6 @@ type placer struct {
 func (p *placer) Submit(w scheduler.Workload) error {
 	p.submitted = append(p.submitted, w.ID)
 	return nil
-}
-func (p *placer) Started(scheduler.WorkloadID) error { return nil }
-func (p *placer) Finish(scheduler.WorkloadID) error  { return nil }
-func (p *placer) Reason(scheduler.WorkloadID) (scheduler.PendingReason, bool) {
-	return scheduler.PendingReason{}, false
-}
-func (p *placer) SetNodeHealth(scheduler.NodeName, bool) ([]scheduler.WorkloadID, error) {
-	return nil, nil
 }
 func (p *placer) Cycle(time.Time) scheduler.Results {
 	var res scheduler.Results

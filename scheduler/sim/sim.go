@@ -667,10 +667,7 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 
 func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 	j.running, j.pods = true, a.Pods
-	if cap(j.on) < len(a.Pods) {
-		j.on = make([]*simNode, 0, len(a.Pods))
-	}
-	j.on = j.on[:0]
+	j.on = slices.Grow(j.on[:0], len(a.Pods))
 	for _, p := range a.Pods {
 		j.on = append(j.on, r.nodes[p.Node])
 	}

@@ -107,18 +107,26 @@ func TestNodeFailureRequeuesTheGangWhole(t *testing.T) {
 
 func ptr(v float64) *float64 { return &v }
 
-// sloppy is a policy that breaks every rule the invariants check.
-type sloppy struct{ submitted []scheduler.Workload }
+// inert is the part of a test policy that ignores starts, ends and health
+// and gives no reasons.
+type inert struct{}
 
-func (p *sloppy) Submit(w scheduler.Workload) error  { p.submitted = append(p.submitted, w); return nil }
-func (p *sloppy) Started(scheduler.WorkloadID) error { return nil }
-func (p *sloppy) Finish(scheduler.WorkloadID) error  { return nil }
-func (p *sloppy) Reason(scheduler.WorkloadID) (scheduler.PendingReason, bool) {
+func (inert) Started(scheduler.WorkloadID) error { return nil }
+func (inert) Finish(scheduler.WorkloadID) error  { return nil }
+func (inert) Reason(scheduler.WorkloadID) (scheduler.PendingReason, bool) {
 	return scheduler.PendingReason{}, false
 }
-func (p *sloppy) SetNodeHealth(scheduler.NodeName, bool) ([]scheduler.WorkloadID, error) {
+func (inert) SetNodeHealth(scheduler.NodeName, bool) ([]scheduler.WorkloadID, error) {
 	return nil, nil
 }
+
+// sloppy is a policy that breaks every rule the invariants check.
+type sloppy struct {
+	inert
+	submitted []scheduler.Workload
+}
+
+func (p *sloppy) Submit(w scheduler.Workload) error { p.submitted = append(p.submitted, w); return nil }
 
 // Cycle puts every pod of every gang on node n-0, one pod short.
 func (p *sloppy) Cycle(time.Time) scheduler.Results {

@@ -129,10 +129,7 @@ func (ix *Index) Attach(v *View, n *Node, doms []Domain, cluster string, cost in
 		if li == nil {
 			li = v.newLevel(d.Level, depth)
 		}
-		key := d.Name
-		if cluster != "" && d.Level != ClusterLevel {
-			key = cluster + "\x00" + d.Name
-		}
+		key := Key(cluster, d)
 		g := li.Domains[key]
 		isNew := g == nil
 		if isNew {
@@ -167,6 +164,16 @@ func (ix *Index) Attach(v *View, n *Node, doms []Domain, cluster string, cost in
 			ix.join(g, n, i, free)
 		}
 	}
+}
+
+// Key is the key of domain d of a node of the cluster (empty: none) in its
+// level's Domains: its name, qualified by the cluster below the cluster
+// level (rack r0 of one cluster is not rack r0 of another).
+func Key(cluster string, d Domain) string {
+	if cluster == "" || d.Level == ClusterLevel {
+		return d.Name
+	}
+	return cluster + "\x00" + d.Name
 }
 
 // Grow changes the capacity of each of n's groups by d: n turned healthy
