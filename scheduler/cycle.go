@@ -315,9 +315,9 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 		return
 	}
 	prev, dirty := w.reserved, s.dirty
-	var gen uint64
+	var gen, grown uint64
 	if prev != nil {
-		gen = prev[0].flavor.gen
+		gen, grown = prev[0].flavor.gen, prev[0].flavor.grown
 	}
 	s.unreserve(w)
 	s.dirty = dirty // released says whether w let go of nodes
@@ -331,7 +331,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	if eligible && s.reserve(w, prev) {
 		if prev != nil && slices.Equal(prev, w.reserved) {
 			// It holds what it held: nothing changed (memo.go).
-			prev[0].flavor.gen = gen
+			prev[0].flavor.gen, prev[0].flavor.grown = gen, grown
 		}
 		s.released(prev, w.reserved)
 		return

@@ -1,6 +1,9 @@
 package scheduler
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // A preemption search that failed fails again until something it read
 // changes: what runs on its flavor and where (the nodes' used GPUs, which
@@ -35,11 +38,23 @@ func (s *Scheduler) changed(f *flavorState) {
 	f.gen = s.gens
 }
 
+// grew counts a change of what searches on f read that may let any bound
+// find more room than before: the bounds refused on f are dropped (see
+// bounds). A preemption search's what-if evictions are not counted: a
+// failed search puts everything back, and preempt counts a successful
+// one's.
+func (s *Scheduler) grew(f *flavorState) {
+	s.changed(f)
+	if !s.searching {
+		f.grown = f.gen
+	}
+}
+
 // changedAll counts a change on every flavor: a node added, removed,
 // held or marked healthy or not.
 func (s *Scheduler) changedAll() {
 	for _, f := range s.flavorList {
-		s.changed(f)
+		s.grew(f)
 	}
 }
 
@@ -93,13 +108,29 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 // A search's bounds (candidates' room, roomInPods, roomInOneDomain) read
 // what is free on its view and the candidates it may take: its team's lower
 // tiers and, by its kind, what the others borrow, or of that what was
-// submitted after it. While nothing changes (the flavor's generation and the
-// time), the searches of one team, tier, view and kind read the same
-// candidates, or for a starving one submitted later a part of them: a bound
-// one refused refuses every one of them that asks as much or more (more
-// GPUs; at least as many pods of at least as many GPUs; a domain of the same
-// level for at least as many GPUs). A starving queue's searches are mostly
-// such repeats of one workload's refusal by the next ones in its run.
+// submitted after it. The searches of one team, tier, view and kind read
+// the same candidates, or for a starving one submitted later a part of
+// them: a bound one refused refuses every one of them that asks as much or
+// more (more GPUs; at least as many pods of at least as many GPUs; a domain
+// of the same level for at least as many GPUs). A starving queue's searches
+// are mostly such repeats of one workload's refusal by the next ones in its
+// run.
+//
+// A refusal of pods or of a domain stands until the room its bound finds
+// may grow; nodes' room is free GPUs and candidates' alike. Admitting a
+// workload does not grow it: what it takes is no longer free, and at most
+// comes back as a candidate on the same nodes; unless its team borrows
+// past the victims that come before it, whose borrowed work others may then
+// take more of (a stream's budget grows by its GPUs and reaches further
+// down its victims: binding). Releasing a workload grows it unless the
+// workload was a candidate of the refused search (releasing). A node
+// listed, the nodes or the quotas changed, a preemption made grow any
+// (the flavor's grown generation); the order of a victim list changing
+// with time (a drained gang's grace ending) too: until is the first such
+// time any refusal read. A room refusal counts quota too and stands only
+// on the state it was read on. TestSearchMemoDecidesAsNoMemo checks every
+// refusal taken from another search against its own bounds on random
+// histories.
 
 // boundKey names the candidates a search reads but for its submission.
 type boundKey struct {
@@ -112,35 +143,62 @@ type boundKey struct {
 // refusal is a bound refused for a search submitted at after (unixNanos;
 // 0 but for kindStarving): room, the GPUs its view had free and takeable,
 // were fewer than it asked; or no nodes could take pods pods of gpp GPUs; or
-// no domain of level could take need GPUs.
+// no domain of level could take need GPUs. A room refusal stands only on
+// the state it was read on (gen, at): of the room, the free GPUs count only
+// up to the team's available quota, which another team's work admitted
+// need not lower while it adds to what may be taken.
 type refusal struct {
 	after int64
+	// upto: it refuses searches submitted before it only.
+	upto  int64
+	gen   uint64
+	at    time.Time
 	room  GPUs
 	gpp   GPUs
 	pods  int64
 	level string
 	need  GPUs
+	// short is what the refused bound lacked, or less: pods of gpp GPUs,
+	// or GPUs in one domain of level. A release that is not one of the
+	// search's candidates takes from it what it could add (grownBy).
+	short GPUs
+}
+
+// grownBy takes from r's shortfall what x, not a candidate of its search,
+// may add released: its GPUs free on its nodes may make so many more pods
+// of r's, or a domain so many more GPUs. A room refusal stands on its own
+// state only: it is left as it is.
+func (r *refusal) grownBy(x *workload) {
+	switch {
+	case r.pods > 0:
+		for _, p := range x.placements {
+			r.short -= (p.pods*x.gpp + r.gpp - 1) / r.gpp
+		}
+	case r.level != "":
+		r.short -= x.GPUs()
+	}
 }
 
 // maxRefusals bounds what one key keeps (the latest).
 const maxRefusals = 8
 
-// bounds are the refusals of the searches of one key at one state.
+// bounds are the refusals of the searches of one flavor since its grown
+// generation was grown, from time now on, before until (zero: whenever).
 type bounds struct {
-	gen   uint64
-	now   time.Time
-	byKey map[boundKey][]refusal
+	grown      uint64
+	now, until time.Time
+	byKey      map[boundKey][]refusal
 }
 
-// boundsOf returns f's refusals at the state now, or nil when the memo is
+// boundsOf returns f's refusals that stand now, or nil when the memo is
 // off.
 func (s *Scheduler) boundsOf(f *flavorState) *bounds {
 	if !s.memoOn() {
 		return nil
 	}
 	b := &f.bounds
-	if b.gen != f.gen || !b.now.Equal(s.now) {
-		b.gen, b.now = f.gen, s.now
+	if b.grown != f.grown || s.now.Before(b.now) || (!b.until.IsZero() && !s.now.Before(b.until)) {
+		b.grown, b.now, b.until = f.grown, s.now, time.Time{}
 		clear(b.byKey)
 	}
 	if b.byKey == nil {
@@ -151,13 +209,13 @@ func (s *Scheduler) boundsOf(f *flavorState) *bounds {
 
 // refuses says whether a refusal of k stands for w's search, submitted at
 // after.
-func (b *bounds) refuses(k boundKey, after int64, w *workload) bool {
+func (b *bounds) refuses(k boundKey, after int64, w *workload, gen uint64, now time.Time) bool {
 	if b == nil {
 		return false
 	}
 	need := w.GPUs()
 	for _, r := range b.byKey[k] {
-		if after < r.after {
+		if after < r.after || after >= r.upto {
 			continue
 		}
 		switch {
@@ -169,21 +227,172 @@ func (b *bounds) refuses(k boundKey, after int64, w *workload) bool {
 			if w.spec.GPUsPerPod >= r.gpp && w.spec.Pods >= r.pods {
 				return true
 			}
-		case need > r.room:
+		case need > r.room && r.gen == gen && r.at.Equal(now):
 			return true
 		}
 	}
 	return false
 }
 
-// refused records r for k.
-func (b *bounds) refused(k boundKey, r refusal) {
+// refused records r for k, read on victim lists whose order first changes
+// at flip (zero: never).
+func (b *bounds) refused(k boundKey, r refusal, flip time.Time) {
 	if b == nil {
 		return
+	}
+	if !flip.IsZero() && (b.until.IsZero() || flip.Before(b.until)) {
+		b.until = flip
 	}
 	l := b.byKey[k]
 	if len(l) >= maxRefusals {
 		l = l[1:]
 	}
 	b.byKey[k] = append(l, r)
+}
+
+// releasing keeps, x about to be released, the refusals on its flavor of
+// searches x was a candidate of (the GPUs it frees were counted as takeable
+// already), and of the others those x's GPUs cannot lift (grownBy). A
+// starving search's refusal keeps refusing as it did only the searches
+// submitted before x (of which x is a candidate).
+func (s *Scheduler) releasing(x *workload) {
+	f := x.flavor
+	b := &f.bounds
+	if len(b.byKey) == 0 {
+		return
+	}
+	o, p := x.team, x.tier.spec.Priority
+	borrowOnly, submitted := x.tier.spec.BorrowOnly, unixNanos(x.spec.Submitted)
+	var borrowed, knownBorrowed bool // x is of what o borrows on f's own view
+	for k, rs := range b.byKey {
+		var taken bool
+		switch {
+		case k.t == o:
+			taken = x.tier.spec.Preemptible && p < k.prio
+		case k.kind == kindOwn || k.t.q.Root() != o.q.Root():
+		case k.kind == kindStarving && p > k.prio:
+		case borrowOnly:
+			taken = true
+		case k.v == f.view:
+			if !knownBorrowed {
+				borrowed, knownBorrowed = s.borrowedBy(x), true
+			}
+			taken = borrowed
+		}
+		starving := taken && k.kind == kindStarving && k.t != o
+		if taken && !starving {
+			continue
+		}
+		dead := false
+		for i := range rs {
+			if taken {
+				// Of the searches submitted after x, x is no candidate.
+				rs[i].upto = min(rs[i].upto, submitted)
+			} else {
+				rs[i].grownBy(x)
+			}
+			dead = dead || rs[i].dead()
+		}
+		if dead {
+			b.keep(k, rs)
+		}
+	}
+}
+
+// dead says whether r refuses no search any more: it was lifted, or it is
+// of room, which stands only on the state it was read on (which releasing
+// and freed change), or it covers no submission.
+func (r *refusal) dead() bool { return r.short <= 0 || r.upto <= r.after }
+
+// keep keeps k's refusals rs that are not dead.
+func (b *bounds) keep(k boundKey, rs []refusal) {
+	rs = slices.DeleteFunc(rs, func(r refusal) bool { return r.dead() })
+	if len(rs) == 0 {
+		delete(b.byKey, k)
+		return
+	}
+	b.byKey[k] = rs
+}
+
+// freed is releasing's for x, released from f, taken as no search's
+// candidate.
+func (s *Scheduler) freed(x *workload, f *flavorState) {
+	b := &f.bounds
+	for k, rs := range b.byKey {
+		dead := false
+		for i := range rs {
+			rs[i].grownBy(x)
+			dead = dead || rs[i].dead()
+		}
+		if dead {
+			b.keep(k, rs)
+		}
+	}
+}
+
+// borrowedBy says whether x, not of a borrowOnly tier, is of what its team
+// borrows on its flavor's own view: within the prefix of its victim list a
+// search takes back (candidatesFor). Not when the list is not kept.
+func (s *Scheduler) borrowedBy(x *workload) bool {
+	f, o := x.flavor, x.team
+	if !borrowing(o, f) {
+		return false
+	}
+	l := f.victims[o][f.view]
+	if l == nil || !l.current(s.now) {
+		return false
+	}
+	r := o.q.R(f.id)
+	budget := r.Usage - r.BorrowOnly - r.Nominal
+	for c := range l.rest.from(vpos{}) {
+		if budget <= 0 {
+			break
+		}
+		if c.w == x {
+			return true
+		}
+		budget -= c.gpus
+	}
+	return false
+}
+
+// binding drops, w just bound and charged, the refusals it may lift. What
+// it takes of the free GPUs of its flavor's own view comes back at most as
+// a candidate, unless its team's borrowing lifts other teams' refusals: the
+// budget of its stream grew by w's GPUs, which reaches further down its
+// victims unless the stream reached w's place before (the victims before
+// it, on the own view, fewer GPUs than it borrowed before w). A view of
+// rules may count it a candidate on nodes it does not hold (domainRoom
+// counts a candidate's pods wherever they run): refusals on one are
+// dropped.
+func (s *Scheduler) binding(w *workload) {
+	f := w.flavor
+	b := &f.bounds
+	if len(b.byKey) == 0 {
+		return
+	}
+	o := w.team
+	lifts := !w.tier.spec.BorrowOnly && borrowing(o, f)
+	if lifts {
+		r := o.q.R(f.id)
+		before := r.Usage - r.BorrowOnly - r.Nominal - w.GPUs()
+		if l := f.victims[o][f.view]; before > 0 && l != nil && l.current(s.now) {
+			c := s.candidate(w, "")
+			lifts = false
+			for x := range l.rest.from(vpos{}) {
+				if !victimLess(x, &c) {
+					break
+				}
+				if before -= x.gpus; before <= 0 {
+					lifts = true
+					break
+				}
+			}
+		}
+	}
+	for k := range b.byKey {
+		if k.v != f.view || (lifts && k.t != o && k.kind != kindOwn && k.t.q.Root() == o.q.Root()) {
+			delete(b.byKey, k)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -92,6 +93,77 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 		t.Fatalf("only %d bounds refused by another search's refusal: the test does not exercise them", refusals)
 	}
 	t.Logf("%d searches the memo would skip, each run and failed; %d refused by another's bounds, each checked", hits, refusals)
+}
+
+// TestRefusalsStandOnAStarvingFleet runs a fleet whose queue starves, a few
+// teams borrowing most of it, with a borrowOnly tier and gangs held to racks
+// and hosts, in lockstep with and without the memo, and checks every bound
+// refused by another search's refusal (boundCheck). Refusals here outlive
+// many admissions and releases (releasing, binding): a refusal kept where the
+// room it read may have grown fails the check.
+func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
+	refusals := 0
+	for seed := range 96 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 44))
+		cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
+		for i := range 5 {
+			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
+		}
+		nodes := rack("n", "a", 12, 8, 2, 3)
+		opts := Options{ReserveAfter: -1, StarvationAfter: time.Duration(1+rng.IntN(3)) * time.Minute}
+		if seed%4 >= 2 {
+			// Gangs drain nodes and, admitted there, are taken last
+			// until their grace ends: the victim order changes with time.
+			opts.ReserveAfter = 3 * time.Minute
+		}
+		off := opts
+		off.NoSearchMemo = true
+		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, off)
+		// Searches by what-if evictions as well as by tallies: a
+		// preemption's victims leave while the search runs.
+		a.s.hooks().noTally, b.s.hooks().noTally = seed%2 == 1, seed%2 == 1
+		a.s.hooks().boundCheck = func(w *workload, refused bool) {
+			refusals++
+			if !refused {
+				t.Fatalf("seed %d: %s's bounds were taken as refused by another search's, yet they pass", seed, w.spec.ID)
+			}
+		}
+		names := slices.Collect(func(yield func(string) bool) {
+			for _, tr := range cfg.Tiers {
+				if !yield(string(tr.Name)) {
+					return
+				}
+			}
+		})
+		next, sec := 0, 0
+		for range 300 {
+			sec += 20
+			if rng.IntN(30) == 0 {
+				sec += 3 * 3600
+			}
+			for range rng.IntN(4) {
+				// Most work from the first two teams, which borrow.
+				team := fmt.Sprintf("t%d", min(4, int(rng.ExpFloat64()*1.2)))
+				w := wl(fmt.Sprintf("w%d", next), team, names[rng.IntN(len(names))], 1, GPUs(1+rng.IntN(8)), sec)
+				if rng.IntN(3) == 0 {
+					w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
+					w.Require = []string{"", "rack", "block"}[rng.IntN(3)]
+				}
+				a.submit(w)
+				b.submit(w)
+				next++
+			}
+			endOne(rng, a, b)
+			ra, rb := a.cycle(sec), b.cycle(sec)
+			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
+				t.Fatalf("seed %d at %ds: with the memo %v, without %v", seed, sec, decisions(ra), decisions(rb))
+			}
+		}
+	}
+	if refusals < 1000 {
+		t.Fatalf("only %d bounds refused by another search's refusal: the test does not exercise them", refusals)
+	}
+	t.Logf("%d bounds refused by another search's refusal, each checked", refusals)
 }
 
 // TestSearchMemoSeesTheStarvingTime: a search that failed before its

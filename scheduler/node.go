@@ -93,9 +93,10 @@ type flavorState struct {
 	// victim order, kept as they start and end (see victims.go).
 	victims map[*team]map[*view]*teamVictims
 	// gen counts the changes of what a preemption search on the flavor
-	// reads (memo.go); bounds what the searches' bounds refused on it.
-	gen    uint64
-	bounds bounds
+	// reads (memo.go); grown is gen at the last of them that could let any
+	// search's bounds find more room; bounds what the bounds refused on it.
+	gen, grown uint64
+	bounds     bounds
 }
 
 func (s *Scheduler) flavor(f Flavor) *flavorState {
@@ -111,7 +112,7 @@ func (s *Scheduler) flavor(f Flavor) *flavorState {
 // list puts n into its groups; unlist takes it out. Only listed nodes receive pods.
 func (s *Scheduler) list(n *node) {
 	if s.ix.List(&n.Node, n.free()) {
-		s.changed(n.flavor)
+		s.grew(n.flavor)
 	}
 }
 

@@ -49,6 +49,8 @@ type searchScratch struct {
 	search  victimSearch
 	streams []stream
 	chosen  []candidate
+	// touched are the domains domainShort counted candidates in.
+	touched []int32
 	// journal holds what a search's what-if evictions changed of the nodes
 	// (journal.go); the index keeps its own.
 	journal []nodeOp
@@ -77,7 +79,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		return false
 	}
 	// A failed search leaves everything as it was, its generation too.
-	gen := f.gen
+	gen, grown := f.gen, f.grown
 	s.flipSeen = time.Time{}
 	keep, evicted, bounded, ok := s.findVictims(w, f, v, false)
 	if !ok && bounded {
@@ -91,9 +93,14 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 		s.test.memoCheck(w, ok)
 	}
 	if !ok {
-		f.gen = gen
+		f.gen, f.grown = gen, grown
 		s.rememberFail(w, f, gen)
 		return false
+	}
+	// Its victims are released (some while searching, unseen by the
+	// refusals): what others' bounds find may grow.
+	for _, c := range keep {
+		s.freed(c.w, f)
 	}
 	pl, dom, _, ok := s.placeOn(w, f)
 	if !ok {
@@ -134,7 +141,7 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 		after = unixNanos(w.spec.Submitted)
 	}
 	b := s.boundsOf(f)
-	known := b.refuses(key, after, w)
+	known := b.refuses(key, after, w, f.gen, s.now)
 	if known && (s.test == nil || s.test.boundCheck == nil) {
 		return nil, nil, kind == kindReclaim && boundedFor(w, f), false
 	}
@@ -142,23 +149,27 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 		if known {
 			s.test.boundCheck(w, true)
 		}
-		r.after = after
-		b.refused(key, r)
+		r.after, r.upto = after, math.MaxInt64
+		b.refused(key, r, s.flipSeen)
 		return nil, nil, kind == kindReclaim && boundedFor(w, f), false
 	}
 	search, room, ok := s.candidatesOf(w, f, kind)
 	if !ok {
-		return refused(refusal{room: room})
+		return refused(refusal{room: room, gen: f.gen, at: s.now})
 	}
-	if w.spec.Pods > 1 && !s.roomInPods(w, f, v, search) {
-		// Not enough nodes could take its pods were every candidate
-		// evicted: the GPUs are there in all, on the wrong nodes.
-		return refused(refusal{gpp: w.spec.GPUsPerPod, pods: w.spec.Pods})
+	if w.spec.Pods > 1 {
+		if short := s.podShort(f, v, w.spec.GPUsPerPod, w.spec.Pods, search); short > 0 {
+			// Not enough nodes could take its pods were every candidate
+			// evicted: the GPUs are there in all, on the wrong nodes.
+			return refused(refusal{gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, short: short})
+		}
 	}
-	if w.spec.Require != "" && !s.roomInOneDomain(w, f, search) {
-		// A gang held to one domain that no domain could hold with every
-		// candidate there evicted: no search can make it fit.
-		return refused(refusal{level: w.spec.Require, need: w.GPUs()})
+	if w.spec.Require != "" {
+		if short := s.domainShort(f, v, w.spec.Require, w.GPUs(), search); short > 0 {
+			// A gang held to one domain that no domain could hold with
+			// every candidate there evicted: no search can make it fit.
+			return refused(refusal{level: w.spec.Require, need: w.GPUs(), short: short})
+		}
 	}
 	if known {
 		s.test.boundCheck(w, false)
@@ -316,16 +327,23 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 // domainRoom says whether some domain of the level on view v of f has need
 // GPUs free, or would were every candidate of the search evicted.
 func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs, search *victimSearch) bool {
+	return s.domainShort(f, v, level, need, search) <= 0
+}
+
+// domainShort is domainRoom's answer as the GPUs the best domain lacks; 0
+// or less: room.
+func (s *Scheduler) domainShort(f *flavorState, v *view, level string, need GPUs, search *victimSearch) GPUs {
 	li := v.Levels[level]
 	if li == nil {
-		return false
+		return need
 	}
 	most := li.LargestFree()
 	if most >= need {
-		return true
+		return 0
 	}
 	s.searches++
 	enough := false
+	touched := s.touched[:0]
 	own := v == f.view
 	search.each(func(c *candidate) bool {
 		for _, p := range c.w.placements {
@@ -336,6 +354,7 @@ func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs,
 			d := &li.Doms[i]
 			if d.RoomOf != s.searches {
 				d.Room, d.RoomOf = 0, s.searches
+				touched = append(touched, i)
 			}
 			d.Room += p.pods * c.w.gpp
 			// No domain has more than most free: the domain's own
@@ -348,7 +367,16 @@ func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs,
 		}
 		return true
 	})
-	return enough
+	s.touched = touched
+	if enough {
+		return 0
+	}
+	best := most
+	for _, i := range touched {
+		d := &li.Doms[i]
+		best = max(best, d.G.Free+d.Room)
+	}
+	return need - best
 }
 
 // roomInPods says whether the nodes of view v could take w's pods were every
@@ -364,9 +392,14 @@ func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *vic
 // podRoom says whether the listed nodes of view v of f could take pods pods
 // of gpp GPUs were every candidate of the search evicted.
 func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, search *victimSearch) bool {
+	return s.podShort(f, v, gpp, pods, search) <= 0
+}
+
+// podShort is podRoom's answer as the pods lacking; 0 or less: room.
+func (s *Scheduler) podShort(f *flavorState, v *view, gpp GPUs, pods int64, search *victimSearch) int64 {
 	n := v.All.Usable(gpp, pods)
 	if n >= pods {
-		return true
+		return 0
 	}
 	s.searches++
 	search.each(func(c *candidate) bool {
@@ -387,7 +420,7 @@ func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, searc
 		}
 		return true
 	})
-	return n >= pods
+	return pods - n
 }
 
 // domainNum is the number of n's domain at level li (domainOf), or -1. On

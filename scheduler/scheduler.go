@@ -492,12 +492,18 @@ func (s *Scheduler) bind(w *workload, f *flavorState, pl []placement) {
 		p.node.pods = append(p.node.pods, podRef{w: w, pods: p.pods})
 	}
 	s.charge(w, f, 1)
+	if !s.searching {
+		s.binding(w)
+	}
 	w.team.running[w] = struct{}{}
 	s.listVictim(w)
 }
 
 // release frees what an admitted w holds; it stays known, in no queue.
 func (s *Scheduler) release(w *workload) {
+	if !s.searching {
+		s.releasing(w)
+	}
 	for _, p := range w.placements {
 		n := p.node
 		s.setUsed(n, n.used-p.pods*w.spec.GPUsPerPod)

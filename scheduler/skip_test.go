@@ -107,6 +107,16 @@ func evenEvents(t *testing.T, rng *rand.Rand, cfg Config, rules bool, next, sec 
 	return next
 }
 
+// endOne ends, one time in two, a workload the first fixture runs, on each.
+func endOne(rng *rand.Rand, fxs ...*fx) {
+	if ids := fxs[0].running(); len(ids) > 0 && rng.IntN(2) == 0 {
+		id := ids[rng.IntN(len(ids))]
+		for _, f := range fxs {
+			f.finish(id)
+		}
+	}
+}
+
 // setHealth marks node n healthy or not on each fixture.
 func setHealth(t *testing.T, n NodeName, healthy bool, fxs ...*fx) {
 	t.Helper()
@@ -342,11 +352,7 @@ func TestPassedRunsDecideAsTheWalk(t *testing.T) {
 				b.submit(w)
 				next++
 			}
-			if ids := a.running(); len(ids) > 0 && rng.IntN(2) == 0 {
-				id := ids[rng.IntN(len(ids))]
-				a.finish(id)
-				b.finish(id)
-			}
+			endOne(rng, a, b)
 			if rng.IntN(15) == 0 {
 				setHealth(t, nodes[rng.IntN(len(nodes))].Name, rng.IntN(2) == 0, a, b)
 			}
