@@ -41,8 +41,8 @@ func (s *Scheduler) changed(f *flavorState) {
 // grew counts a change of what searches on f read that may let any bound
 // find more room than before: the bounds refused on f are dropped (see
 // bounds). A preemption search's what-if evictions are not counted: a
-// failed search puts everything back, and preempt counts a successful
-// one's.
+// failed search puts everything back, and preempt tells the refusals of a
+// successful one's victims (freed).
 func (s *Scheduler) grew(f *flavorState) {
 	s.changed(f)
 	if !s.searching {
@@ -122,15 +122,17 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 // comes back as a candidate on the same nodes; unless its team borrows
 // past the victims that come before it, whose borrowed work others may then
 // take more of (a stream's budget grows by its GPUs and reaches further
-// down its victims: binding). Releasing a workload grows it unless the
-// workload was a candidate of the refused search (releasing). A node
-// listed, the nodes or the quotas changed, a preemption made grow any
-// (the flavor's grown generation); the order of a victim list changing
-// with time (a drained gang's grace ending) too: until is the first such
-// time any refusal read. A room refusal counts quota too and stands only
-// on the state it was read on. TestSearchMemoDecidesAsNoMemo checks every
-// refusal taken from another search against its own bounds on random
-// histories.
+// down its victims: binding). Releasing a workload that was a candidate of
+// the refused search does not grow it either; releasing another grows it by
+// at most what that frees, which the refusal takes from what it lacked
+// (releasing; freed for a preemption's victims, released while its search
+// ran). A node listed, the nodes or the quotas changed may grow any (the
+// flavor's grown generation); the order of a victim list changing with
+// time (a drained gang's grace ending) too: until is the first such time
+// any refusal read. A room refusal counts quota too and stands only on the
+// state it was read on. TestSearchMemoDecidesAsNoMemo and
+// TestRefusalsStandOnAStarvingFleet check every refusal taken from another
+// search against its own bounds on random histories.
 
 // boundKey names the candidates a search reads but for its submission.
 type boundKey struct {
