@@ -21,7 +21,9 @@ import (
 )
 
 // as is a client that acts as user, with the pod rights of a team's
-// developer in namespace ns (a Role of its own, as a cluster's admin grants).
+// developer in namespace ns (a Role of its own, as a cluster's admin grants),
+// once the API server authorizes by them: its authorizer learns roles from
+// a cache, after they are created.
 func (cl *cluster) as(user, ns string) client.Client {
 	cl.t.Helper()
 	name := strings.NewReplacer(":", "-").Replace(user)
@@ -36,6 +38,9 @@ func (cl *cluster) as(user, ns string) client.Client {
 	if err != nil {
 		cl.t.Fatal(err)
 	}
+	eventually(cl.t, 20*time.Second, user+"'s role in force", func() error {
+		return c.List(context.Background(), &corev1.PodList{}, client.InNamespace(ns))
+	})
 	return c
 }
 
