@@ -105,7 +105,7 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 	}
 }
 
-// A search's bounds (candidates' room, roomInPods, roomInOneDomain) read
+// A search's bounds (candidates' room, podRoom, domainRoom) read
 // what is free on its view and the candidates it may take: its team's lower
 // tiers and, by its kind, what the others borrow, or of that what was
 // submitted after it. The searches of one team, tier, view and kind read

@@ -29,8 +29,8 @@ type candidate struct {
 
 // searchScratch is what preemption searches keep: one runs at a time.
 type searchScratch struct {
-	// searches numbers the bounds of preemption searches (roomInOneDomain,
-	// roomInPods) and the tallies.
+	// searches numbers the bounds of preemption searches (domainRoom,
+	// podRoom) and the tallies.
 	searches uint64
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
@@ -315,17 +315,11 @@ func (s *Scheduler) tryVictims(w *workload, f *flavorState, search *victimSearch
 	return keep, true
 }
 
-// roomInOneDomain says whether some domain of the level w requires could hold
-// it were every candidate of the search evicted: one with enough free GPUs
-// already (quota may be what it lacks), or whose free GPUs and its
-// candidates' GPUs there are enough. It reads the candidates in place (the
-// search yields them all after, in order).
-func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimSearch) bool {
-	return s.domainRoom(f, s.viewOf(w, f), w.spec.Require, w.GPUs(), search)
-}
-
 // domainRoom says whether some domain of the level on view v of f has need
-// GPUs free, or would were every candidate of the search evicted.
+// GPUs free, or would were every candidate of the search evicted: one with
+// enough free GPUs already (quota may be what it lacks), or whose free GPUs
+// and its candidates' GPUs there are enough. It reads the candidates in
+// place (the search yields them all after, in order).
 func (s *Scheduler) domainRoom(f *flavorState, v *view, level string, need GPUs, search *victimSearch) bool {
 	return s.domainShort(f, v, level, need, search) <= 0
 }
@@ -379,18 +373,13 @@ func (s *Scheduler) domainShort(f *flavorState, v *view, level string, need GPUs
 	return need - best
 }
 
-// roomInPods says whether the nodes of view v could take w's pods were every
-// candidate of the search evicted: the pods that fit now, and those each node
-// the candidates run on would take once they are gone. A gang of whole nodes
-// whose view has enough free GPUs, but not enough whole free nodes, would
-// otherwise evict every candidate one by one before it gave up. Reserved and
-// unhealthy nodes (not listed) count as they would for placement: not at all.
-func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *victimSearch) bool {
-	return s.podRoom(f, v, w.spec.GPUsPerPod, w.spec.Pods, search)
-}
-
 // podRoom says whether the listed nodes of view v of f could take pods pods
-// of gpp GPUs were every candidate of the search evicted.
+// of gpp GPUs were every candidate of the search evicted: the pods that fit
+// now, and those each node the candidates run on would take once they are
+// gone. A gang of whole nodes whose view has enough free GPUs, but not
+// enough whole free nodes, would otherwise evict every candidate one by one
+// before it gave up. Reserved and unhealthy nodes (not listed) count as they
+// would for placement: not at all.
 func (s *Scheduler) podRoom(f *flavorState, v *view, gpp GPUs, pods int64, search *victimSearch) bool {
 	return s.podShort(f, v, gpp, pods, search) <= 0
 }

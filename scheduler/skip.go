@@ -392,8 +392,8 @@ const starvingRunMin = 2
 // fit on f were every candidate of its search evicted: the search of the
 // run's first submitted (a later one takes back no more: only what was
 // submitted after it), on the flavor's own view, has the GPUs of the least
-// of the run, the pods of the least of each pod size (roomInPods) and the
-// GPUs in one domain of each required level (roomInOneDomain). Each is a
+// of the run, the pods of the least of each pod size (podRoom) and the
+// GPUs in one domain of each required level (domainRoom). Each is a
 // bound a search checks, or one its fit test needs (a single pod's search
 // evicts its candidates one by one before it gives up; passing over it
 // changes nothing: a failed search leaves the index as it was). Not for a
@@ -431,8 +431,8 @@ func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound
 
 // ownRoom says whether evicting all of team t's preemptible work below tier
 // p on f could make room for some workload of the run b bounds: the pods of
-// a pod size on the flavor's nodes (roomInPods), the GPUs in one domain of a
-// required level (roomInOneDomain). A search for one of them yields no more
+// a pod size on the flavor's nodes (podRoom), the GPUs in one domain of a
+// required level (domainRoom). A search for one of them yields no more
 // candidates, on no more nodes. (A single pod's search has no such bound
 // first: it evicts its candidates one by one before it gives up; passing
 // over it changes nothing because a failed search leaves the index and the
@@ -444,8 +444,8 @@ func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 
 // runRoom says whether, were every candidate of the search evicted, the
 // flavor's nodes could take the pods of the least of some pod size of the
-// run b bounds (roomInPods), or one domain of some required level its GPUs
-// (roomInOneDomain).
+// run b bounds (podRoom), or one domain of some required level its GPUs
+// (domainRoom).
 func (s *Scheduler) runRoom(f *flavorState, b runBound, search *victimSearch) bool {
 	for _, pb := range b.pods {
 		if s.podRoom(f, f.view, pb.gpp, pb.pods, search) {

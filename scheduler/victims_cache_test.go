@@ -319,3 +319,13 @@ func (s *Scheduler) candidates(w *workload, f *flavorState, starving bool) (vs *
 	vs, _, ok = s.candidatesOf(w, f, s.kindOf(w, f, starving))
 	return vs, ok
 }
+
+// roomInOneDomain is domainRoom for w's required level on its view.
+func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimSearch) bool {
+	return s.domainRoom(f, s.viewOf(w, f), w.spec.Require, w.GPUs(), search)
+}
+
+// roomInPods is podRoom for w's pods on view v.
+func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *victimSearch) bool {
+	return s.podRoom(f, v, w.spec.GPUsPerPod, w.spec.Pods, search)
+}
