@@ -15,10 +15,6 @@ import (
 // the cluster, with the least free GPUs); a pinned one (Workload.Cluster) goes
 // to its cluster or waits. Reservations stay inside one cluster too.
 
-// ClusterLevel is the level of the cluster domains, named as the node label
-// that names a node's cluster (a name no topology label can give a level).
-const ClusterLevel = index.ClusterLevel
-
 // domains are n's topology domains as the index keeps them: its cluster's
 // first, when it names one.
 func (n *node) domains() []index.Domain {

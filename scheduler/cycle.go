@@ -240,7 +240,7 @@ walk:
 				s.step(w, &res)
 			}
 		}
-		res.wakeNoLater(s.wholeDue)
+		wakeNoLater(&res, s.wholeDue)
 	}
 	for _, t := range walked {
 		t.queue.merge()
@@ -287,7 +287,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 		res.Pending = append(res.Pending, PendingStatus{Workload: w.spec.ID, Reason: w.reason})
 	}
 	if w.notBefore.After(s.now) {
-		res.wakeNoLater(w.notBefore)
+		wakeNoLater(res, w.notBefore)
 	}
 	s.wakeBy(w.team, w.tier, w.since, res)
 	return false
@@ -298,7 +298,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 // do more than it could now: its backoff ends, or wakeBy's times.
 func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore int64, res *Results) {
 	if notBefore > s.nowN {
-		res.wakeNoLater(s.at(notBefore))
+		wakeNoLater(res, s.at(notBefore))
 	}
 	s.wakeBy(t, p, since, res)
 }
@@ -613,10 +613,10 @@ func (s *Scheduler) wakeBy(t *team, p *tier, since int64, res *Results) {
 	// since.Add(d).After(now), compared against the cut: a long queue's
 	// workloads mostly passed both times long ago.
 	if s.opts.ReserveAfter >= 0 && since > s.reserveCut && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
-		res.wakeNoLater(s.at(since).Add(s.opts.ReserveAfter))
+		wakeNoLater(res, s.at(since).Add(s.opts.ReserveAfter))
 	}
 	if s.opts.StarvationAfter > 0 && since > s.starveCut && !p.spec.BorrowOnly && t.q.Parent != nil {
-		res.wakeNoLater(s.at(since).Add(s.opts.StarvationAfter))
+		wakeNoLater(res, s.at(since).Add(s.opts.StarvationAfter))
 	}
 }
 

@@ -1,8 +1,10 @@
-package scheduler
+package model
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/allot-dev/allot/api/contract"
 )
 
 // PodPlacement binds some pods of a gang to one node.
@@ -57,14 +59,14 @@ type Eviction struct {
 	Reason   string
 }
 
-// Results are the decisions of one Cycle, for a runner to apply in order:
+// Results are the decisions of one scheduler.Scheduler.Cycle, for a runner to apply in order:
 // evictions, then preemptions, then bindings.
 type Results struct {
 	Admitted  []Admission
 	Preempted []Preemption
 	Evicted   []Eviction
 	// Pending holds the pending workloads whose reason changed in this cycle; the
-	// current reason of any workload is Scheduler.Reason.
+	// current reason of any workload is scheduler.Scheduler.Reason.
 	Pending []PendingStatus
 	// Wake, when not zero, is the earliest time a Cycle may decide something new
 	// without any other event (a backoff ending, a workload's time to reserve
@@ -151,7 +153,7 @@ type PendingReason struct {
 	// Cluster is the cluster the workload is pinned to, when it is.
 	Cluster string `json:"cluster,omitempty"`
 	// Held, when Code is InsufficientNodes, are the flavor's GPUs held by work
-	// the scheduler does not place (see Scheduler.Hold).
+	// the scheduler does not place (see scheduler.Scheduler.Hold).
 	Held GPUs `json:"held,omitempty"`
 }
 
@@ -225,9 +227,6 @@ func (c ReasonCode) Advice() string {
 	return ""
 }
 
-// wakeNoLater brings r.Wake forward to t, if t is set and earlier.
-func (r *Results) wakeNoLater(t time.Time) {
-	if !t.IsZero() && (r.Wake.IsZero() || t.Before(r.Wake)) {
-		r.Wake = t
-	}
-}
+// ClusterLevel is the level of the cluster domains, named as the node label
+// that names a node's cluster (a name no topology label can give a level).
+const ClusterLevel = contract.LabelCluster

@@ -1,4 +1,4 @@
-package scheduler
+package model
 
 import "time"
 
@@ -141,7 +141,7 @@ type Workload struct {
 func (w *Workload) GPUs() GPUs { return w.Pods * w.GPUsPerPod }
 
 // Options tune the scheduler. Durations are virtual time: the scheduler reads the
-// time only from the now given to Cycle.
+// time only from the now given to scheduler.Scheduler.Cycle.
 type Options struct {
 	// ReserveAfter is how long a gang that does not fit waits before the nodes it
 	// will use are reserved for it (drained: no new work placed there). Zero means
