@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -89,5 +90,123 @@ func TestDomainNumberIsTheNodesDomain(t *testing.T) {
 	}
 	if err := f.s.checkInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCandidateHomeIsItsPodsDomain: the domain a candidate carries for a
+// depth of its flavor's own view (home, which domainShort reads in place of
+// the workload's nodes) is the one domain every pod of the workload runs in
+// at the level of that depth, and none where its pods span several.
+func TestCandidateHomeIsItsPodsDomain(t *testing.T) {
+	b := newBusy(t, 200)
+	one, several := 0, 0
+	for step := range 30 {
+		b.churn(t, 10)
+		b.cycle(t)
+		for _, w := range b.s.workloads {
+			if w.state != stateAdmitted || len(w.placements) == 0 {
+				continue
+			}
+			f := w.flavor
+			if f.view.DepthsVary {
+				t.Fatalf("the busy fleet names one level per depth, but its view says two share one")
+			}
+			c := candidateOf(w, false)
+			for _, li := range f.view.Levels {
+				if li.Depth >= len(c.home) {
+					continue
+				}
+				want := int32(-1)
+				for j, p := range w.placements {
+					g := domainOf(p.node, true, li)
+					k := int32(-1)
+					if g != nil {
+						k = g.Num
+					}
+					if j == 0 {
+						want = k
+					} else if k != want {
+						want = -1
+					}
+				}
+				if got := c.home[li.Depth]; got != want {
+					t.Fatalf("step %d: %s on %d nodes: home at %s is %d, want %d", step, w.spec.ID, len(w.placements), li.Name, got, want)
+				}
+				if want >= 0 {
+					one++
+				} else {
+					several++
+				}
+			}
+		}
+	}
+	if one < 100 || several < 10 {
+		t.Fatalf("checked %d homes of one domain and %d of several: too few to tell", one, several)
+	}
+	t.Logf("%d homes of one domain, %d of several", one, several)
+}
+
+// TestDomainShortWhereDepthsVary: where nodes of a flavor name a level at
+// different depths (racks in blocks and racks alone), the view says so
+// (DepthsVary) and domainShort, which then reads the candidates' nodes and
+// not their homes, finds what lacks in the best domain as a count of every
+// candidate's pods in each domain finds it.
+func TestDomainShortWhereDepthsVary(t *testing.T) {
+	var nodes []Node
+	for i := range 8 {
+		nodes = append(nodes, Node{Name: NodeName(fmt.Sprintf("a%d", i)), Flavor: "a", GPUs: 8,
+			Domains: []Domain{{Level: "block", Name: fmt.Sprintf("b%d", i/4)}, {Level: "rack", Name: fmt.Sprintf("r%d", i/2)}}})
+	}
+	for i := range 4 {
+		nodes = append(nodes, Node{Name: NodeName(fmt.Sprintf("c%d", i)), Flavor: "a", GPUs: 8,
+			Domains: []Domain{{Level: "rack", Name: fmt.Sprintf("r%d", 10+i/2)}}})
+	}
+	cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{teamQ("lend", "org", 48, nil, nil), teamQ("want", "org", 48, nil, nil)}}
+	f := newFx(t, cfg, nodes, noReserve())
+	fl := f.s.flavorList[0]
+	if !fl.view.DepthsVary {
+		t.Fatal("racks at depth 1 and at depth 0, but the view does not say depths vary")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 40 {
+		f.submit(wl(fmt.Sprintf("o%d", i), "lend", "opportunist", 1, GPUs(1+rng.IntN(8)), 0))
+	}
+	f.cycle(1)
+	checked, short := 0, 0
+	for _, level := range []string{"block", "rack"} {
+		li := fl.view.Levels[level]
+		for pods := int64(1); pods <= 8; pods++ {
+			id := fmt.Sprintf("%s%d", level, pods)
+			f.submit(withRequire(wl(id, "want", "production", pods, 8, 2), level))
+			w := f.s.workloads[WorkloadID(id)]
+			vs, ok := f.s.candidates(w, fl, false)
+			if !ok {
+				continue
+			}
+			cands := vs.all()
+			best := GPUs(0)
+			for _, d := range li.Doms {
+				room := d.G.Free
+				for _, c := range cands {
+					for _, p := range c.w.placements {
+						if domainOf(p.node, true, li) == d.G {
+							room += p.pods * c.w.gpp
+						}
+					}
+				}
+				best = max(best, room)
+			}
+			want := max(0, w.GPUs()-best)
+			if got := max(0, f.s.domainShort(fl, fl.view, level, w.GPUs(), vs)); got != want {
+				t.Fatalf("%s: %d GPUs in one %s lack %d with %d candidates evicted, domainShort says %d", id, w.GPUs(), level, want, len(cands), got)
+			}
+			checked++
+			if want > 0 {
+				short++
+			}
+		}
+	}
+	if checked < 12 || short < 4 {
+		t.Fatalf("checked %d searches, %d short: too few to tell", checked, short)
 	}
 }

@@ -379,7 +379,7 @@ func (s *Scheduler) binding(w *workload) {
 		r := o.q.R(f.id)
 		before := r.Usage - r.BorrowOnly - r.Nominal - w.GPUs()
 		if l := f.victims[o][f.view]; before > 0 && l != nil && l.current(s.now) {
-			c := s.candidate(w, "")
+			c := s.candidate(w, byNone)
 			lifts = false
 			for x := range l.rest.from(vpos{}) {
 				if !victimLess(x, &c) {

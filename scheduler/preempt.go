@@ -9,22 +9,28 @@ import (
 	"github.com/allot-dev/allot/scheduler/internal/index"
 )
 
+// candidate is a running workload as the victim lists hold it: what a
+// search reads of each candidate it passes, copied, since the lists are
+// read in order while the workloads are spread over the heap; 64 bytes, one
+// cache line.
 type candidate struct {
-	w      *workload
-	reason PreemptReason
-	// prio, late and at order the candidates (see candidatesOf).
-	prio int64
-	late bool
-	// borrowOnly, preemptible and gpus copy w's tier and size: a search
-	// reads them for every candidate it passes, and the lists are read in
-	// order while the workloads are spread over the heap.
-	borrowOnly, preemptible bool
-	at                      int64
-	seq                     int64
-	gpus                    GPUs
+	w *workload
+	// prio, late, at and seq order the candidates (see candidatesOf).
+	prio, at, seq int64
+	// gpus is w's size.
+	gpus GPUs
 	// submitted is w's submission (unixNanos): a starving workload's
 	// search compares it with its own for every candidate it passes.
 	submitted int64
+	// home is, per depth of its flavor's own view, the number of the one
+	// domain all w's pods run in (-1: none or several): domainShort reads
+	// it, not w's nodes, where the depth names one level.
+	home [3]int32
+	late bool
+	// borrowOnly and preemptible copy w's tier.
+	borrowOnly, preemptible bool
+	// reason is the rule a search takes it by (none in the lists).
+	reason why
 }
 
 // searchScratch is what preemption searches keep: one runs at a time.
@@ -122,7 +128,7 @@ func (s *Scheduler) preempt(w *workload, f *flavorState, res *Results) bool {
 			continue
 		}
 		victims = append(victims, c.w.spec.ID)
-		res.Preempted = append(res.Preempted, Preemption{Victim: c.w.spec.ID, By: w.spec.ID, Reason: c.reason})
+		res.Preempted = append(res.Preempted, Preemption{Victim: c.w.spec.ID, By: w.spec.ID, Reason: c.reason.preempt()})
 	}
 	s.admit(w, f, pl, dom, victims, res)
 	s.epoch++
@@ -225,7 +231,7 @@ func (s *Scheduler) searchVictims(f *flavorState, search *victimSearch, tr trial
 	}()
 	fits := false
 	for c, more := search.next(); more && !fits; c, more = search.next() {
-		if c.reason != PreemptHigherTier && !c.borrowOnly && !borrowing(c.w.team, f) {
+		if c.reason != byHigherTier && !c.borrowOnly && !borrowing(c.w.team, f) {
 			continue
 		}
 		if !search.takes(&c) {
@@ -339,22 +345,29 @@ func (s *Scheduler) domainShort(f *flavorState, v *view, level string, need GPUs
 	enough := false
 	touched := s.touched[:0]
 	own := v == f.view
+	depth := -1 // the depth of the candidates' homes, where it names li
+	if own && !v.DepthsVary && li.Depth < 3 {
+		depth = li.Depth
+	}
+	add := func(i int32, g GPUs) bool {
+		d := &li.Doms[i]
+		if d.RoomOf != s.searches {
+			d.Room, d.RoomOf = 0, s.searches
+			touched = append(touched, i)
+		}
+		d.Room += g
+		// No domain has more than most free: the domain's own group
+		// (spread over the heap) is read only when that could be
+		// enough.
+		return d.Room+most >= need && d.G.Free+d.Room >= need
+	}
 	search.each(func(c *candidate) bool {
+		if depth >= 0 && c.home[depth] >= 0 {
+			enough = add(c.home[depth], c.gpus)
+			return !enough
+		}
 		for _, p := range c.w.placements {
-			i := domainNum(li, p.node, own)
-			if i < 0 {
-				continue
-			}
-			d := &li.Doms[i]
-			if d.RoomOf != s.searches {
-				d.Room, d.RoomOf = 0, s.searches
-				touched = append(touched, i)
-			}
-			d.Room += p.pods * c.w.gpp
-			// No domain has more than most free: the domain's own
-			// group (spread over the heap) is read only when that
-			// could be enough.
-			if d.Room+most >= need && d.G.Free+d.Room >= need {
+			if i := domainNum(li, p.node, own); i >= 0 && add(i, p.pods*c.w.gpp) {
 				enough = true
 				return false
 			}
@@ -497,7 +510,7 @@ func victimOrder(a, b candidate) int {
 	return cmp.Compare(b.seq, a.seq)
 }
 
-func (s *Scheduler) candidate(x *workload, r PreemptReason) candidate {
+func (s *Scheduler) candidate(x *workload, r why) candidate {
 	c := candidateOf(x, s.justAdmittedGang(x))
 	c.reason = r
 	return c
@@ -509,7 +522,29 @@ func candidateOf(x *workload, late bool) candidate {
 		w: x, prio: x.tier.spec.Priority, late: late,
 		borrowOnly: x.tier.spec.BorrowOnly, preemptible: x.tier.spec.Preemptible,
 		at: x.admittedAt.UnixNano(), seq: x.seq, gpus: x.GPUs(), submitted: unixNanos(x.spec.Submitted),
+		home: homeOf(x),
 	}
+}
+
+// homeOf is x's candidate's home: the domain of each depth of the own view
+// that holds all its pods.
+func homeOf(x *workload) [3]int32 {
+	h := [3]int32{-1, -1, -1}
+	for j, p := range x.placements {
+		n := p.node
+		for i := range h {
+			k := int32(-1)
+			if 1+i < int(n.Base) && 1+i < len(n.Dnum) {
+				k = n.Dnum[1+i]
+			}
+			if j == 0 {
+				h[i] = k
+			} else if h[i] != k {
+				h[i] = -1
+			}
+		}
+	}
+	return h
 }
 
 // unixNanos is t in nanoseconds since 1970, held to what an int64 holds

@@ -71,7 +71,7 @@ func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
 // starving workload takes back only work of its tier or lower submitted
 // after it.
 func (vs *victimSearch) takes(c *candidate) bool {
-	return c.reason != PreemptStarving || vs.laterBorrow(c)
+	return c.reason != byStarving || vs.laterBorrow(c)
 }
 
 // laterBorrow says whether c is of the starving workload's tier or lower and
@@ -146,4 +146,20 @@ func (s *Scheduler) kindOf(w *workload, f *flavorState, starving bool) searchKin
 		return kindStarving
 	}
 	return kindOwn
+}
+
+// why is the rule a search takes a candidate by: a byte in each candidate
+// of the victim lists, where a PreemptReason is a string.
+type why uint8
+
+const (
+	byNone why = iota
+	byReclaim
+	byHigherTier
+	byStarving
+)
+
+// preempt is the reason a preemption by the rule reports.
+func (y why) preempt() PreemptReason {
+	return [...]PreemptReason{"", PreemptReclaim, PreemptHigherTier, PreemptStarving}[y]
 }

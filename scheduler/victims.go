@@ -186,7 +186,7 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 	clear(l.preemptible)
 	for x := range t.running {
 		if helps(f, v, x) {
-			l.put(s.candidate(x, ""), false)
+			l.put(s.candidate(x, byNone), false)
 		}
 	}
 	l.borrowOnly.sort()
@@ -257,7 +257,7 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 		return
 	}
 	f := w.flavor
-	c := s.candidate(w, "")
+	c := s.candidate(w, byNone)
 	for v, l := range f.victims[w.team] {
 		if l.current(s.now) && helps(f, v, w) {
 			op(l, c)
@@ -300,14 +300,14 @@ func (vs *victimSearch) fits(tr trial) bool {
 // evict evicts c by tr and counts it; back puts it back (failed: see trial).
 func (vs *victimSearch) evict(tr trial, c *candidate) {
 	tr.evict(c.w)
-	if c.reason != PreemptHigherTier {
+	if c.reason != byHigherTier {
 		vs.reclaimed++
 	}
 }
 
 func (vs *victimSearch) back(tr trial, c *candidate, failed bool) {
 	tr.back(c.w, failed)
-	if c.reason != PreemptHigherTier {
+	if c.reason != byHigherTier {
 		vs.reclaimed--
 	}
 }
@@ -320,7 +320,7 @@ type stream struct {
 	// all: the rest are taken (up to budget); else only borrowOnly ones.
 	all    bool
 	budget GPUs
-	reason PreemptReason
+	reason why
 	// top is the head while known (a heap of streams asks for it often).
 	top   *candidate
 	known bool
@@ -532,10 +532,10 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 	room = v.All.Free
 	vs = &s.search
 	*vs = victimSearch{prio: prio, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
-	reason := PreemptReclaim
+	reason := byReclaim
 	forStarving := kind != kindReclaim
 	if forStarving {
-		reason, vs.after = PreemptStarving, unixNanos(submitted)
+		reason, vs.after = byStarving, unixNanos(submitted)
 	}
 	if kind != kindOwn {
 		teams := s.trees[t.q.Root()]
@@ -585,7 +585,7 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 		vs.reclaim.init()
 	}
 	l := s.teamVictims(f, v, t)
-	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: PreemptHigherTier}
+	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: byHigherTier}
 	for p, g := range l.preemptible {
 		if p < prio {
 			room += g

@@ -29,9 +29,9 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 						continue
 					}
 					if x.tier.spec.BorrowOnly {
-						reclaim = append(reclaim, s.candidate(x, PreemptReclaim))
+						reclaim = append(reclaim, s.candidate(x, byReclaim))
 					} else if all {
-						rest = append(rest, s.candidate(x, PreemptReclaim))
+						rest = append(rest, s.candidate(x, byReclaim))
 					}
 				}
 				slices.SortFunc(rest, victimOrder)
@@ -45,7 +45,7 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 	}
 	for x := range t.running {
 		if x.tier.spec.Preemptible && helps(f, v, x) && x.tier.spec.Priority < w.tier.spec.Priority {
-			own = append(own, s.candidate(x, PreemptHigherTier))
+			own = append(own, s.candidate(x, byHigherTier))
 		}
 	}
 	room := v.All.Free

@@ -305,6 +305,10 @@ type View struct {
 	// Clusters are the view's clusters, cheapest first (then by name);
 	// empty when its nodes name no cluster.
 	Clusters []*Group
+	// DepthsVary: two of its levels are at one depth, or some node names a
+	// level at a depth other than the level's: a node's group at a depth is
+	// then not known to be of the level of that depth.
+	DepthsVary bool
 }
 
 // NewView returns a view of no nodes.
@@ -312,6 +316,9 @@ func NewView() View { return View{All: &Group{}, Levels: map[string]*Level{}} }
 
 func (v *View) newLevel(name string, depth int) *Level {
 	li := &Level{Name: name, Depth: depth, Domains: map[string]*Group{}}
+	for _, o := range v.Levels {
+		v.DepthsVary = v.DepthsVary || o.Depth == depth
+	}
 	v.Levels[name] = li
 	v.Order = append(v.Order, name)
 	slices.SortStableFunc(v.Order, func(a, b string) int { return cmp.Compare(v.Levels[a].Depth, v.Levels[b].Depth) })

@@ -129,6 +129,7 @@ func (ix *Index) Attach(v *View, n *Node, doms []Domain, cluster string, cost in
 		if li == nil {
 			li = v.newLevel(d.Level, depth)
 		}
+		v.DepthsVary = v.DepthsVary || li.Depth != depth
 		key := Key(cluster, d)
 		g := li.Domains[key]
 		isNew := g == nil
