@@ -425,7 +425,7 @@ const maxStarvingBackoff = 32
 
 // starvingRoomNow is starvingRoom's check, on the state now.
 func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound) bool {
-	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kindStarving)
+	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kindStarving, b.need)
 	return room >= b.need && s.runRoom(f, b, search)
 }
 
@@ -438,7 +438,7 @@ func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound
 // over it changes nothing because a failed search leaves the index and the
 // nodes exactly as they were: journal.go.)
 func (s *Scheduler) ownRoom(t *team, p *tier, f *flavorState, b runBound) bool {
-	search, _ := s.candidatesFor(t, p.spec.Priority, time.Time{}, f, f.view, kindOwn)
+	search, _ := s.candidatesFor(t, p.spec.Priority, time.Time{}, f, f.view, kindOwn, 0)
 	return s.runRoom(f, b, search)
 }
 

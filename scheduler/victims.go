@@ -515,75 +515,26 @@ func headFirst(a, b *stream) bool { return victimLess(a.peek(), b.peek()) }
 // lowest tier first; in a tier, a gang just admitted on nodes drained for it
 // last, then the most recently admitted first. room is what the candidates
 // hold and, of what the view has free, as much as the team's quota has
-// available (roomFor); ok is false when that is less than w asks: then
-// nothing is tried. The search and its streams are the scheduler's, reused:
-// they hold until the next call.
+// available (roomFor), read until it reaches what w asks; ok is false when
+// it does not: then nothing is tried. The search and its streams are the
+// scheduler's, reused: they hold until the next call.
 func (s *Scheduler) candidatesOf(w *workload, f *flavorState, kind searchKind) (vs *victimSearch, room GPUs, ok bool) {
-	vs, room = s.candidatesFor(w.team, w.tier.spec.Priority, w.spec.Submitted, f, s.viewOf(w, f), kind)
+	need := w.GPUs()
+	vs, room = s.candidatesFor(w.team, w.tier.spec.Priority, w.spec.Submitted, f, s.viewOf(w, f), kind, need)
 	if kind == kindReclaim && boundedFor(w, f) {
-		vs.bounded, vs.team, vs.fid, vs.ceiling = true, w.team, f.id, w.team.q.R(f.id).Nominal-w.GPUs()
+		vs.bounded, vs.team, vs.fid, vs.ceiling = true, w.team, f.id, w.team.q.R(f.id).Nominal-need
 	}
-	return vs, room, room >= w.GPUs()
+	return vs, room, room >= need
 }
 
 // candidatesFor is candidatesOf for a workload of team t and tier priority
-// prio submitted then, on view v of f: the search, not bounded, and its room.
-func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *flavorState, v *view, kind searchKind) (vs *victimSearch, room GPUs) {
-	room = v.All.Free
+// prio submitted then, on view v of f: the search, not bounded, and its room
+// where that is less than need, else need or more (the lists are read for
+// the room only until it is enough).
+func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *flavorState, v *view, kind searchKind, need GPUs) (vs *victimSearch, room GPUs) {
+	room = s.roomFor(t, f, v, 0)
 	vs = &s.search
 	*vs = victimSearch{prio: prio, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
-	reason := byReclaim
-	forStarving := kind != kindReclaim
-	if forStarving {
-		reason, vs.after = byStarving, unixNanos(submitted)
-	}
-	if kind != kindOwn {
-		teams := s.trees[t.q.Root()]
-		if len(s.streams) < len(teams) {
-			s.streams = make([]stream, len(teams))
-		}
-		for i, o := range teams {
-			if o == t || o.reclaimable(f.id) == 0 {
-				continue
-			}
-			l := s.teamVictims(f, v, o)
-			st := &s.streams[i]
-			*st = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
-			if forStarving {
-				// Only what it may take counts, and the stream yields only
-				// that.
-				st.starving = vs
-				for c := range l.borrowOnly.from(vpos{}) {
-					if c.prio > vs.prio {
-						break
-					}
-					if vs.laterBorrow(c) {
-						room += c.gpus
-					}
-				}
-			} else {
-				room += l.borrowOnlyGPUs
-			}
-			if borrowing(o, f) {
-				or := o.q.R(f.id)
-				excess := or.Usage - or.BorrowOnly - or.Nominal
-				st.all, st.budget = true, excess
-				for c := range l.rest.from(vpos{}) {
-					if excess <= 0 || (forStarving && c.prio > vs.prio) {
-						break
-					}
-					if !forStarving || vs.laterBorrow(c) {
-						room += c.gpus
-					}
-					excess -= c.gpus
-				}
-			}
-			if _, any := st.head(); any {
-				vs.reclaim = append(vs.reclaim, st)
-			}
-		}
-		vs.reclaim.init()
-	}
 	l := s.teamVictims(f, v, t)
 	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: byHigherTier}
 	for p, g := range l.preemptible {
@@ -591,7 +542,60 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 			room += g
 		}
 	}
-	return vs, s.roomFor(t, f, v, room-v.All.Free)
+	if kind == kindOwn {
+		return vs, room
+	}
+	reason := byReclaim
+	forStarving := kind != kindReclaim
+	if forStarving {
+		reason, vs.after = byStarving, unixNanos(submitted)
+	}
+	teams := s.trees[t.q.Root()]
+	if len(s.streams) < len(teams) {
+		s.streams = make([]stream, len(teams))
+	}
+	for i, o := range teams {
+		if o == t || o.reclaimable(f.id) == 0 {
+			continue
+		}
+		l := s.teamVictims(f, v, o)
+		st := &s.streams[i]
+		*st = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, reason: reason}
+		if forStarving {
+			// Only what it may take counts, and the stream yields only
+			// that.
+			st.starving = vs
+			for c := range l.borrowOnly.from(vpos{}) {
+				if c.prio > vs.prio || room >= need {
+					break
+				}
+				if vs.laterBorrow(c) {
+					room += c.gpus
+				}
+			}
+		} else {
+			room += l.borrowOnlyGPUs
+		}
+		if borrowing(o, f) {
+			or := o.q.R(f.id)
+			excess := or.Usage - or.BorrowOnly - or.Nominal
+			st.all, st.budget = true, excess
+			for c := range l.rest.from(vpos{}) {
+				if excess <= 0 || (forStarving && c.prio > vs.prio) || room >= need {
+					break
+				}
+				if !forStarving || vs.laterBorrow(c) {
+					room += c.gpus
+				}
+				excess -= c.gpus
+			}
+		}
+		if _, any := st.head(); any {
+			vs.reclaim = append(vs.reclaim, st)
+		}
+	}
+	vs.reclaim.init()
+	return vs, room
 }
 
 // roomFor is the most a workload of team t could have on view v of f were

@@ -329,3 +329,40 @@ func (s *Scheduler) roomInOneDomain(w *workload, f *flavorState, search *victimS
 func (s *Scheduler) roomInPods(w *workload, f *flavorState, v *view, search *victimSearch) bool {
 	return s.podRoom(f, v, w.spec.GPUsPerPod, w.spec.Pods, search)
 }
+
+// A search's room is read only until it reaches what the workload asks:
+// below that it is the whole room, and it reaches it exactly when the
+// whole room does, for every kind of search of every pending workload of a
+// busy fleet.
+func TestRoomReadUntilEnough(t *testing.T) {
+	b := newBusy(t, 300)
+	checked, short := 0, 0
+	for step := range 40 {
+		b.churn(t, 10)
+		for _, w := range b.s.workloads {
+			if w.state != statePending {
+				continue
+			}
+			for _, f := range w.cands {
+				v := b.s.viewOf(w, f)
+				for _, kind := range []searchKind{kindOwn, kindReclaim, kindStarving} {
+					_, whole := b.s.candidatesFor(w.team, w.tier.spec.Priority, w.spec.Submitted, f, v, kind, maxGPUs)
+					for _, need := range []GPUs{0, w.GPUs(), whole / 2, whole, whole + 1} {
+						_, room := b.s.candidatesFor(w.team, w.tier.spec.Priority, w.spec.Submitted, f, v, kind, need)
+						if (room >= need) != (whole >= need) || (room < need && room != whole) {
+							t.Fatalf("step %d: %s (kind %v) asks %d: room %d, whole room %d", step, w.spec.ID, kind, need, room, whole)
+						}
+						checked++
+						if room < need {
+							short++
+						}
+					}
+				}
+			}
+		}
+		b.cycle(t)
+	}
+	if checked < 1000 || short < 100 {
+		t.Fatalf("checked %d rooms, %d short: too few to tell", checked, short)
+	}
+}
