@@ -15,7 +15,7 @@ import (
 // cache line.
 type candidate struct {
 	w *workload
-	// prio, late, at and seq order the candidates (see candidatesOf).
+	// prio, late, at and seq order the candidates (see victimOrder).
 	prio, at, seq int64
 	// gpus is w's size.
 	gpus GPUs
@@ -25,7 +25,7 @@ type candidate struct {
 	// home is, per depth of its flavor's own view, the number of the one
 	// domain all w's pods run in (-1: none or several): domainShort reads
 	// it, not w's nodes, where the depth names one level.
-	home [3]int32
+	home [homeDepths]int32
 	late bool
 	// borrowOnly and preemptible copy w's tier.
 	borrowOnly, preemptible bool
@@ -346,7 +346,7 @@ func (s *Scheduler) domainShort(f *flavorState, v *view, level string, need GPUs
 	touched := s.touched[:0]
 	own := v == f.view
 	depth := -1 // the depth of the candidates' homes, where it names li
-	if own && !v.DepthsVary && li.Depth < 3 {
+	if own && !v.DepthsVary && li.Depth < homeDepths {
 		depth = li.Depth
 	}
 	add := func(i int32, g GPUs) bool {
@@ -526,10 +526,14 @@ func candidateOf(x *workload, late bool) candidate {
 	}
 }
 
+// homeDepths is how many depths of the own view a candidate's home covers,
+// widest first: as many as a node keeps the domain numbers of (Node.Dnum).
+const homeDepths = 3
+
 // homeOf is x's candidate's home: the domain of each depth of the own view
 // that holds all its pods.
-func homeOf(x *workload) [3]int32 {
-	h := [3]int32{-1, -1, -1}
+func homeOf(x *workload) [homeDepths]int32 {
+	h := [homeDepths]int32{-1, -1, -1}
 	for j, p := range x.placements {
 		n := p.node
 		for i := range h {
