@@ -265,7 +265,7 @@ func (s *Scheduler) releasing(x *workload) {
 	}
 	o, p := x.team, x.tier.spec.Priority
 	borrowOnly, submitted := x.tier.spec.BorrowOnly, unixNanos(x.spec.Submitted)
-	var borrowed, knownBorrowed bool // x is of what o borrows on f's own view
+	var lent, knownLent bool // x is of what o borrows on f's own view
 	for k, rs := range b.byKey {
 		var taken bool
 		switch {
@@ -276,39 +276,44 @@ func (s *Scheduler) releasing(x *workload) {
 		case borrowOnly:
 			taken = true
 		case k.v == f.view:
-			if !knownBorrowed {
-				borrowed, knownBorrowed = s.borrowedBy(x), true
+			if !knownLent {
+				lent, knownLent = s.borrowedBy(x), true
 			}
-			taken = borrowed
+			taken = lent
 		}
-		starving := taken && k.kind == kindStarving && k.t != o
-		if taken && !starving {
-			continue
-		}
-		dead := false
-		for i := range rs {
-			if taken {
-				// Of the searches submitted after x, x is no candidate.
+		switch {
+		case !taken:
+			b.grownBy(k, rs, x)
+		case k.kind == kindStarving && k.t != o:
+			// Of the searches submitted after x, x is no candidate.
+			for i := range rs {
 				rs[i].upto = min(rs[i].upto, submitted)
-			} else {
-				rs[i].grownBy(x)
 			}
-			dead = dead || rs[i].dead()
-		}
-		if dead {
 			b.keep(k, rs)
 		}
 	}
 }
 
+// grownBy takes x, released and no candidate of their searches, from k's
+// refusals rs (refusal.grownBy) and drops those it lifts.
+func (b *bounds) grownBy(k boundKey, rs []refusal, x *workload) {
+	for i := range rs {
+		rs[i].grownBy(x)
+	}
+	b.keep(k, rs)
+}
+
 // dead says whether r refuses no search any more: it was lifted, or it is
 // of room, which stands only on the state it was read on (which releasing
 // and freed change), or it covers no submission.
-func (r *refusal) dead() bool { return r.short <= 0 || r.upto <= r.after }
+func (r refusal) dead() bool { return r.short <= 0 || r.upto <= r.after }
 
-// keep keeps k's refusals rs that are not dead.
+// keep keeps k's refusals rs that are not dead (rs itself when none is).
 func (b *bounds) keep(k boundKey, rs []refusal) {
-	rs = slices.DeleteFunc(rs, func(r refusal) bool { return r.dead() })
+	if !slices.ContainsFunc(rs, refusal.dead) {
+		return
+	}
+	rs = slices.DeleteFunc(rs, refusal.dead)
 	if len(rs) == 0 {
 		delete(b.byKey, k)
 		return
@@ -321,14 +326,7 @@ func (b *bounds) keep(k boundKey, rs []refusal) {
 func (s *Scheduler) freed(x *workload, f *flavorState) {
 	b := &f.bounds
 	for k, rs := range b.byKey {
-		dead := false
-		for i := range rs {
-			rs[i].grownBy(x)
-			dead = dead || rs[i].dead()
-		}
-		if dead {
-			b.keep(k, rs)
-		}
+		b.grownBy(k, rs, x)
 	}
 }
 
@@ -344,8 +342,7 @@ func (s *Scheduler) borrowedBy(x *workload) bool {
 	if l == nil || !l.current(s.now) {
 		return false
 	}
-	r := o.q.R(f.id)
-	budget := r.Usage - r.BorrowOnly - r.Nominal
+	budget := borrowed(o, f)
 	for c := range l.rest.from(vpos{}) {
 		if budget <= 0 {
 			break
@@ -376,8 +373,7 @@ func (s *Scheduler) binding(w *workload) {
 	o := w.team
 	lifts := !w.tier.spec.BorrowOnly && borrowing(o, f)
 	if lifts {
-		r := o.q.R(f.id)
-		before := r.Usage - r.BorrowOnly - r.Nominal - w.GPUs()
+		before := borrowed(o, f) - w.GPUs()
 		if l := f.victims[o][f.view]; before > 0 && l != nil && l.current(s.now) {
 			c := s.candidate(w, byNone)
 			lifts = false

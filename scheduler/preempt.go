@@ -533,7 +533,10 @@ const homeDepths = 3
 // homeOf is x's candidate's home: the domain of each depth of the own view
 // that holds all its pods.
 func homeOf(x *workload) [homeDepths]int32 {
-	h := [homeDepths]int32{-1, -1, -1}
+	var h [homeDepths]int32
+	for i := range h {
+		h[i] = -1
+	}
 	for j, p := range x.placements {
 		n := p.node
 		for i := range h {

@@ -82,9 +82,14 @@ func (vs *victimSearch) laterBorrow(c *candidate) bool {
 
 // borrowing says whether t uses more of f than its nominal quota, not counting
 // its borrowOnly workloads.
-func borrowing(t *team, f *flavorState) bool {
+func borrowing(t *team, f *flavorState) bool { return borrowed(t, f) > 0 }
+
+// borrowed is what t uses of f beyond its nominal quota, its borrowOnly
+// workloads not counted: the budget of the prefix of its victims others
+// may take back (candidatesFor); none or less when it does not borrow.
+func borrowed(t *team, f *flavorState) GPUs {
 	r := t.q.R(f.id)
-	return r.Usage-r.BorrowOnly > r.Nominal
+	return r.Usage - r.BorrowOnly - r.Nominal
 }
 
 // worthSearching is a bound checked before the search is built: a workload

@@ -577,8 +577,7 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 			room += l.borrowOnlyGPUs
 		}
 		if borrowing(o, f) {
-			or := o.q.R(f.id)
-			excess := or.Usage - or.BorrowOnly - or.Nominal
+			excess := borrowed(o, f)
 			st.all, st.budget = true, excess
 			for c := range l.rest.from(vpos{}) {
 				if excess <= 0 || (forStarving && c.prio > vs.prio) || room >= need {
