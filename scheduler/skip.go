@@ -205,10 +205,9 @@ type runCache struct {
 	ver   uint64
 	start int
 	b     runBound
-	// skip and backoff space out starvingRoom's checks of a run that had
-	// room: a fleet whose starving work may take back plenty finds room
-	// check after check, and each costs a search's streams.
-	skip, backoff int
+	// starving and reclaim space out starvingRoom's and reclaimRoom's
+	// checks of the run.
+	starving, reclaim roomChecks
 	// sorted: b.sinces are sorted.
 	sorted bool
 }
@@ -375,7 +374,7 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// worthSearching, for the least of the run, then the room its own
 		// lower tiers could make.
-		if reclaimsFor(t, p, f, b.need) || (s.takesBack(t, p, f, b.since) && s.starvingRoom(t, p, f, b)) ||
+		if (reclaimsFor(t, p, f, b.need) && s.reclaimRoom(t, p, f, b)) || (s.takesBack(t, p, f, b.since) && s.starvingRoom(t, p, f, b)) ||
 			(ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}
@@ -383,10 +382,36 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 	return true
 }
 
-// starvingRunMin is the fewest workloads of a starving run bounded as one: a
-// single workload's search is bounded by the search itself (its failure
-// remembered, memo.go).
-const starvingRunMin = 2
+// searchRunMin is the fewest workloads of a run whose preemption searches
+// are bounded as one (starvingRoom, reclaimRoom): a single workload's search
+// is bounded by the search itself (its failure remembered, memo.go).
+const searchRunMin = 2
+
+// roomChecks spaces out the checks of a run's room (starvingRoom,
+// reclaimRoom) while they find room: a fleet whose waiting work may take
+// back plenty finds room check after check, and each costs a search's
+// streams.
+type roomChecks struct{ skip, backoff int }
+
+// maxRoomBackoff is the most checks of a run a roomChecks passes over after
+// one found room.
+const maxRoomBackoff = 32
+
+// room says whether the run may have room: true while checks are passed
+// over, else what check finds.
+func (rc *roomChecks) room(check func() bool) bool {
+	if rc.skip > 0 {
+		rc.skip--
+		return true
+	}
+	if check() {
+		rc.backoff = min(max(1, 2*rc.backoff), maxRoomBackoff)
+		rc.skip = rc.backoff
+		return true
+	}
+	rc.backoff = 0
+	return false
+}
 
 // starvingRoom says whether a starving workload of the run b bounds could
 // fit on f were every candidate of its search evicted: the search of the
@@ -403,29 +428,33 @@ const starvingRunMin = 2
 // (TestStarvingRunWithRulesIsNotBoundByTheFlavorsView).
 func (s *Scheduler) starvingRoom(t *team, p *tier, f *flavorState, b runBound) bool {
 	rc := t.runs[p]
-	if b.n < starvingRunMin || b.rules || rc == nil {
+	if b.n < searchRunMin || b.rules || rc == nil {
 		return true
 	}
-	if rc.skip > 0 {
-		rc.skip--
-		return true
-	}
-	if s.starvingRoomNow(t, p, f, b) {
-		rc.backoff = min(max(1, 2*rc.backoff), maxStarvingBackoff)
-		rc.skip = rc.backoff
-		return true
-	}
-	rc.backoff = 0
-	return false
+	return rc.starving.room(func() bool { return s.searchRoom(t, p, f, b, kindStarving) })
 }
 
-// maxStarvingBackoff is the most checks of a run starvingRoom passes over
-// after it found room.
-const maxStarvingBackoff = 32
+// reclaimRoom says whether a workload of the run b bounds that reclaims
+// (reclaimsFor) could fit on f were every candidate of its search evicted:
+// what the other teams of its cohort borrow and its own team's lower,
+// preemptible tiers hold, on the flavor's own view, has the GPUs of the
+// least of the run, the pods of the least of each pod size and the GPUs in
+// one domain of each required level (runRoom). A workload of the run that
+// reclaims searches the same candidates (one team, one tier) and no more;
+// one that starves or takes only from its own team searches fewer, and is
+// bounded by its own test in runStuck. Not for a run with placement rules,
+// for starvingRoom's reason.
+func (s *Scheduler) reclaimRoom(t *team, p *tier, f *flavorState, b runBound) bool {
+	rc := t.runs[p]
+	if b.n < searchRunMin || b.rules || rc == nil {
+		return true
+	}
+	return rc.reclaim.room(func() bool { return s.searchRoom(t, p, f, b, kindReclaim) })
+}
 
-// starvingRoomNow is starvingRoom's check, on the state now.
-func (s *Scheduler) starvingRoomNow(t *team, p *tier, f *flavorState, b runBound) bool {
-	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kindStarving, b.need)
+// searchRoom is starvingRoom's and reclaimRoom's check, on the state now.
+func (s *Scheduler) searchRoom(t *team, p *tier, f *flavorState, b runBound, kind searchKind) bool {
+	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kind, b.need)
 	return room >= b.need && s.runRoom(f, b, search)
 }
 
