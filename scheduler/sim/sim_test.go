@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,40 @@ func TestNodeFailureRequeuesTheGangWhole(t *testing.T) {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// TestHistoryInAnyOrder: a history out of submission order replays as the
+// same history sorted, and is left as it was given.
+func TestHistoryInAnyOrder(t *testing.T) {
+	cfg := loadRepo(t, contractRepo)
+	sorted := readJobs(t, contractRepo+"/workload.csv", 0)
+	for i := range sorted {
+		sorted[i].Submit = float64(10 * i)
+	}
+	shuffled := slices.Clone(sorted)
+	slices.Reverse(shuffled)
+	given := slices.Clone(shuffled)
+	run := func(jobs []workload.Spec) *Report {
+		in := Input{Quota: QuotaFromSchema(cfg), Nodes: FleetFromSchema(cfg, planner.Build(cfg).NodesTargets()), Jobs: jobs}
+		return runCore(t, in, scheduler.DefaultOptions())
+	}
+	want, got := run(sorted), run(shuffled)
+	if diff := cmp.Diff(want.Summary, got.Summary); diff != "" {
+		t.Errorf("summary of the reversed history (-sorted +reversed):\n%s", diff)
+	}
+	byID := func(r *Report) map[string]JobReport {
+		m := map[string]JobReport{}
+		for _, j := range r.Jobs {
+			m[j.ID] = j
+		}
+		return m
+	}
+	if diff := cmp.Diff(byID(want), byID(got)); diff != "" {
+		t.Errorf("jobs of the reversed history (-sorted +reversed):\n%s", diff)
+	}
+	if !slices.EqualFunc(given, shuffled, func(a, b workload.Spec) bool { return cmp.Equal(a, b) }) {
+		t.Error("the replay reordered the history it was given")
+	}
+}
 
 // inert is the part of a test policy that ignores starts, ends and health
 // and gives no reasons.
