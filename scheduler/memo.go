@@ -375,7 +375,7 @@ func (s *Scheduler) binding(w *workload) {
 	if lifts {
 		before := borrowed(o, f) - w.GPUs()
 		if l := f.victims[o][f.view]; before > 0 && l != nil && l.current(s.now) {
-			c := s.candidate(w, byNone)
+			c := s.candidate(w)
 			lifts = false
 			for x := range l.rest.from(vpos{}) {
 				if !victimLess(x, &c) {

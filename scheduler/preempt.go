@@ -510,10 +510,10 @@ func victimOrder(a, b candidate) int {
 	return cmp.Compare(b.seq, a.seq)
 }
 
-func (s *Scheduler) candidate(x *workload, r why) candidate {
-	c := candidateOf(x, s.justAdmittedGang(x))
-	c.reason = r
-	return c
+// candidate is running x as the victim lists keep it (taken by no rule
+// yet: a stream's rule is the search's).
+func (s *Scheduler) candidate(x *workload) candidate {
+	return candidateOf(x, s.justAdmittedGang(x))
 }
 
 // candidateOf is x as a candidate; late says it goes last in its tier.

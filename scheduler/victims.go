@@ -186,7 +186,7 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 	clear(l.preemptible)
 	for x := range t.running {
 		if helps(f, v, x) {
-			l.put(s.candidate(x, byNone), false)
+			l.put(s.candidate(x), false)
 		}
 	}
 	l.borrowOnly.sort()
@@ -257,7 +257,7 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 		return
 	}
 	f := w.flavor
-	c := s.candidate(w, byNone)
+	c := s.candidate(w)
 	for v, l := range f.victims[w.team] {
 		if l.current(s.now) && helps(f, v, w) {
 			op(l, c)

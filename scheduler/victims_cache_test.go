@@ -29,9 +29,9 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 						continue
 					}
 					if x.tier.spec.BorrowOnly {
-						reclaim = append(reclaim, s.candidate(x, byReclaim))
+						reclaim = append(reclaim, takenBy(s.candidate(x), byReclaim))
 					} else if all {
-						rest = append(rest, s.candidate(x, byReclaim))
+						rest = append(rest, takenBy(s.candidate(x), byReclaim))
 					}
 				}
 				slices.SortFunc(rest, victimOrder)
@@ -45,7 +45,7 @@ func fromScratch(s *Scheduler, w *workload, f *flavorState) ([]candidate, bool) 
 	}
 	for x := range t.running {
 		if x.tier.spec.Preemptible && helps(f, v, x) && x.tier.spec.Priority < w.tier.spec.Priority {
-			own = append(own, s.candidate(x, byHigherTier))
+			own = append(own, takenBy(s.candidate(x), byHigherTier))
 		}
 	}
 	room := v.All.Free
@@ -365,4 +365,10 @@ func TestRoomReadUntilEnough(t *testing.T) {
 	if checked < 1000 || short < 100 {
 		t.Fatalf("checked %d rooms, %d short: too few to tell", checked, short)
 	}
+}
+
+// takenBy is c as a search takes it by rule r.
+func takenBy(c candidate, r why) candidate {
+	c.reason = r
+	return c
 }
