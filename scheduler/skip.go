@@ -26,7 +26,7 @@ type runScratch struct {
 // per pod size, and per required level and pod size, the fewest pods) shows
 // that none of them can be admitted, preempt or reserve, the walk passes over
 // the run (a starving run too, bounded by the search of its first submitted:
-// starvingRoom); their reasons are what a consideration finds first, worked
+// searchRoom); their reasons are what a consideration finds first, worked
 // out again every resayEvery (reexplain; Scheduler.Reason works it out when
 // asked). The decisions are those of the walk that tries each workload: the
 // bounds are ones the admission, preemption and reservation paths check
@@ -205,9 +205,9 @@ type runCache struct {
 	ver   uint64
 	start int
 	b     runBound
-	// starving and reclaim space out starvingRoom's and reclaimRoom's
-	// checks of the run.
-	starving, reclaim roomChecks
+	// checks space out searchRoom's checks of the run, per search kind
+	// (kindReclaim, kindStarving).
+	checks [kindOwn]roomChecks
 	// sorted: b.sinces are sorted.
 	sorted bool
 }
@@ -374,7 +374,7 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 		}
 		// worthSearching, for the least of the run, then the room its own
 		// lower tiers could make.
-		if (reclaimsFor(t, p, f, b.need) && s.reclaimRoom(t, p, f, b)) || (s.takesBack(t, p, f, b.since) && s.starvingRoom(t, p, f, b)) ||
+		if (reclaimsFor(t, p, f, b.need) && s.searchRoom(t, p, f, b, kindReclaim)) || (s.takesBack(t, p, f, b.since) && s.searchRoom(t, p, f, b, kindStarving)) ||
 			(ownMayMakeRoom(t, p, f, v, b.need) && s.ownRoom(t, p, f, b)) {
 			return false
 		}
@@ -383,79 +383,56 @@ func (s *Scheduler) runStuck(t *team, p *tier, b runBound) bool {
 }
 
 // searchRunMin is the fewest workloads of a run whose preemption searches
-// are bounded as one (starvingRoom, reclaimRoom): a single workload's search
-// is bounded by the search itself (its failure remembered, memo.go).
+// are bounded as one (searchRoom): a single workload's search is bounded by
+// the search itself (its failure remembered, memo.go).
 const searchRunMin = 2
 
-// roomChecks spaces out the checks of a run's room (starvingRoom,
-// reclaimRoom) while they find room: a fleet whose waiting work may take
+// roomChecks spaces out a run's checks of one kind of search's room
+// (searchRoom) while they find room: a fleet whose waiting work may take
 // back plenty finds room check after check, and each costs a search's
-// streams.
+// streams. After a check that found room, the next skip checks are passed
+// over (room assumed), backoff doubling to maxRoomBackoff.
 type roomChecks struct{ skip, backoff int }
 
 // maxRoomBackoff is the most checks of a run a roomChecks passes over after
 // one found room.
 const maxRoomBackoff = 32
 
-// room says whether the run may have room: true while checks are passed
-// over, else what check finds.
-func (rc *roomChecks) room(check func() bool) bool {
-	if rc.skip > 0 {
-		rc.skip--
-		return true
-	}
-	if check() {
-		rc.backoff = min(max(1, 2*rc.backoff), maxRoomBackoff)
-		rc.skip = rc.backoff
-		return true
-	}
-	rc.backoff = 0
-	return false
-}
-
-// starvingRoom says whether a starving workload of the run b bounds could
-// fit on f were every candidate of its search evicted: the search of the
-// run's first submitted (a later one takes back no more: only what was
-// submitted after it), on the flavor's own view, has the GPUs of the least
-// of the run, the pods of the least of each pod size (podRoom) and the
-// GPUs in one domain of each required level (domainRoom). Each is a
+// searchRoom says whether a workload of the run b bounds whose search is of
+// kind (kindReclaim or kindStarving) could fit on f were every candidate of
+// that search evicted: the search of the run's tier on the flavor's own
+// view, from the run's first submission (a starving one submitted later
+// takes back no more: only what was submitted after it), has the GPUs of
+// the least of the run, the pods of the least of each pod size (podRoom) and
+// the GPUs in one domain of each required level (domainRoom). Each is a
 // bound a search checks, or one its fit test needs (a single pod's search
 // evicts its candidates one by one before it gives up; passing over it
-// changes nothing: a failed search leaves the index as it was). Not for a
-// run with placement rules: a borrowing team's work is taken back only up
-// to what it borrows, counted down its victims on the view searched, so a
-// narrower view may reach a victim the flavor's own never counts
+// changes nothing: a failed search leaves the index as it was). Every
+// workload of the run that searches of this kind reads the same candidates
+// (one team, one tier) or fewer; one that searches of another kind is
+// bounded by that kind's test in runStuck. Not for a run with placement
+// rules: a borrowing team's work is taken back only up to what it borrows,
+// counted down its victims on the view searched, so a narrower view may
+// reach a victim the flavor's own never counts
 // (TestStarvingRunWithRulesIsNotBoundByTheFlavorsView).
-func (s *Scheduler) starvingRoom(t *team, p *tier, f *flavorState, b runBound) bool {
-	rc := t.runs[p]
-	if b.n < searchRunMin || b.rules || rc == nil {
-		return true
-	}
-	return rc.starving.room(func() bool { return s.searchRoom(t, p, f, b, kindStarving) })
-}
-
-// reclaimRoom says whether a workload of the run b bounds that reclaims
-// (reclaimsFor) could fit on f were every candidate of its search evicted:
-// what the other teams of its cohort borrow and its own team's lower,
-// preemptible tiers hold, on the flavor's own view, has the GPUs of the
-// least of the run, the pods of the least of each pod size and the GPUs in
-// one domain of each required level (runRoom). A workload of the run that
-// reclaims searches the same candidates (one team, one tier) and no more;
-// one that starves or takes only from its own team searches fewer, and is
-// bounded by its own test in runStuck. Not for a run with placement rules,
-// for starvingRoom's reason.
-func (s *Scheduler) reclaimRoom(t *team, p *tier, f *flavorState, b runBound) bool {
-	rc := t.runs[p]
-	if b.n < searchRunMin || b.rules || rc == nil {
-		return true
-	}
-	return rc.reclaim.room(func() bool { return s.searchRoom(t, p, f, b, kindReclaim) })
-}
-
-// searchRoom is starvingRoom's and reclaimRoom's check, on the state now.
 func (s *Scheduler) searchRoom(t *team, p *tier, f *flavorState, b runBound, kind searchKind) bool {
+	rc := t.runs[p]
+	if b.n < searchRunMin || b.rules || rc == nil {
+		return true
+	}
+	c := &rc.checks[kind]
+	if c.skip > 0 {
+		c.skip--
+		return true
+	}
 	search, room := s.candidatesFor(t, p.spec.Priority, b.submitted, f, f.view, kind, b.need)
-	return room >= b.need && s.runRoom(f, b, search)
+	if room >= b.need && s.runRoom(f, b, search) {
+		c.backoff = min(max(1, 2*c.backoff), maxRoomBackoff)
+		c.skip = c.backoff
+		return true
+	}
+	c.backoff = 0
+	return false
 }
 
 // ownRoom says whether evicting all of team t's preemptible work below tier
