@@ -318,6 +318,7 @@ func newWorld(in Input, gridS float64) (*world, error) {
 	}
 	w.info = make([]jobInfo, len(w.jobs))
 	teamFlavors := map[schema.TeamName][]schema.Flavor{}
+	runs := map[[2]string]int{}
 	for i, j := range w.jobs {
 		if _, dup := w.index[j.ID]; dup {
 			return nil, fmt.Errorf("job %s listed twice", j.ID)
@@ -327,7 +328,12 @@ func newWorld(in Input, gridS float64) (*world, error) {
 		if cfg.Teams[team] == nil {
 			return nil, fmt.Errorf("job %s: team %q is not declared", j.ID, j.Team)
 		}
-		ji := jobInfo{team: team, tier: j.Tier, gpus: j.GPUs(), submit: j.Submit, running: j.Duration}
+		run, ok := runs[[2]string{j.Team, j.Tier}]
+		if !ok {
+			run = len(runs)
+			runs[[2]string{j.Team, j.Tier}] = run
+		}
+		ji := jobInfo{team: team, tier: j.Tier, gpus: j.GPUs(), submit: j.Submit, running: j.Duration, run: run}
 		for _, f := range j.Flavors {
 			if pools[schema.Flavor(f)] {
 				ji.anyOf = append(ji.anyOf, schema.Flavor(f))
@@ -343,6 +349,7 @@ func newWorld(in Input, gridS float64) (*world, error) {
 		}
 		w.info[i] = ji
 	}
+	w.runs = len(runs)
 	for p := range pairs {
 		var cs []constraint
 		if v, ok := teamT[string(p.team)]; ok {

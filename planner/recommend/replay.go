@@ -38,15 +38,19 @@ type jobInfo struct {
 	gpus      int64
 	submit    float64
 	running   float64 // duration
+	// run numbers the job's team and tier among the world's (world.runs).
+	run int
 }
 
 // world is the fixed part of every replay: the configuration, the jobs
 // (assigned to its teams and tiers once) and the pairs searched.
 type world struct {
-	cfg    *schema.Config
-	jobs   []workload.Spec
-	info   []jobInfo
-	index  map[string]int // job ID -> position in jobs
+	cfg   *schema.Config
+	jobs  []workload.Spec
+	info  []jobInfo
+	index map[string]int // job ID -> position in jobs
+	// runs counts the teams and tiers of the jobs (jobInfo.run).
+	runs   int
 	events []sim.Event
 	opts   scheduler.Options
 	pairs  []pair
@@ -147,26 +151,56 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 		p    pair
 		tier string
 	}
-	waits := map[key][]float64{}
+	waits := map[key]*[]float64{}
+	list := func(k key) *[]float64 {
+		l := waits[k]
+		if l == nil {
+			l = new([]float64)
+			waits[k] = l
+		}
+		return l
+	}
 	byFlavor := map[schema.Flavor][]float64{}
 	preempted := map[schema.Flavor]int{}
 	teamFlavors := map[schema.TeamName][]schema.Flavor{}
 	unfinished := map[pair]int{}
-	add := func(p pair, tier string, s float64) {
-		if !w.borrowOnly[tier] {
-			waits[key{p, ""}] = append(waits[key{p, ""}], s)
-		}
-		waits[key{p, tier}] = append(waits[key{p, tier}], s)
+	// A team and tier's jobs mostly run on one flavor: each keeps the lists
+	// its last wait went to, found again without hashing three names.
+	type lists struct {
+		flavor    schema.Flavor
+		all, tier *[]float64
 	}
-	for _, j := range rep.Jobs {
-		i, ok := w.index[j.ID]
-		if !ok {
-			continue
+	last := make([]lists, w.runs)
+	add := func(ji *jobInfo, f schema.Flavor, s float64) {
+		l := &last[ji.run]
+		if l.tier == nil || l.flavor != f {
+			p := pair{ji.team, f}
+			*l = lists{flavor: f, tier: list(key{p, ji.tier})}
+			if !w.borrowOnly[ji.tier] {
+				l.all = list(key{p, ""})
+			}
 		}
-		ji := w.info[i]
+		if l.all != nil {
+			*l.all = append(*l.all, s)
+		}
+		*l.tier = append(*l.tier, s)
+	}
+	for k, j := range rep.Jobs {
+		// The report lists the jobs in submission order, as w.jobs usually is.
+		i := k
+		if i >= len(w.jobs) || w.jobs[i].ID != j.ID {
+			var ok bool
+			if i, ok = w.index[j.ID]; !ok {
+				continue
+			}
+		}
+		ji := &w.info[i]
 		if j.WaitS != nil && len(j.Nodes) > 0 {
-			f := cmpOr(ji.named, flavorOf[j.Nodes[0]])
-			add(pair{ji.team, f}, ji.tier, *j.WaitS)
+			f := ji.named
+			if f == "" {
+				f = flavorOf[j.Nodes[0]]
+			}
+			add(ji, f, *j.WaitS)
 			if !w.borrowOnly[ji.tier] {
 				byFlavor[f] = append(byFlavor[f], *j.WaitS)
 				preempted[f] += j.Preempted
@@ -178,21 +212,26 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 			might = mightUse(cfg, ji.team, teamFlavors)
 		}
 		for _, f := range might {
-			p := pair{ji.team, f}
-			add(p, ji.tier, math.Inf(1))
-			unfinished[p]++
+			add(ji, f, math.Inf(1))
+			unfinished[pair{ji.team, f}]++
 			if !w.borrowOnly[ji.tier] {
 				byFlavor[f] = append(byFlavor[f], math.Inf(1))
 			}
 		}
 	}
+	get := func(k key) []float64 {
+		if l := waits[k]; l != nil {
+			return *l
+		}
+		return nil
+	}
 	out := &outcome{plan: plan, p95: map[pair]float64{}, pass: map[pair]bool{}, margin: map[pair]float64{}, flavorP95: map[schema.Flavor]float64{},
 		flavorJobs: map[schema.Flavor]int{}, flavorPreempted: preempted, unfinished: unfinished}
 	for _, p := range w.pairs {
-		out.p95[p] = p95(waits[key{p, ""}])
+		out.p95[p] = p95(get(key{p, ""}))
 		ok, margin := true, math.Inf(1)
 		for _, c := range w.cons[p] {
-			v := p95(waits[key{p, c.tier}])
+			v := p95(get(key{p, c.tier}))
 			if v > c.waitS {
 				ok = false
 			}
@@ -241,11 +280,4 @@ func p95(xs []float64) float64 {
 		return v
 	}
 	return math.Round(v*1000) / 1000
-}
-
-func cmpOr(a, b schema.Flavor) schema.Flavor {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -192,7 +192,9 @@ func (h *eventHeap) pop() event {
 }
 
 type simWorkload struct {
-	spec      workload.Spec
+	spec workload.Spec
+	// team is its team's record.
+	team      *simTeam
 	flavors   map[string]bool
 	submitted bool
 	running   bool
@@ -211,6 +213,45 @@ type simWorkload struct {
 	// cluster is where the job last ran; moved: it ran in another before.
 	cluster string
 	moved   bool
+	// touched is the step (plus one) whose changes checked it last (check).
+	touched int
+}
+
+// simTeam is what the replay keeps of a team: its quota (nil: the quota
+// declares no such team), its use per flavor and its root cohort (nil: it
+// has none).
+type simTeam struct {
+	name  scheduler.TeamName
+	quota *scheduler.Team
+	used  []flavorGPUs
+	root  *simRoot
+	// touched is the step (plus one) whose check counted it last.
+	touched int
+}
+
+// simRoot is a root cohort: its teams' use and nominal quotas summed, per
+// flavor.
+type simRoot struct {
+	used, nominal []flavorGPUs
+	touched       int
+}
+
+// flavorGPUs is a count of GPUs of one flavor: a team's or a cohort's
+// flavors are few, so a list read in order is the cheapest map.
+type flavorGPUs struct {
+	flavor scheduler.Flavor
+	gpus   int64
+}
+
+// at is the count of f in fs, added if missing.
+func at(fs *[]flavorGPUs, f scheduler.Flavor) *int64 {
+	for i := range *fs {
+		if (*fs)[i].flavor == f {
+			return &(*fs)[i].gpus
+		}
+	}
+	*fs = append(*fs, flavorGPUs{flavor: f})
+	return &(*fs)[len(*fs)-1].gpus
 }
 
 type simNode struct {
@@ -250,15 +291,17 @@ type replay struct {
 	busySec  float64 // GPU-seconds used while work was pending or running
 	availSec float64 // GPU-seconds available while work was pending or running
 	rep      Report
-	usage    map[scheduler.TeamName]map[scheduler.Flavor]int64
-	quota    map[scheduler.TeamName]scheduler.Team
-	cohortOf map[scheduler.TeamName]string
-	// rootUsed and rootNominal sum, per root cohort and flavor, its teams'
-	// use and nominal quotas (cohortOver).
-	rootUsed, rootNominal map[string]map[scheduler.Flavor]int64
-	done                  int
-	decided               int
-	whole                 *wholeDomains
+	// teams are the teams of the quota and of the jobs; quotas says the
+	// quota declares some.
+	teams  map[scheduler.TeamName]*simTeam
+	quotas bool
+	// step counts the replay's steps; touched are the jobs the step
+	// started (check).
+	step    int
+	touched []*simWorkload
+	done    int
+	decided int
+	whole   *wholeDomains
 	// clusterSec are the GPU-seconds used per cluster.
 	clusterSec map[string]float64
 	// burst replays the burst pools (nil: none); waiting are the submitted
@@ -273,7 +316,7 @@ type replay struct {
 // Run replays in through p.
 func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 	r := &replay{p: p, in: in, opts: opts, jobs: map[scheduler.WorkloadID]*simWorkload{}, nodes: map[scheduler.NodeName]*simNode{},
-		usage: map[scheduler.TeamName]map[scheduler.Flavor]int64{}, quota: map[scheduler.TeamName]scheduler.Team{}, cohortOf: map[scheduler.TeamName]string{}, clusterSec: map[string]float64{}}
+		teams: map[scheduler.TeamName]*simTeam{}, clusterSec: map[string]float64{}}
 	var wallStart time.Time
 	if opts.Clock != nil {
 		wallStart = opts.Clock()
@@ -294,16 +337,21 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 		r.waiting = map[*simWorkload]bool{}
 	}
-	r.rootUsed, r.rootNominal = map[string]map[scheduler.Flavor]int64{}, map[string]map[scheduler.Flavor]int64{}
-	for _, t := range in.Quota.Teams {
-		r.quota[t.Name] = t
+	roots := map[string]*simRoot{}
+	for i, t := range in.Quota.Teams {
+		st := r.team(t.Name)
+		st.quota = &in.Quota.Teams[i]
+		r.quotas = true
 		root := r.rootOf(t.Cohort)
-		r.cohortOf[t.Name] = root
-		if r.rootNominal[root] == nil {
-			r.rootUsed[root], r.rootNominal[root] = map[scheduler.Flavor]int64{}, map[scheduler.Flavor]int64{}
+		if root == "" {
+			continue
 		}
+		if roots[root] == nil {
+			roots[root] = &simRoot{}
+		}
+		st.root = roots[root]
 		for f, fq := range t.Quota {
-			r.rootNominal[root][f] += fq.Nominal
+			*at(&st.root.nominal, f) += fq.Nominal
 		}
 	}
 	// In submission order; a history usually is (a search replays it tens
@@ -328,6 +376,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		}
 		j := &records[i]
 		j.spec = spec
+		j.team = r.team(scheduler.TeamName(spec.Team))
 		if len(spec.Flavors) > 0 {
 			j.flavors = map[string]bool{}
 			for _, f := range spec.Flavors {
@@ -392,11 +441,12 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if a, ok := r.p.(Advancer); ok {
 			a.Advance(at)
 		}
-		touched := map[*simWorkload]bool{}
+		r.step++
+		r.touched = r.touched[:0]
 		happened := false // an event or arrival, not only wakes
 		for len(r.events) > 0 && r.events[0].at.Equal(at) && r.events[0].kind < kArrive {
 			e := r.events.pop()
-			happened = r.apply(e, touched) || happened
+			happened = r.apply(e) || happened
 		}
 		arrived := next
 		for next < len(order) && vt(order[next].spec.Submit).Equal(at) {
@@ -414,7 +464,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 		if opts.Clock != nil {
 			cycleTime += opts.Clock().Sub(c0)
 		}
-		if err := r.results(res, touched); err != nil {
+		if err := r.results(res); err != nil {
 			return nil, err
 		}
 		r.arrivalsLeft = len(order) - next
@@ -426,7 +476,7 @@ func Run(p Scheduler, in Input, opts Options) (*Report, error) {
 			return nil, err
 		}
 		r.tick(at, happened || next > arrived || resized)
-		r.check(touched)
+		r.check()
 		if opts.Progress != nil && steps%256 == 0 {
 			opts.Progress(r.done, len(order))
 		}
@@ -528,7 +578,7 @@ func (r *replay) wait(j *simWorkload, waits bool) {
 
 // apply applies e and says whether it changed anything (the end of a run
 // since preempted does not).
-func (r *replay) apply(e event, touched map[*simWorkload]bool) bool {
+func (r *replay) apply(e event) bool {
 	switch e.kind {
 	case kFinish:
 		j := e.simWorkload
@@ -600,17 +650,24 @@ func (r *replay) stop(j *simWorkload) {
 	}
 	j.running = false
 	j.run++
-	r.use(scheduler.TeamName(j.spec.Team), r.flavorOf(j), -gpus)
+	r.use(j.team, r.flavorOf(j), -gpus)
 }
 
-// use adds gpus to the use of f by team and its root cohort.
-func (r *replay) use(team scheduler.TeamName, f scheduler.Flavor, gpus int64) {
-	if r.usage[team] == nil {
-		r.usage[team] = map[scheduler.Flavor]int64{}
+// team is the record of the team named name, made on first use.
+func (r *replay) team(name scheduler.TeamName) *simTeam {
+	t := r.teams[name]
+	if t == nil {
+		t = &simTeam{name: name}
+		r.teams[name] = t
 	}
-	r.usage[team][f] += gpus
-	if u := r.rootUsed[r.cohortOf[team]]; u != nil {
-		u[f] += gpus
+	return t
+}
+
+// use adds gpus to the use of f by t and its root cohort.
+func (r *replay) use(t *simTeam, f scheduler.Flavor, gpus int64) {
+	*at(&t.used, f) += gpus
+	if t.root != nil {
+		*at(&t.root.used, f) += gpus
 	}
 }
 
@@ -636,7 +693,7 @@ func (r *replay) flavorOf(j *simWorkload) scheduler.Flavor {
 	return j.on[0].spec.Flavor
 }
 
-func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) error {
+func (r *replay) results(res scheduler.Results) error {
 	for _, e := range res.Evicted {
 		if j := r.jobs[e.Workload]; j != nil && j.running {
 			r.requeue(j)
@@ -659,7 +716,7 @@ func (r *replay) results(res scheduler.Results, touched map[*simWorkload]bool) e
 		}
 		r.decided++
 		r.start(j, a)
-		touched[j] = true
+		r.touch(j)
 		if err := r.p.Started(a.Workload); err != nil {
 			return fmt.Errorf("starting %s: %w", a.Workload, err)
 		}
@@ -700,16 +757,24 @@ func (r *replay) start(j *simWorkload, a scheduler.Admission) {
 		n.jobs++
 		r.whole.touch(n)
 	}
-	r.use(scheduler.TeamName(j.spec.Team), r.flavorOf(j), gpus)
+	r.use(j.team, r.flavorOf(j), gpus)
 	r.push(event{at: r.now.Add(time.Duration(math.Round(j.spec.Duration*1e6)) * time.Microsecond), kind: kFinish, simWorkload: j, run: j.run})
 }
 
+// touch adds j to the jobs the step's check reads, once.
+func (r *replay) touch(j *simWorkload) {
+	if j.touched != r.step {
+		j.touched = r.step
+		r.touched = append(r.touched, j)
+	}
+}
+
 // check verifies the invariants on what the step changed (or everything).
-func (r *replay) check(touched map[*simWorkload]bool) {
+func (r *replay) check() {
 	if r.opts.FullChecks {
 		for _, j := range r.jobs {
 			if j.running {
-				touched[j] = true
+				r.touch(j)
 			}
 		}
 		for _, n := range r.nodes {
@@ -718,12 +783,15 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 			}
 		}
 	}
-	teams := map[scheduler.TeamName]bool{}
-	for j := range touched {
+	var teams []*simTeam
+	for _, j := range r.touched {
 		if !j.running {
 			continue
 		}
-		teams[scheduler.TeamName(j.spec.Team)] = true
+		if t := j.team; t.touched != r.step {
+			t.touched = r.step
+			teams = append(teams, t)
+		}
 		var pods int64
 		flavor := r.flavorOf(j)
 		for i, p := range j.pods {
@@ -736,10 +804,8 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 		if pods != j.spec.Pods {
 			r.rep.Summary.GangViolations++
 		}
-		if lvl := j.spec.Require; lvl != "" {
-			if _, ok := r.commonDomains(j)[lvl]; !ok {
-				r.rep.Summary.TopologyViolations++
-			}
+		if lvl := j.spec.Require; lvl != "" && !r.shareDomain(j, lvl) {
+			r.rep.Summary.TopologyViolations++
 		}
 		// A cluster is the widest domain of all: no gang spans two, and a
 		// pinned one runs in its own.
@@ -750,61 +816,89 @@ func (r *replay) check(touched map[*simWorkload]bool) {
 			}
 		}
 	}
-	if len(r.quota) == 0 {
+	if !r.quotas {
 		return
 	}
-	roots := map[string]bool{}
-	for t := range teams {
-		if r.overQuota(t) {
+	for _, t := range teams {
+		if overQuota(t) {
 			r.rep.Summary.QuotaViolations++
 		}
-		if c := r.cohortOf[t]; c != "" {
-			roots[c] = true
-		}
-	}
-	for c := range roots {
-		if r.cohortOver(c) {
-			r.rep.Summary.QuotaViolations++
+		if c := t.root; c != nil && c.touched != r.step {
+			c.touched = r.step
+			if c.over() {
+				r.rep.Summary.QuotaViolations++
+			}
 		}
 	}
 }
 
-func (r *replay) overQuota(t scheduler.TeamName) bool {
-	q, ok := r.quota[t]
-	if !ok {
-		return true
-	}
-	for f, used := range r.usage[t] {
-		if used == 0 {
+// overQuota says whether t uses more of a flavor than its quota allows (any
+// use, when the quota declares no such team or flavor).
+func overQuota(t *simTeam) bool {
+	for _, u := range t.used {
+		if u.gpus == 0 {
 			continue
 		}
-		fq, ok := q.Quota[f]
+		if t.quota == nil {
+			return true
+		}
+		fq, ok := t.quota.Quota[u.flavor]
 		if !ok {
 			return true
 		}
 		limit := fq.Nominal
-		if q.Cohort != "" {
+		if t.quota.Cohort != "" {
 			if fq.BorrowingLimit == nil {
 				continue
 			}
 			limit += *fq.BorrowingLimit
 		}
-		if used > limit {
+		if u.gpus > limit {
 			return true
 		}
 	}
 	return false
 }
 
-// cohortOver says whether the teams of a root cohort use more of a flavor than
+// over says whether the teams of a root cohort use more of a flavor than
 // their nominal quotas add up to.
-func (r *replay) cohortOver(root string) bool {
-	for f, u := range r.rootUsed[root] {
-		if u > r.rootNominal[root][f] {
+func (c *simRoot) over() bool {
+	for _, u := range c.used {
+		if u.gpus > *at(&c.nominal, u.flavor) {
 			return true
 		}
 	}
 	return false
+}
+
+// shareDomain says whether all of j's nodes are in one domain of level.
+func (r *replay) shareDomain(j *simWorkload, level string) bool {
+	var d scheduler.Domain
+	for i, n := range j.on {
+		if n == nil {
+			return false
+		}
+		x, ok := domainAt(n.spec.Domains, level)
+		switch {
+		case !ok:
+			return false
+		case i == 0:
+			d = x
+		case x != d:
+			return false
+		}
+	}
+	return len(j.on) > 0
+}
+
+// domainAt is the domain of domains at level.
+func domainAt(domains []scheduler.Domain, level string) (scheduler.Domain, bool) {
+	for _, d := range domains {
+		if d.Level == level {
+			return d, true
+		}
+	}
+	return scheduler.Domain{}, false
 }
 
 // commonDomains returns the domains, per level, that all of j's nodes share.
@@ -830,12 +924,8 @@ func (r *replay) commonDomains(j *simWorkload) map[string]string {
 
 // hasDomain says whether domains name d at d's level.
 func hasDomain(domains []scheduler.Domain, d scheduler.Domain) bool {
-	for _, x := range domains {
-		if x.Level == d.Level {
-			return x.Name == d.Name
-		}
-	}
-	return false
+	x, ok := domainAt(domains, d.Level)
+	return ok && x.Name == d.Name
 }
 
 // report fills r.rep from the jobs.
@@ -937,7 +1027,11 @@ func (r *replay) report(order []*simWorkload) {
 	}
 	var nominalTotal int64
 	nominal := map[string]int64{}
-	for t, q := range r.quota {
+	for t, st := range r.teams {
+		q := st.quota
+		if q == nil {
+			continue
+		}
 		for _, fq := range q.Quota {
 			nominal[string(t)] += fq.Nominal
 			nominalTotal += fq.Nominal
