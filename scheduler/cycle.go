@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -24,6 +25,10 @@ type clock struct {
 	// said again when its workload is passed over (reexplain).
 	reserveCut, starveCut int64
 	resayCut              time.Time
+	// wakeN is the earliest wake the walk's waiting workloads asked for
+	// (wakeAt), in unixNanos (math.MaxInt64: none): a walk asks it of
+	// every workload it passes over, and Cycle makes it a time once.
+	wakeN int64
 }
 
 // walk is what the cycles keep of their walks.
@@ -71,6 +76,7 @@ type walk struct {
 // workloads in a row did not fit (all of it when a whole walk is due).
 func (s *Scheduler) Cycle(now time.Time) Results {
 	s.setNow(now)
+	s.wakeN = math.MaxInt64
 	var res Results
 	s.expire(&res)
 	full := s.dirty || (!s.wake.IsZero() && !now.Before(s.wake))
@@ -183,7 +189,7 @@ walk:
 				// It fails as its shape did in this cycle and epoch:
 				// passed over as in a run (skipRun), its workload
 				// unread.
-				s.wakeFor(c.t, c.head.tier, c.head.since, c.head.notBefore, &res)
+				s.wakeFor(c.t, c.head.tier, c.head.since, c.head.notBefore)
 				if !s.opts.NoStatuses {
 					s.reexplain(c.head.w, &res)
 				}
@@ -251,6 +257,9 @@ walk:
 	if len(s.admittedNow) > 0 || len(res.Admitted) > 0 {
 		res.Admitted = slices.DeleteFunc(res.Admitted, func(a Admission) bool { return a.Workload == "" })
 	}
+	if s.wakeN < math.MaxInt64 {
+		wakeNoLater(&res, s.at(s.wakeN))
+	}
 	if full || s.wake.IsZero() || (!res.Wake.IsZero() && res.Wake.Before(s.wake)) {
 		s.wake = res.Wake
 	}
@@ -289,18 +298,19 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	if w.notBefore.After(s.now) {
 		wakeNoLater(res, w.notBefore)
 	}
-	s.wakeBy(w.team, w.tier, w.since, res)
+	s.wakeBy(w.team, w.tier, w.since)
 	return false
 }
 
-// wakeFor sets res.Wake no later than the next time a waiting workload of
-// team t and tier p, waiting since then and backed off until notBefore, may
-// do more than it could now: its backoff ends, or wakeBy's times.
-func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore int64, res *Results) {
+// wakeFor brings the cycle's wake (wakeAt) forward to the next time a
+// waiting workload of team t and tier p, waiting since then and backed off
+// until notBefore, may do more than it could now: its backoff ends, or
+// wakeBy's times.
+func (s *Scheduler) wakeFor(t *team, p *tier, since, notBefore int64) {
 	if notBefore > s.nowN {
-		wakeNoLater(res, s.at(notBefore))
+		s.wakeAt(notBefore, 0)
 	}
-	s.wakeBy(t, p, since, res)
+	s.wakeBy(t, p, since)
 }
 
 // consider tries to admit one pending workload.
@@ -604,19 +614,28 @@ func (s *Scheduler) expire(res *Results) {
 	}
 }
 
-// wakeBy sets res.Wake no later than the next time a workload of team t and
-// tier p waiting since then may do more than it could: reserve nodes
+// wakeBy brings the cycle's wake (wakeAt) forward to the next time a
+// workload of team t and tier p waiting since then may do more than it
+// could: reserve nodes
 // (Options.ReserveAfter) on a flavor none holds, or take back borrowed
 // capacity as a starving one (Options.StarvationAfter). Nothing is released
 // then, so only a wake makes the walk look again.
-func (s *Scheduler) wakeBy(t *team, p *tier, since int64, res *Results) {
+func (s *Scheduler) wakeBy(t *team, p *tier, since int64) {
 	// since.Add(d).After(now), compared against the cut: a long queue's
 	// workloads mostly passed both times long ago.
 	if s.opts.ReserveAfter >= 0 && since > s.reserveCut && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
-		wakeNoLater(res, s.at(since).Add(s.opts.ReserveAfter))
+		s.wakeAt(since, s.opts.ReserveAfter)
 	}
 	if s.opts.StarvationAfter > 0 && since > s.starveCut && !p.spec.BorrowOnly && t.q.Parent != nil {
-		wakeNoLater(res, s.at(since).Add(s.opts.StarvationAfter))
+		s.wakeAt(since, s.opts.StarvationAfter)
+	}
+}
+
+// wakeAt brings the cycle's wake (wakeN) forward to since plus d, when that
+// is earlier (and a time unixNanos can hold).
+func (s *Scheduler) wakeAt(since int64, d time.Duration) {
+	if int64(d) <= math.MaxInt64-since {
+		s.wakeN = min(s.wakeN, since+int64(d))
 	}
 }
 

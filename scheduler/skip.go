@@ -133,11 +133,11 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 			slices.Sort(rc.b.sinces)
 			rc.sorted = true
 		}
-		s.wakeRun(c.t, tier, rc.b.sinces, res)
+		s.wakeRun(c.t, tier, rc.b.sinces)
 	} else {
 		for i := c.i - 1; i <= b.last && looked != 0; i++ {
 			if e := &c.list[i]; !e.gone {
-				s.wakeFor(c.t, tier, e.since, e.notBefore, res)
+				s.wakeFor(c.t, tier, e.since, e.notBefore)
 				if !s.opts.NoStatuses {
 					s.reexplain(e.w, res)
 				}
@@ -244,16 +244,16 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached b
 	return rc.b, true, true
 }
 
-// wakeRun sets res.Wake as wakeBy would for each of a run's workloads, their
+// wakeRun brings the cycle's wake forward as wakeBy would for each of a run's workloads, their
 // sinces ascending: for each cut, the first since after it wakes first (and
 // any wake of that one's is one of the run's too).
-func (s *Scheduler) wakeRun(t *team, p *tier, sinces []int64, res *Results) {
+func (s *Scheduler) wakeRun(t *team, p *tier, sinces []int64) {
 	for _, cut := range [2]int64{s.reserveCut, s.starveCut} {
 		if cut == math.MaxInt64 {
 			continue // no since is after it
 		}
 		if i, _ := slices.BinarySearch(sinces, cut+1); i < len(sinces) {
-			s.wakeBy(t, p, sinces[i], res)
+			s.wakeBy(t, p, sinces[i])
 		}
 	}
 }
@@ -570,7 +570,7 @@ func (s *Scheduler) passRun(c *cursor, res *Results) int {
 	}
 	for _, since := range [2]int64{reserve, starve} {
 		if since < math.MaxInt64 {
-			s.wakeBy(c.t, c.tier, since, res)
+			s.wakeBy(c.t, c.tier, since)
 		}
 	}
 	c.i = i
