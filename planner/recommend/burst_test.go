@@ -119,3 +119,31 @@ func TestNoBurstOptionWithoutABuffer(t *testing.T) {
 		t.Errorf("option %+v, want none", o)
 	}
 }
+
+// TestWaitsOnBurstNodesCount: a job that names no flavor and runs on a
+// burst node (not in the planned layout: the pool's burst added it) is
+// judged as its pool's flavor's, like a job on a fixed node; its wait is
+// not lost to a flavor named by no node.
+func TestWaitsOnBurstNodesCount(t *testing.T) {
+	jobs := burstyDay(false)
+	for i := range jobs {
+		jobs[i].Flavors = nil
+	}
+	w, err := newWorld(Input{Config: burstFixture(t), Jobs: jobs, Targets: []Target{{WaitP95S: 900}}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.replayFewer(vector{16}, "p", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.burst == nil || out.burst.Pools[0].NodeHours <= 0 {
+		t.Fatalf("burst %+v: want the peak on a burst node", out.burst)
+	}
+	if got := out.flavorJobs["h100"]; got != len(jobs) {
+		t.Errorf("%d jobs judged as h100's, want all %d (by flavor: %v)", got, len(jobs), out.flavorJobs)
+	}
+	if p95 := out.p95[pair{"a", "h100"}]; p95 > 900 {
+		t.Errorf("a's p95 on h100 %gs, want the target met", p95)
+	}
+}

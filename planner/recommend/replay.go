@@ -147,6 +147,24 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 	for _, n := range layout {
 		flavorOf[n.Name] = n.Flavor
 	}
+	// A burst node is in no layout: its pool's burst added it, named as the
+	// pool's nodes are (fleet.NodeName).
+	flavorAt := func(node string) schema.Flavor {
+		if f, ok := flavorOf[node]; ok {
+			return f
+		}
+		var f schema.Flavor
+		for _, name := range slices.Sorted(maps.Keys(cfg.Pools)) {
+			if p := cfg.Pools[name]; p.Burst != nil {
+				if _, ok := fleet.NodeIndex(name, node); ok {
+					f = p.Flavor
+					break
+				}
+			}
+		}
+		flavorOf[node] = f
+		return f
+	}
 	type key struct {
 		p    pair
 		tier string
@@ -198,7 +216,7 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 		if j.WaitS != nil && len(j.Nodes) > 0 {
 			f := ji.named
 			if f == "" {
-				f = flavorOf[j.Nodes[0]]
+				f = flavorAt(j.Nodes[0])
 			}
 			add(ji, f, *j.WaitS)
 			if !w.borrowOnly[ji.tier] {
