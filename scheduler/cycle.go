@@ -616,10 +616,9 @@ func (s *Scheduler) expire(res *Results) {
 
 // wakeBy brings the cycle's wake (wakeAt) forward to the next time a
 // workload of team t and tier p waiting since then may do more than it
-// could: reserve nodes
-// (Options.ReserveAfter) on a flavor none holds, or take back borrowed
-// capacity as a starving one (Options.StarvationAfter). Nothing is released
-// then, so only a wake makes the walk look again.
+// could: reserve nodes (Options.ReserveAfter) on a flavor none holds, or
+// take back borrowed capacity as a starving one (Options.StarvationAfter).
+// Nothing is released then, so only a wake makes the walk look again.
 func (s *Scheduler) wakeBy(t *team, p *tier, since int64) {
 	// since.Add(d).After(now), compared against the cut: a long queue's
 	// workloads mostly passed both times long ago.

@@ -213,7 +213,7 @@ type simWorkload struct {
 	// cluster is where the job last ran; moved: it ran in another before.
 	cluster string
 	moved   bool
-	// touched is the step (plus one) whose changes checked it last (check).
+	// touched is the last step whose check reads it (steps count from 1).
 	touched int
 }
 
@@ -221,11 +221,10 @@ type simWorkload struct {
 // declares no such team), its use per flavor and its root cohort (nil: it
 // has none).
 type simTeam struct {
-	name  scheduler.TeamName
 	quota *scheduler.Team
 	used  []flavorGPUs
 	root  *simRoot
-	// touched is the step (plus one) whose check counted it last.
+	// touched is the last step whose check counted it.
 	touched int
 }
 
@@ -241,6 +240,16 @@ type simRoot struct {
 type flavorGPUs struct {
 	flavor scheduler.Flavor
 	gpus   int64
+}
+
+// gpusOf is the count of f in fs (0: none).
+func gpusOf(fs []flavorGPUs, f scheduler.Flavor) int64 {
+	for _, x := range fs {
+		if x.flavor == f {
+			return x.gpus
+		}
+	}
+	return 0
 }
 
 // at is the count of f in fs, added if missing.
@@ -657,7 +666,7 @@ func (r *replay) stop(j *simWorkload) {
 func (r *replay) team(name scheduler.TeamName) *simTeam {
 	t := r.teams[name]
 	if t == nil {
-		t = &simTeam{name: name}
+		t = &simTeam{}
 		r.teams[name] = t
 	}
 	return t
@@ -804,7 +813,7 @@ func (r *replay) check() {
 		if pods != j.spec.Pods {
 			r.rep.Summary.GangViolations++
 		}
-		if lvl := j.spec.Require; lvl != "" && !r.shareDomain(j, lvl) {
+		if lvl := j.spec.Require; lvl != "" && !shareDomain(j, lvl) {
 			r.rep.Summary.TopologyViolations++
 		}
 		// A cluster is the widest domain of all: no gang spans two, and a
@@ -864,7 +873,7 @@ func overQuota(t *simTeam) bool {
 // their nominal quotas add up to.
 func (c *simRoot) over() bool {
 	for _, u := range c.used {
-		if u.gpus > *at(&c.nominal, u.flavor) {
+		if u.gpus > gpusOf(c.nominal, u.flavor) {
 			return true
 		}
 	}
@@ -872,7 +881,7 @@ func (c *simRoot) over() bool {
 }
 
 // shareDomain says whether all of j's nodes are in one domain of level.
-func (r *replay) shareDomain(j *simWorkload, level string) bool {
+func shareDomain(j *simWorkload, level string) bool {
 	var d scheduler.Domain
 	for i, n := range j.on {
 		if n == nil {
