@@ -21,8 +21,9 @@ type testHooks struct {
 	// crossTally sees what each tally found; the search is then run by
 	// what-if evictions too, whose answer it checks (tally.go).
 	crossTally func(w *workload, keep []candidate, ok bool) (check func(keep []candidate, ok bool))
-	// checkRuns sees each run bound boundRun took from its cache beside the
-	// one a scan finds now (skip.go).
+	// checkRuns sees each run bound skipLearnt takes from a cache that no
+	// change of the queue touched since, beside the one a scan of the same
+	// entries finds now (skip.go).
 	checkRuns func(cached runBound, scanned runBound, ok bool)
 	// noTally makes every search evict what-if instead of tallying.
 	noTally bool

@@ -94,8 +94,16 @@ type queue struct {
 	incoming []entry
 	// ver changes whenever a workload joins or leaves the queue or items
 	// (or takes or gives back a reservation): what skipRun learnt of a run
-	// holds while it does not.
-	ver uint64
+	// holds while it does not. layout changes with ver but for a leave
+	// (an entry marked gone) and a reservation taken or given back (an
+	// entry's held): a run's bound learnt before still bounds the
+	// workloads of the run that stay (skip.go).
+	ver, layout uint64
+	// merged are where the last merge put the incoming, in order: before
+	// the item then at each position; mergedAt is the layout it made. A
+	// run learnt on the layout before moves by them (skip.go).
+	merged   []int
+	mergedAt uint64
 	// left counts the workloads that left since items was last compacted
 	// (at most the gaps in it).
 	left int
@@ -227,6 +235,11 @@ func (s *Scheduler) setReason(w *workload, r PendingReason) {
 	}
 }
 
+// changed notes that entries joined or moved (ver, layout).
+func (q *queue) changed() { q.ver, q.layout = q.ver+1, q.layout+1 }
+
+// push adds w to the incoming, which no run holds until they merge: ver
+// changes, not layout.
 func (q *queue) push(w *workload) {
 	q.ver++
 	w.gen++
@@ -241,11 +254,12 @@ func (q *queue) merge() {
 	if len(q.incoming) == 0 {
 		return
 	}
-	q.ver++
 	slices.SortFunc(q.incoming, byEntry)
 	q.tidy()
+	q.changed()
 	n, k := len(q.items), len(q.incoming)
 	q.items = slices.Grow(q.items, k)[:n+k]
+	q.merged = slices.Grow(q.merged[:0], k)[:k]
 	hi := n // items[:hi] are still where they were
 	for j := k - 1; j >= 0; j-- {
 		e := q.incoming[j]
@@ -257,8 +271,10 @@ func (q *queue) merge() {
 		})
 		copy(q.items[i+j+1:], q.items[i:hi])
 		q.items[i+j] = e
+		q.merged[j] = i
 		hi = i
 	}
+	q.mergedAt = q.layout
 	clear(q.incoming)
 	q.incoming = q.incoming[:0]
 }
@@ -295,7 +311,7 @@ func (q *queue) compact() {
 		}
 	}
 	if len(live) < len(q.items) {
-		q.ver++
+		q.changed()
 	}
 	clear(q.items[len(live):])
 	q.items = live

@@ -103,7 +103,9 @@ func (s *Scheduler) unreserve(w *workload) {
 			s.list(n)
 		}
 	}
-	w.reserved[0].flavor.res = nil
+	f := w.reserved[0].flavor
+	f.res = nil
+	s.changed(f) // another workload may reserve on f now
 	w.reserved = nil
 	w.team.queue.ver++
 	if w.state == statePending {

@@ -32,6 +32,15 @@ type runScratch struct {
 // bounds are ones the admission, preemption and reservation paths check
 // before anything else, taken over the run
 // (TestSkippedRunsDecideAsTheWholeWalk).
+//
+// A run's bound is learnt once and kept (runCache) while the team's queue
+// holds the run's entries where they were: a bound of more workloads bounds
+// any part of them, so one learnt from the run's first workload serves each
+// part the walk comes to between other teams' parts (teams of equal share
+// take turns by submission), and still serves once some of the run left,
+// took a reservation or a merge put workloads before or after it (follow).
+// Where the bound of the whole shows that some of it may start, the part is
+// bounded from its own entries.
 
 // runBound is what a run of pending workloads asks, at the least.
 type runBound struct {
@@ -117,7 +126,21 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		return 0 // the borrow-first gang is chosen as the walk fails
 	}
 	tier := c.head.tier
-	b, whole, cached := s.boundRun(c, h)
+	if rc := s.learnRun(c); rc != nil {
+		if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
+			return n
+		}
+		if rc.start != c.i-1 || rc.ver != c.t.queue.ver {
+			// Its bound is of more than c's run from here: learnt again,
+			// it may show that this much cannot start.
+			if rc = s.relearn(c, rc); rc != nil {
+				if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
+					return n
+				}
+			}
+		}
+	}
+	b, whole := s.scanRun(c, h)
 	if b.n == 0 {
 		return 0
 	}
@@ -127,24 +150,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		}
 		return 0
 	}
-	if cached && looked < 0 && s.opts.NoStatuses {
-		rc := c.t.runs[tier]
-		if !rc.sorted {
-			slices.Sort(rc.b.sinces)
-			rc.sorted = true
-		}
-		s.wakeRun(c.t, tier, rc.b.sinces)
-	} else {
-		for i := c.i - 1; i <= b.last && looked != 0; i++ {
-			if e := &c.list[i]; !e.gone {
-				s.wakeFor(c.t, tier, e.since, e.notBefore)
-				if !s.opts.NoStatuses {
-					s.reexplain(e.w, res)
-				}
-				looked--
-			}
-		}
-	}
+	s.wakeEach(c, b.last, looked, res)
 	c.i = b.last + 1
 	c.next()
 	if !whole {
@@ -152,6 +158,135 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 	}
 	res.Skipped += b.n
 	return b.n
+}
+
+// wakeEach makes the wake of the run's workloads from c's head to entry
+// last, as the walk that considers each would (wakeFor), and says their
+// reasons again (reexplain), for the first looked of them (all, when
+// looked < 0).
+func (s *Scheduler) wakeEach(c *cursor, last, looked int, res *Results) {
+	for i := c.i - 1; i <= last && looked != 0; i++ {
+		if e := &c.list[i]; !e.gone {
+			s.wakeFor(c.t, c.head.tier, e.since, e.notBefore)
+			if !s.opts.NoStatuses {
+				s.reexplain(e.w, res)
+			}
+			looked--
+		}
+	}
+}
+
+// skipLearnt passes over c's run, or the part of it before another team's
+// work (h's top) or a workload that took a reservation since, using what
+// the run's cache learnt of the whole run: its bound, from the run's first
+// workload (rc.start) to its last, holds for every part of it and for what
+// stays of it, for it asks no more than any workload there. ok is false
+// when the cache cannot tell (the bound of the whole run shows that some of
+// it may start: the part's own bound may not); c's run is then bounded from
+// its entries.
+func (s *Scheduler) skipLearnt(c *cursor, h teamHeap, rc *runCache, looked int, res *Results) (int, bool) {
+	b := &rc.b
+	var top *cursor
+	if len(h) > 0 && comesBefore(h[0].t, h[0].head, c.t, &c.list[b.latest]) {
+		top = h[0]
+		if comesBefore(top.t, top.head, c.t, c.head) {
+			return 0, true // not one of the run comes first
+		}
+	}
+	exact := rc.ver == c.t.queue.ver // else some left or hold a reservation
+	if exact && s.test != nil && s.test.checkRuns != nil {
+		at := cursor{t: c.t, list: c.list[:rc.b.last+1], i: rc.start}
+		at.next()
+		scanned, whole := s.scanRun(&at, nil)
+		s.test.checkRuns(rc.b, scanned, whole)
+	}
+	whole := top == nil && rc.firstLive(c)
+	if !rc.stillStuck(c.t, s.cycles) {
+		if !s.runStuck(c.t, c.head.tier, *b) {
+			if !exact {
+				return 0, false // passRun's walk must end before one held
+			}
+			if whole && looked < 0 {
+				s.enterRun(c, b)
+			}
+			return 0, whole
+		}
+		rc.stuckIn(c.t, s.cycles)
+	}
+	if whole && exact {
+		// The whole run.
+		if looked < 0 && s.opts.NoStatuses {
+			if !rc.sorted {
+				slices.Sort(b.sinces)
+				rc.sorted = true
+			}
+			s.wakeRun(c.t, c.head.tier, b.sinces)
+		} else {
+			s.wakeEach(c, b.last, looked, res)
+		}
+		rc.passTo(c, b.last+1)
+		res.Skipped += b.n
+		return b.n, true
+	}
+	// From c's head up to the first workload h's top comes before.
+	end, n := c.i-1, 0
+	wake := noPassedWake()
+	for ; end <= b.last; end++ {
+		e := &c.list[end]
+		if e.gone {
+			continue
+		}
+		if e.mustConsider() || (top != nil && comesBefore(top.t, top.head, c.t, e)) {
+			break
+		}
+		wake.add(s, e.since)
+		n++
+	}
+	if looked < 0 && s.opts.NoStatuses {
+		s.wakePassed(c.t, c.head.tier, wake)
+	} else {
+		s.wakeEach(c, end-1, looked, res)
+	}
+	rc.passTo(c, end)
+	res.Skipped += n
+	return n, true
+}
+
+// passedWake is, of the workloads passed over in one go, the earliest wait
+// after each cut (reserveCut, starveCut): wakeBy of those two brings the
+// cycle's wake forward as wakeBy of each would (wakePassed).
+type passedWake struct{ reserve, starve int64 }
+
+func noPassedWake() passedWake { return passedWake{math.MaxInt64, math.MaxInt64} }
+
+func (w *passedWake) add(s *Scheduler, since int64) {
+	if since > s.reserveCut {
+		w.reserve = min(w.reserve, since)
+	}
+	if since > s.starveCut {
+		w.starve = min(w.starve, since)
+	}
+}
+
+func (s *Scheduler) wakePassed(t *team, p *tier, w passedWake) {
+	for _, since := range [2]int64{w.reserve, w.starve} {
+		if since < math.MaxInt64 {
+			s.wakeBy(t, p, since)
+		}
+	}
+}
+
+// passTo moves c past the run's workloads before entry end. When that is not
+// past the end of the run (as far as the cache knows it: more of the tier
+// may follow a workload the walk had to consider), c.tier is cleared so that
+// the rest is looked at in its turn.
+func (rc *runCache) passTo(c *cursor, end int) {
+	tier := c.head.tier
+	c.i = end
+	c.next()
+	if end <= rc.b.last || (end < len(c.list) && c.list[end].tier == tier) {
+		c.tier = nil
+	}
 }
 
 // resayEvery is how often the reason of a workload passed over in run after
@@ -197,36 +332,76 @@ func (s *Scheduler) explain(w *workload) (PendingReason, bool) {
 // has no reason yet).
 func (e *entry) mustConsider() bool { return e.held || !e.seen }
 
-// runCache is what boundRun learnt of a team's run of one tier, while the
-// team's queue stays as it was (queue.ver): which workloads the run holds,
-// where it ends and when they joined do not change until one joins or
-// leaves, or takes or gives back a reservation.
+// runCache is what learnRun learnt of a team's run of one tier, from its
+// first workload (start) to its last, while the team's queue stays as it
+// was (queue.ver): which workloads the run holds, where it ends and when
+// they joined do not change until one joins or leaves, or takes or gives
+// back a reservation. Once some left (queue.layout unchanged), its bound
+// still bounds what stays (each asks no less; skipLearnt counts the rest),
+// and so once some take or give back a reservation (held; skipLearnt stops
+// before one held).
 type runCache struct {
-	ver   uint64
-	start int
-	b     runBound
+	ver, layout uint64
+	start       int
+	b           runBound
 	// checks space out searchRoom's checks of the run, per search kind
 	// (kindReclaim, kindStarving).
 	checks [kindOwn]roomChecks
 	// sorted: b.sinces are sorted.
 	sorted bool
+	// stuckCycle and stuckGens are the cycle and the generations of the
+	// team's flavors (what runStuck reads of each) when it last found the
+	// run stuck: a walk that passes over a team's run in parts, between
+	// other teams' parts, finds it stuck again until one of them changes.
+	stuckCycle uint64
+	stuckGens  []uint64
 }
 
-// boundRun sums up c's run, or the part of it scanRun stops at; whole says
-// it is the whole run, cached that the bound is the run's cache.
-func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached bool) {
-	rc := c.t.runs[c.head.tier]
-	if rc != nil && rc.ver == c.t.queue.ver && rc.start == c.i-1 &&
-		(len(h) == 0 || !comesBefore(h[0].t, h[0].head, c.t, &c.list[rc.b.latest])) {
-		if s.test != nil && s.test.checkRuns != nil {
-			scanned, whole := s.scanRun(c, h)
-			s.test.checkRuns(rc.b, scanned, whole)
-		}
-		return rc.b, true, true
+// stillStuck says whether runStuck found the run stuck in this cycle on
+// the flavors of team t as they are.
+func (rc *runCache) stillStuck(t *team, cycle uint64) bool {
+	if rc.stuckCycle != cycle || len(rc.stuckGens) != len(t.flavors) {
+		return false
 	}
-	b, whole = s.scanRun(c, h)
-	if !whole || !b.wake.IsZero() {
-		return b, whole, false // a backoff ends with time, not with the queue
+	for i, f := range t.flavors {
+		if rc.stuckGens[i] != f.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// stuckIn notes that runStuck found the run stuck now.
+func (rc *runCache) stuckIn(t *team, cycle uint64) {
+	rc.stuckCycle, rc.stuckGens = cycle, rc.stuckGens[:0]
+	for _, f := range t.flavors {
+		rc.stuckGens = append(rc.stuckGens, f.gen)
+	}
+}
+
+// learnRun returns the cache of the run c stands in (up to a workload the
+// walk must consider), learning it from the run's entries when the one
+// cached is of another run or the team's queue changed since other than by
+// workloads that left or reserve (queue.layout) or by a merge (follow);
+// nil when the run cannot be cached: one of it is backed off (a backoff
+// ends with time, not with the queue).
+func (s *Scheduler) learnRun(c *cursor) *runCache {
+	rc, q := c.t.runs[c.head.tier], &c.t.queue
+	if rc != nil {
+		rc.follow(q)
+		if rc.layout == q.layout && rc.start <= c.i-1 && c.i-1 <= rc.b.last {
+			return rc
+		}
+	}
+	return s.relearn(c, rc)
+}
+
+// relearn learns c's run from its entries, from c's head, into rc (made
+// when nil).
+func (s *Scheduler) relearn(c *cursor, rc *runCache) *runCache {
+	b, _ := s.scanRun(c, nil) // to the run's end or one the walk must consider
+	if !b.wake.IsZero() || b.n == 0 {
+		return nil
 	}
 	if rc == nil {
 		if c.t.runs == nil {
@@ -235,13 +410,43 @@ func (s *Scheduler) boundRun(c *cursor, h teamHeap) (b runBound, whole, cached b
 		rc = &runCache{}
 		c.t.runs[c.head.tier] = rc
 	}
-	rc.ver, rc.start = c.t.queue.ver, c.i-1
+	rc.ver, rc.layout, rc.start = c.t.queue.ver, c.t.queue.layout, c.i-1
 	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)
 	shapes := append(rc.b.shapes[:0], b.shapes...)
 	rc.b = b
 	rc.b.pods, rc.b.levels, rc.b.sinces, rc.b.shapes = pods, levels, sinces, shapes
-	rc.sorted = false
-	return rc.b, true, true
+	rc.sorted, rc.stuckCycle = false, 0
+	return rc
+}
+
+// follow moves the run rc learnt to where q's last merge put its entries,
+// when that merge is all that changed the queue's layout since and it put
+// none among them (arrivals join the end of their tier; a workload put back
+// may land inside a run, which is then learnt again).
+func (rc *runCache) follow(q *queue) {
+	if rc.layout+1 != q.layout || q.mergedAt != q.layout {
+		return
+	}
+	// before(i) is how many the merge put before item i.
+	before := func(i int) int {
+		n, _ := slices.BinarySearch(q.merged, i+1)
+		return n
+	}
+	if n := before(rc.start); n == before(rc.b.last) {
+		rc.start, rc.b.last, rc.b.latest = rc.start+n, rc.b.last+n, rc.b.latest+n
+		rc.layout = q.layout
+	}
+}
+
+// firstLive says whether c's head is the first workload of the run rc
+// caches still in the queue.
+func (rc *runCache) firstLive(c *cursor) bool {
+	for i := rc.start; i < c.i-1; i++ {
+		if !c.list[i].gone {
+			return false
+		}
+	}
+	return true
 }
 
 // wakeRun brings the cycle's wake forward as wakeBy would for each of a run's workloads, their
@@ -293,35 +498,41 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if ahead || e.mustConsider() || (bySubmission && comesBefore(top.t, top.head, c.t, e)) {
 			return b, false
 		}
-		need := e.pods * e.gpp
-		if b.n == 0 || need < b.need {
-			b.need = need
-		}
-		if b.n == 0 || e.since < b.since {
-			b.since = e.since
-		}
-		if b.n == 0 || cmpSub(e, &c.list[b.latest]) > 0 {
-			b.latest = i
-		}
-		if b.n == 0 || subBefore(e.sub, e.submitted, b.sub, b.submitted) {
-			b.submitted, b.sub = e.submitted, e.sub
-		}
-		b.rules = b.rules || e.rules
-		b.sinces = append(b.sinces, e.since)
-		b.shapes, b.manyShapes = addShape(b.shapes, b.manyShapes, e)
-		b.anyAhead = b.anyAhead || e.ahead
-		b.n++
+		b.add(c.list, i)
 		b.last = i
-		if e.require != "" {
-			b.levels = lowerLevel(b.levels, e.require, e.gpp, e.pods)
-		} else {
-			b.pods = lowerPods(b.pods, e.gpp, e.pods)
-		}
 		if e.notBefore > s.nowN && (b.wake.IsZero() || e.notBefore < unixNanos(b.wake)) {
 			b.wake = s.at(e.notBefore)
 		}
 	}
 	return b, true
+}
+
+// add bounds list[i] with the run's workloads.
+func (b *runBound) add(list []entry, i int) {
+	e := &list[i]
+	need := e.pods * e.gpp
+	if b.n == 0 || need < b.need {
+		b.need = need
+	}
+	if b.n == 0 || e.since < b.since {
+		b.since = e.since
+	}
+	if b.n == 0 || cmpSub(e, &list[b.latest]) > 0 {
+		b.latest = i
+	}
+	if b.n == 0 || subBefore(e.sub, e.submitted, b.sub, b.submitted) {
+		b.submitted, b.sub = e.submitted, e.sub
+	}
+	b.rules = b.rules || e.rules
+	b.sinces = append(b.sinces, e.since)
+	b.shapes, b.manyShapes = addShape(b.shapes, b.manyShapes, e)
+	b.anyAhead = b.anyAhead || e.ahead
+	b.n++
+	if e.require != "" {
+		b.levels = lowerLevel(b.levels, e.require, e.gpp, e.pods)
+	} else {
+		b.pods = lowerPods(b.pods, e.gpp, e.pods)
+	}
 }
 
 func lowerPods(bs []podBound, gpp GPUs, pods int64) []podBound {
@@ -548,7 +759,7 @@ func (s *Scheduler) passRun(c *cursor, res *Results) int {
 		return 0
 	}
 	n, i := 0, c.i-1
-	reserve, starve := int64(math.MaxInt64), int64(math.MaxInt64)
+	wake := noPassedWake()
 	for ; i <= p.last; i++ {
 		e := &c.list[i]
 		if e.gone {
@@ -557,22 +768,13 @@ func (s *Scheduler) passRun(c *cursor, res *Results) int {
 		if e.shape.pass != s.passGen {
 			break
 		}
-		if e.since > s.reserveCut {
-			reserve = min(reserve, e.since)
-		}
-		if e.since > s.starveCut {
-			starve = min(starve, e.since)
-		}
+		wake.add(s, e.since)
 		n++
 	}
 	if n == 0 {
 		return 0
 	}
-	for _, since := range [2]int64{reserve, starve} {
-		if since < math.MaxInt64 {
-			s.wakeBy(c.t, c.tier, since)
-		}
-	}
+	s.wakePassed(c.t, c.tier, wake)
 	c.i = i
 	c.next()
 	if c.cur == nil || c.i-1 > p.last {

@@ -422,3 +422,61 @@ func TestMarkedShapesFailAsEachWould(t *testing.T) {
 		t.Fatalf("%d marked, %d refused: the runs do not exercise markShape", marked, refused)
 	}
 }
+
+// TestFollowedRunKeepsItsEntries merges random workloads into random queues
+// (three tiers, two of one priority; some put back ahead), or compacts
+// them, and requires of each run cache follow keeps that it holds the same
+// entries as before, and no other among them, with its latest where that
+// one went; and that follow kept some and gave up others, or the test
+// proves nothing.
+func TestFollowedRunKeepsItsEntries(t *testing.T) {
+	tiers := []*tier{{spec: Tier{Name: "high", Priority: 1}}, {spec: Tier{Name: "a"}}, {spec: Tier{Name: "b"}}}
+	kept, given := 0, 0
+	for seed := range 400 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		var q queue
+		seq := int64(0)
+		add := func(n int) {
+			for range n {
+				seq++
+				q.incoming = append(q.incoming, entry{w: &workload{}, tier: tiers[rng.IntN(len(tiers))], seq: seq, sub: int64(rng.IntN(40)), ahead: rng.IntN(8) == 0})
+			}
+		}
+		add(1 + rng.IntN(30))
+		q.merge()
+		start := rng.IntN(len(q.items))
+		last := start + rng.IntN(len(q.items)-start)
+		latest := start + rng.IntN(last-start+1)
+		rc := &runCache{layout: q.layout, start: start, b: runBound{last: last, latest: latest}}
+		var was []*workload
+		for i := start; i <= last; i++ {
+			was = append(was, q.items[i].w)
+		}
+		latestW := q.items[latest].w
+		if rng.IntN(4) == 0 {
+			// A compaction moves the entries too; follow reads merges alone.
+			q.items[rng.IntN(len(q.items))].gone = true
+			q.compact()
+		} else {
+			add(1 + rng.IntN(5))
+			q.merge()
+		}
+		rc.follow(&q)
+		if rc.layout != q.layout {
+			given++
+			continue
+		}
+		kept++
+		var now []*workload
+		for i := rc.start; i <= rc.b.last; i++ {
+			now = append(now, q.items[i].w)
+		}
+		if !slices.Equal(was, now) || q.items[rc.b.latest].w != latestW {
+			t.Fatalf("seed %d: the run held %p, after the merge %p (latest %v)", seed, was, now, q.items[rc.b.latest].w == latestW)
+		}
+	}
+	if kept < 50 || given < 50 {
+		t.Fatalf("follow kept %d runs and gave up %d: the test does not exercise both", kept, given)
+	}
+	t.Logf("follow kept %d runs, gave up %d", kept, given)
+}
