@@ -35,4 +35,7 @@ type testHooks struct {
 	quotaRoomCut func()
 	// runPassed sees how many workloads each passRun passed over.
 	runPassed func(n int)
+	// learnt sees how many workloads each run learnt from its entries
+	// holds (skip.go).
+	learnt func(n int)
 }

@@ -130,9 +130,12 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
 			return n
 		}
-		if rc.start != c.i-1 || rc.ver != c.t.queue.ver {
+		if (rc.start != c.i-1 || rc.ver != c.t.queue.ver) && rc.relearnt != s.cycles {
 			// Its bound is of more than c's run from here: learnt again,
-			// it may show that this much cannot start.
+			// it may show that this much cannot start. Once a cycle: a
+			// run that may start learnt again at each of its parts would
+			// cost a scan of the rest of it at each.
+			rc.relearnt = s.cycles
 			if rc = s.relearn(c, rc); rc != nil {
 				if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
 					return n
@@ -355,6 +358,9 @@ type runCache struct {
 	// other teams' parts, finds it stuck again until one of them changes.
 	stuckCycle uint64
 	stuckGens  []uint64
+	// relearnt is the cycle skipRun last learnt the run again because its
+	// bound showed that some of it may start.
+	relearnt uint64
 }
 
 // stillStuck says whether runStuck found the run stuck in this cycle on
@@ -400,6 +406,9 @@ func (s *Scheduler) learnRun(c *cursor) *runCache {
 // when nil).
 func (s *Scheduler) relearn(c *cursor, rc *runCache) *runCache {
 	b, _ := s.scanRun(c, nil) // to the run's end or one the walk must consider
+	if s.test != nil && s.test.learnt != nil {
+		s.test.learnt(b.n)
+	}
 	if !b.wake.IsZero() || b.n == 0 {
 		return nil
 	}

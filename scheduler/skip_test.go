@@ -480,3 +480,47 @@ func TestFollowedRunKeepsItsEntries(t *testing.T) {
 	}
 	t.Logf("follow kept %d runs, gave up %d", kept, given)
 }
+
+// TestARunIsLearntAgainOncePerCycle: a team's long run that the walk comes
+// to in parts, one workload each between another team's of equal share,
+// whose bound shows that it may start (its last, of placement rules, asks
+// one GPU, and the flavor has two free, not on its class) while each part
+// cannot. Learning the run again at each part would scan the rest of it at
+// each: a whole walk learns no more than a few times the run's length.
+func TestARunIsLearntAgainOncePerCycle(t *testing.T) {
+	const n = 200
+	nodes := classed(rack("n", "a", 2, 8, 0, 0), func(i int) string { return []string{"x", "y"}[i] })
+	nodes = append(nodes, Node{Name: "z-0", Flavor: "z", GPUs: 8})
+	cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{
+		teamQ("a", "org", 8, nil, nil), teamQ("b", "org", 8, nil, nil), teamQ("c", "org", 16, nil, nil),
+		{Name: "d", Quota: map[Flavor]Quota{"z": {Nominal: 8}}},
+	}}
+	f := newFx(t, cfg, nodes, Options{ReserveAfter: -1, NoStatuses: true})
+	f.submit(withRules(wl("c-y", "c", "production", 1, 8, 0), "y"), withRules(wl("c-x", "c", "production", 1, 6, 0), "x"),
+		withFlavors(wl("d-z", "d", "production", 1, 8, 0), "z"))
+	if got := admittedIDs(f.cycle(0)); len(got) != 3 {
+		t.Fatalf("admitted %v, want c-y, c-x and d-z", got)
+	}
+	for i := range n {
+		f.submit(wl(fmt.Sprintf("a-%d", i), "a", "production", 1, 4, 10+2*i), wl(fmt.Sprintf("b-%d", i), "b", "production", 1, 4, 11+2*i))
+	}
+	f.submit(withRules(wl("a-last", "a", "production", 1, 1, 10+2*n), "y"))
+	if got := admittedIDs(f.cycle(10 + 2*n)); len(got) != 0 {
+		t.Fatalf("admitted %v, want none", got)
+	}
+	learnt, skipped := 0, 0
+	f.s.hooks().learnt = func(k int) { learnt += k }
+	f.finish("d-z") // a release: the next cycle walks the whole queue
+	res := f.cycle(20 + 2*n)
+	if len(res.Admitted) != 0 || res.Walk != WalkWhole {
+		t.Fatalf("admitted %v in a %v walk, want none in a whole one", admittedIDs(res), res.Walk)
+	}
+	skipped = res.Skipped
+	if skipped < n {
+		t.Fatalf("the walk passed over %d workloads: the runs were not passed over in parts", skipped)
+	}
+	if learnt > 4*(2*n+1) {
+		t.Fatalf("the whole walk learnt runs of %d workloads in all, for queues of %d", learnt, 2*n+1)
+	}
+	t.Logf("passed over %d, learnt %d", skipped, learnt)
+}
