@@ -39,8 +39,9 @@ type runScratch struct {
 // part the walk comes to between other teams' parts (teams of equal share
 // take turns by submission), and still serves once some of the run left,
 // took a reservation or a merge put workloads before or after it (follow).
-// Where the bound of the whole shows that some of it may start, the part is
-// bounded from its own entries.
+// Where the bound of the whole shows that some of it may start, the run is
+// learnt again from the walk's place (once a cycle), then the part bounded
+// from its own entries.
 
 // runBound is what a run of pending workloads asks, at the least.
 type runBound struct {
