@@ -182,9 +182,9 @@ func (s *Scheduler) wakeEach(c *cursor, last, looked int, res *Results) {
 
 // skipLearnt passes over c's run, or the part of it before another team's
 // work (h's top) or a workload that took a reservation since, using what
-// the run's cache learnt of the whole run: its bound, from the run's first
-// workload (rc.start) to its last, holds for every part of it and for what
-// stays of it, for it asks no more than any workload there. ok is false
+// the run's cache learnt of the whole run: its bound, from the workload it
+// was learnt at (rc.start) to the run's last, holds for every part of it and
+// for what stays of it, for it asks no more than any workload there. ok is false
 // when the cache cannot tell (the bound of the whole run shows that some of
 // it may start: the part's own bound may not); c's run is then bounded from
 // its entries.
@@ -336,8 +336,8 @@ func (s *Scheduler) explain(w *workload) (PendingReason, bool) {
 // has no reason yet).
 func (e *entry) mustConsider() bool { return e.held || !e.seen }
 
-// runCache is what learnRun learnt of a team's run of one tier, from its
-// first workload (start) to its last, while the team's queue stays as it
+// runCache is what learnRun learnt of a team's run of one tier, from the
+// workload it was learnt at (start) to its last, while the team's queue stays as it
 // was (queue.ver): which workloads the run holds, where it ends and when
 // they joined do not change until one joins or leaves, or takes or gives
 // back a reservation. Once some left (queue.layout unchanged), its bound

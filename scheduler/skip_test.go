@@ -508,14 +508,14 @@ func TestARunIsLearntAgainOncePerCycle(t *testing.T) {
 	if got := admittedIDs(f.cycle(10 + 2*n)); len(got) != 0 {
 		t.Fatalf("admitted %v, want none", got)
 	}
-	learnt, skipped := 0, 0
+	learnt := 0
 	f.s.hooks().learnt = func(k int) { learnt += k }
 	f.finish("d-z") // a release: the next cycle walks the whole queue
 	res := f.cycle(20 + 2*n)
 	if len(res.Admitted) != 0 || res.Walk != WalkWhole {
 		t.Fatalf("admitted %v in a %v walk, want none in a whole one", admittedIDs(res), res.Walk)
 	}
-	skipped = res.Skipped
+	skipped := res.Skipped
 	if skipped < n {
 		t.Fatalf("the walk passed over %d workloads: the runs were not passed over in parts", skipped)
 	}
