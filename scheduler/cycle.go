@@ -207,7 +207,7 @@ walk:
 				if full {
 					s.head = c.head // in the queue itself (not a copy)
 				}
-				e := c.head
+				e, epoch := c.head, s.epoch
 				admitted := s.step(c.cur, &res)
 				s.head = nil
 				if !admitted && s.pass.c == c {
@@ -217,6 +217,9 @@ walk:
 					misses = 0
 				} else {
 					misses++
+				}
+				if s.epoch != epoch {
+					h.init()
 				}
 				if c.recheck {
 					c.tier, c.recheck = nil, false

@@ -400,3 +400,10 @@ func (h teamHeap) up(j int) {
 }
 
 func (h teamHeap) down(i int) { siftDown(h, i, first) }
+
+// init restores the heap's order after the teams' shares moved.
+func (h teamHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}

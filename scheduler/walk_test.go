@@ -161,3 +161,31 @@ func TestShapeFailureLeavesAReservationToSeek(t *testing.T) {
 			f.s.workloads["A"].reserved != nil, f.s.workloads["B"].reserved != nil)
 	}
 }
+
+// TestPreemptionMovesItsVictimsTeamUpTheWalk: a preemption lowers its
+// victims' teams' shares in the middle of a walk, and the walk goes on in
+// its documented order (tier, then share, then submission) with the shares
+// as they are now. Team v's research gang is taken back by p; v, using
+// nothing then, comes before x for the last two GPUs. Had the
+// walk kept v at the place its share before the preemption gave it, x's
+// workload would take them.
+func TestPreemptionMovesItsVictimsTeamUpTheWalk(t *testing.T) {
+	cfg := Config{Cohorts: []Cohort{{Name: "c"}}, Teams: []Team{teamQ("p", "c", 8, nil, nil), teamQ("v", "c", 4, nil, nil), teamQ("x", "c", 8, nil, nil)}}
+	f := newFx(t, cfg, rack("n", "a", 2, 8, 0, 0), noReserve())
+	f.submit(wl("v-run", "v", "research", 1, 8, 0))
+	f.cycle(0)
+	f.submit(wl("x-run", "x", "production", 1, 6, 1))
+	f.cycle(1)
+	if got := f.running(); !slices.Equal(got, []WorkloadID{"v-run", "x-run"}) {
+		t.Fatalf("running %v, want v-run and x-run", got)
+	}
+	// Before p's gang: v's share is 8/4 (borrowing), x's 6/8.
+	f.submit(wl("p-high", "p", "production", 1, 8, 2), wl("v-next", "v", "research", 1, 2, 3), wl("x-next", "x", "research", 1, 2, 3))
+	res := f.cycle(3)
+	if len(res.Preempted) != 1 || res.Preempted[0].Victim != "v-run" {
+		t.Fatalf("preempted %v, want v-run", res.Preempted)
+	}
+	if got := admittedIDs(res); !slices.Equal(got, []WorkloadID{"p-high", "v-next"}) {
+		t.Fatalf("admitted %v, want p-high, then v-next (v's share is 0 after the preemption, x's 6/8)", got)
+	}
+}
