@@ -131,13 +131,19 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
 			return n
 		}
-		if (rc.start != c.i-1 || rc.ver != c.t.queue.ver) && rc.relearnt != s.cycles {
-			// Its bound is of more than c's run from here: learnt again,
-			// it may show that this much cannot start. Once a cycle: a
-			// run that may start learnt again at each of its parts would
-			// cost a scan of the rest of it at each.
-			rc.relearnt = s.cycles
-			if rc = s.relearn(c, rc); rc != nil {
+		if first := c.t.runs[tier]; (rc.start != c.i-1 || rc.ver != c.t.queue.ver) && first.relearnt != s.cycles {
+			// Its bound is of more than c's run from here: learnt again
+			// (as the run's part), it may show that this much cannot
+			// start. Once a cycle: a run that may start learnt again at
+			// each of its parts would cost a scan of the rest of it at
+			// each.
+			first.relearnt = s.cycles
+			if rc.start == c.i-1 {
+				rc = s.learn(c, rc) // some of it left or reserved since
+			} else {
+				rc = s.learnPart(c, first)
+			}
+			if rc != nil {
 				if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
 					return n
 				}
@@ -359,9 +365,15 @@ type runCache struct {
 	// other teams' parts, finds it stuck again until one of them changes.
 	stuckCycle uint64
 	stuckGens  []uint64
-	// relearnt is the cycle skipRun last learnt the run again because its
-	// bound showed that some of it may start.
+	// relearnt is the cycle skipRun last learnt a part of the run because
+	// its bound showed that some of it may start.
 	relearnt uint64
+	// part is what was learnt of the run from a workload after start (the
+	// rest of it, where the walk came to it in parts) or after its last (a
+	// run that went on past a workload the walk had to consider): kept
+	// beside the run's first cache, which the walk needs again at the start
+	// of the next cycle. Nil in a part.
+	part *runCache
 }
 
 // stillStuck says whether runStuck found the run stuck in this cycle on
@@ -393,19 +405,50 @@ func (rc *runCache) stuckIn(t *team, cycle uint64) {
 // nil when the run cannot be cached: one of it is backed off (a backoff
 // ends with time, not with the queue).
 func (s *Scheduler) learnRun(c *cursor) *runCache {
-	rc, q := c.t.runs[c.head.tier], &c.t.queue
-	if rc != nil {
-		rc.follow(q)
-		if rc.layout == q.layout && rc.start <= c.i-1 && c.i-1 <= rc.b.last {
-			return rc
+	rc, q, at := c.t.runs[c.head.tier], &c.t.queue, c.i-1
+	if rc == nil {
+		rc = s.learn(c, nil)
+		if rc != nil {
+			if c.t.runs == nil {
+				c.t.runs = map[*tier]*runCache{}
+			}
+			c.t.runs[c.head.tier] = rc
+		}
+		return rc
+	}
+	if p := rc.part; p != nil {
+		if p.follow(q); p.holds(q, at) {
+			return p
 		}
 	}
-	return s.relearn(c, rc)
+	rc.follow(q)
+	switch {
+	case rc.holds(q, at):
+		return rc
+	case rc.layout == q.layout && at > rc.start:
+		return s.learnPart(c, rc)
+	}
+	return s.learn(c, rc)
 }
 
-// relearn learns c's run from its entries, from c's head, into rc (made
-// when nil).
-func (s *Scheduler) relearn(c *cursor, rc *runCache) *runCache {
+// holds says whether the cache is of q as it is and bounds the run's
+// entries from at on.
+func (rc *runCache) holds(q *queue, at int) bool {
+	return rc.layout == q.layout && rc.start <= at && at <= rc.b.last
+}
+
+// learnPart learns c's run from c's head into first's part.
+func (s *Scheduler) learnPart(c *cursor, first *runCache) *runCache {
+	p := s.learn(c, first.part)
+	if p != nil {
+		first.part = p
+	}
+	return p
+}
+
+// learn learns c's run from its entries, from c's head, into rc (made
+// when nil) and returns it; nil when the run cannot be cached.
+func (s *Scheduler) learn(c *cursor, rc *runCache) *runCache {
 	b, _ := s.scanRun(c, nil) // to the run's end or one the walk must consider
 	if s.test != nil && s.test.learnt != nil {
 		s.test.learnt(b.n)
@@ -414,11 +457,7 @@ func (s *Scheduler) relearn(c *cursor, rc *runCache) *runCache {
 		return nil
 	}
 	if rc == nil {
-		if c.t.runs == nil {
-			c.t.runs = map[*tier]*runCache{}
-		}
 		rc = &runCache{}
-		c.t.runs[c.head.tier] = rc
 	}
 	rc.ver, rc.layout, rc.start = c.t.queue.ver, c.t.queue.layout, c.i-1
 	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)

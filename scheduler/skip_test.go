@@ -486,7 +486,9 @@ func TestFollowedRunKeepsItsEntries(t *testing.T) {
 // whose bound shows that it may start (its last, of placement rules, asks
 // one GPU, and the flavor has two free, not on its class) while each part
 // cannot. Learning the run again at each part would scan the rest of it at
-// each: a whole walk learns no more than a few times the run's length.
+// each: a whole walk learns no more than a few times the run's length. What
+// it learnt from the run's start and from a later part both serve the next
+// whole walk, the queue unchanged: it learns none of the run again.
 func TestARunIsLearntAgainOncePerCycle(t *testing.T) {
 	const n = 200
 	nodes := classed(rack("n", "a", 2, 8, 0, 0), func(i int) string { return []string{"x", "y"}[i] })
@@ -523,4 +525,20 @@ func TestARunIsLearntAgainOncePerCycle(t *testing.T) {
 		t.Fatalf("the whole walk learnt runs of %d workloads in all, for queues of %d", learnt, 2*n+1)
 	}
 	t.Logf("passed over %d, learnt %d", skipped, learnt)
+	// Another release, nothing of a's or b's changed: what the walk learnt
+	// of a's run from its start and from its second part both stand; it
+	// learns the rest once more from a later part (once a cycle, as above),
+	// not the whole run again as well (401 workloads with one cache a run).
+	f.submit(withFlavors(wl("d-z2", "d", "production", 1, 8, 30+2*n), "z"))
+	if got := admittedIDs(f.cycle(30 + 2*n)); !slices.Equal(got, []WorkloadID{"d-z2"}) {
+		t.Fatalf("admitted %v, want d-z2", got)
+	}
+	learnt = 0
+	f.finish("d-z2")
+	if res := f.cycle(40 + 2*n); len(res.Admitted) != 0 || res.Walk != WalkWhole || res.Skipped != skipped {
+		t.Fatalf("admitted %v in a %v walk passing over %d, want none in a whole one passing over %d", admittedIDs(res), res.Walk, res.Skipped, skipped)
+	}
+	if learnt > n {
+		t.Fatalf("the next whole walk learnt runs of %d workloads again, the queues unchanged", learnt)
+	}
 }
