@@ -399,11 +399,14 @@ func (rc *runCache) stuckIn(t *team, cycle uint64) {
 }
 
 // learnRun returns the cache of the run c stands in (up to a workload the
-// walk must consider), learning it from the run's entries when the one
-// cached is of another run or the team's queue changed since other than by
-// workloads that left or reserve (queue.layout) or by a merge (follow);
-// nil when the run cannot be cached: one of it is backed off (a backoff
-// ends with time, not with the queue).
+// walk must consider): its part's when that holds c's place, else the one
+// from its start. It learns the run from its entries when neither holds:
+// into the part from c's place when the cache from the start ends before
+// it, else into that cache, which is then of another run or of the team's
+// queue changed since other than by workloads that left or reserve
+// (queue.layout) or by a merge (follow). Nil when the run cannot be
+// cached: one of it is backed off (a backoff ends with time, not with the
+// queue).
 func (s *Scheduler) learnRun(c *cursor) *runCache {
 	rc, q, at := c.t.runs[c.head.tier], &c.t.queue, c.i-1
 	if rc == nil {
