@@ -219,6 +219,10 @@ walk:
 					misses++
 				}
 				if s.epoch != epoch {
+					// A preemption lowered its victims' teams' shares
+					// (or held nodes went back): the cursors waiting in
+					// the heap take their places by the shares as they
+					// are now.
 					h.init()
 				}
 				if c.recheck {

@@ -40,8 +40,9 @@ type runScratch struct {
 // take turns by submission), and still serves once some of the run left,
 // took a reservation or a merge put workloads before or after it (follow).
 // Where the bound of the whole shows that some of it may start, the run is
-// learnt again from the walk's place (once a cycle), then the part bounded
-// from its own entries.
+// learnt again from the walk's place (once a cycle; kept as the run's part,
+// beside the cache from its start), then the part bounded from its own
+// entries.
 
 // runBound is what a run of pending workloads asks, at the least.
 type runBound struct {

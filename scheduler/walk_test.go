@@ -166,9 +166,9 @@ func TestShapeFailureLeavesAReservationToSeek(t *testing.T) {
 // victims' teams' shares in the middle of a walk, and the walk goes on in
 // its documented order (tier, then share, then submission) with the shares
 // as they are now. Team v's research gang is taken back by p; v, using
-// nothing then, comes before x for the last two GPUs. Had the
-// walk kept v at the place its share before the preemption gave it, x's
-// workload would take them.
+// nothing then, comes before x for the last two GPUs. Had the walk kept v
+// at the place its share before the preemption gave it, x's workload would
+// take them.
 func TestPreemptionMovesItsVictimsTeamUpTheWalk(t *testing.T) {
 	cfg := Config{Cohorts: []Cohort{{Name: "c"}}, Teams: []Team{teamQ("p", "c", 8, nil, nil), teamQ("v", "c", 4, nil, nil), teamQ("x", "c", 8, nil, nil)}}
 	f := newFx(t, cfg, rack("n", "a", 2, 8, 0, 0), noReserve())
