@@ -338,7 +338,7 @@ func (s *Scheduler) borrowedBy(x *workload) bool {
 	if !borrowing(o, f) {
 		return false
 	}
-	l := f.victims[o][f.view]
+	l := o.victimsOn(f, f.view)
 	if l == nil || !l.current(s.now) {
 		return false
 	}
@@ -374,7 +374,7 @@ func (s *Scheduler) binding(w *workload) {
 	lifts := !w.tier.spec.BorrowOnly && borrowing(o, f)
 	if lifts {
 		before := borrowed(o, f) - w.GPUs()
-		if l := f.victims[o][f.view]; before > 0 && l != nil && l.current(s.now) {
+		if l := o.victimsOn(f, f.view); before > 0 && l != nil && l.current(s.now) {
 			c := s.candidate(w)
 			lifts = false
 			for x := range l.rest.from(vpos{}) {

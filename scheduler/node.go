@@ -89,9 +89,6 @@ type flavorState struct {
 	// classes share one.
 	byRules map[string]*view
 	bySet   map[string]*view
-	// victims are the running workloads of each team on each view, in
-	// victim order, kept as they start and end (see victims.go).
-	victims map[*team]map[*view]*teamVictims
 	// gen counts the changes of what a preemption search on the flavor
 	// reads (memo.go); grown is gen at the last of them that could let any
 	// search's bounds find more room; bounds what the bounds refused on it.

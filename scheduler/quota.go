@@ -33,6 +33,9 @@ type team struct {
 	floor []failure
 	// runs are what skipRun learnt of the team's runs, by tier.
 	runs map[*tier]*runCache
+	// victims are its running workloads of each flavor (by id) on each
+	// view, in victim order, kept as they start and end (see victims.go).
+	victims []flavorVictims
 }
 
 // reclaimable is what the team uses of flavor f that others may reclaim.

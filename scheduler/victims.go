@@ -161,24 +161,51 @@ func helps(f *flavorState, v *view, x *workload) bool {
 	return false
 }
 
+// flavorVictims are a team's victim lists of one flavor: on the flavor's own
+// view (the searches of workloads without placement rules) and on the views
+// of placement rules.
+type flavorVictims struct {
+	whole *teamVictims
+	views map[*view]*teamVictims
+}
+
+// victimsOn returns t's victim lists on view v of f as kept, or nil.
+func (t *team) victimsOn(f *flavorState, v *view) *teamVictims {
+	if f.id >= len(t.victims) {
+		return nil
+	}
+	if v == f.view {
+		return t.victims[f.id].whole
+	}
+	return t.victims[f.id].views[v]
+}
+
+// keepVictims keeps l as t's victim lists on view v of f.
+func (t *team) keepVictims(f *flavorState, v *view, l *teamVictims) {
+	if f.id >= len(t.victims) {
+		t.victims = append(t.victims, make([]flavorVictims, f.id+1-len(t.victims))...)
+	}
+	fv := &t.victims[f.id]
+	switch {
+	case v == f.view:
+		fv.whole = l
+	case fv.views == nil:
+		fv.views = map[*view]*teamVictims{v: l}
+	default:
+		fv.views[v] = l
+	}
+}
+
 // teamVictims returns t's victim lists on view v of f, up to date.
 func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
-	byView := f.victims[t]
-	if byView == nil {
-		if f.victims == nil {
-			f.victims = map[*team]map[*view]*teamVictims{}
-		}
-		byView = map[*view]*teamVictims{}
-		f.victims[t] = byView
-	}
-	l := byView[v]
+	l := t.victimsOn(f, v)
 	if l != nil && l.current(s.now) {
 		s.sawFlip(l)
 		return l
 	}
 	if l == nil {
 		l = &teamVictims{preemptible: map[int64]GPUs{}}
-		byView[v] = l
+		t.keepVictims(f, v, l)
 	}
 	l.now, l.flipAt, l.borrowOnlyGPUs = s.now, time.Time{}, 0
 	l.borrowOnly.reset()
@@ -258,7 +285,14 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 	}
 	f := w.flavor
 	c := s.candidate(w)
-	for v, l := range f.victims[w.team] {
+	if f.id >= len(w.team.victims) {
+		return
+	}
+	fv := &w.team.victims[f.id]
+	if l := fv.whole; l != nil && l.current(s.now) {
+		op(l, c)
+	}
+	for v, l := range fv.views {
 		if l.current(s.now) && helps(f, v, w) {
 			op(l, c)
 		}

@@ -135,7 +135,7 @@ func graceEndsReorder(t *testing.T, b *busy) bool {
 			continue
 		}
 		gang.drained = true
-		f.victims = nil
+		tm.victims = nil
 		order := func() []*workload {
 			var out []*workload
 			l := b.s.teamVictims(f, f.view, tm)
