@@ -68,7 +68,7 @@ type runBound struct {
 	wake   time.Time
 	// sinces are the run's workloads' since; in a run's cache (runCache)
 	// sorted ascending when first the run's wake is found from them
-	// (wakeRun).
+	// (sortedWake).
 	sinces []int64
 	// shapes are the run's workloads' shapes (passRun), unless there are
 	// more than maxRunShapes (manyShapes); anyAhead: some workload of the
@@ -231,7 +231,7 @@ func (s *Scheduler) skipLearnt(c *cursor, h teamHeap, rc *runCache, looked int, 
 				slices.Sort(b.sinces)
 				rc.sorted = true
 			}
-			s.wakeRun(c.t, c.head.tier, b.sinces)
+			s.wakePassed(c.t, c.head.tier, s.sortedWake(b.sinces))
 		} else {
 			s.wakeEach(c, b.last, looked, res)
 		}
@@ -502,18 +502,18 @@ func (rc *runCache) firstLive(c *cursor) bool {
 	return true
 }
 
-// wakeRun brings the cycle's wake forward as wakeBy would for each of a run's workloads, their
-// sinces ascending: for each cut, the first since after it wakes first (and
-// any wake of that one's is one of the run's too).
-func (s *Scheduler) wakeRun(t *team, p *tier, sinces []int64) {
-	for _, cut := range [2]int64{s.reserveCut, s.starveCut} {
-		if cut == math.MaxInt64 {
-			continue // no since is after it
+// sortedWake is the passedWake of a run's workloads from their sinces,
+// ascending: for each cut, the first since after it.
+func (s *Scheduler) sortedWake(sinces []int64) passedWake {
+	after := func(cut int64) int64 {
+		if cut != math.MaxInt64 {
+			if i, _ := slices.BinarySearch(sinces, cut+1); i < len(sinces) {
+				return sinces[i]
+			}
 		}
-		if i, _ := slices.BinarySearch(sinces, cut+1); i < len(sinces) {
-			s.wakeBy(t, p, sinces[i])
-		}
+		return math.MaxInt64 // no since is after it
 	}
+	return passedWake{after(s.reserveCut), after(s.starveCut)}
 }
 
 // scanRun sums up c's run from its entries, stopping before the first the

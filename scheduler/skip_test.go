@@ -35,7 +35,7 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		// Starving workloads (on by default): a run's younger workloads
 		// starve later than its oldest.
 		opts.StarvationAfter = time.Duration(rng.IntN(3)) * 3 * time.Minute
-		// Without statuses a run's wake comes from its cache (wakeRun).
+		// Without statuses a run's wake comes from its cache (sortedWake).
 		opts.NoStatuses = seed%4 < 2
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
 		b.s.hooks().noSkip = true
