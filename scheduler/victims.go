@@ -284,11 +284,12 @@ func (s *Scheduler) relistVictim(w *workload, op func(*teamVictims, candidate)) 
 		return
 	}
 	f := w.flavor
-	c := s.candidate(w)
 	if f.id >= len(w.team.victims) {
-		return
+		return // no list of the team's on f kept yet
 	}
+	c := s.candidate(w)
 	fv := &w.team.victims[f.id]
+	// Every workload of f helps on its own view; on another, as helps says.
 	if l := fv.whole; l != nil && l.current(s.now) {
 		op(l, c)
 	}
