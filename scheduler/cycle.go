@@ -148,7 +148,11 @@ walk:
 	for len(h) > 0 {
 		// A team keeps the walk while its next workload still comes first:
 		// within a tier that is the team of the smallest share's whole run.
-		for c := h.pop(); c.cur != nil; {
+		for c, popped := h.pop(), true; c.cur != nil; popped = false {
+			s.doneEarly(c, &res) // the walk came to its work after that run
+			if s.walkTo(c, popped, &h, &res) {
+				h.init()
+			}
 			if full && !whole && misses >= s.opts.WalkDepth {
 				cut = true
 				break walk
@@ -218,11 +222,12 @@ walk:
 				} else {
 					misses++
 				}
-				if s.epoch != epoch {
+				back := len(s.early) > 0 && s.cutEarly(s.epoch != epoch, &h, &res)
+				if s.epoch != epoch || back {
 					// A preemption lowered its victims' teams' shares
-					// (or held nodes went back): the cursors waiting in
-					// the heap take their places by the shares as they
-					// are now.
+					// (or held nodes went back), or a run passed early
+					// went back to the walk: the cursors waiting in
+					// the heap take their places as they are now.
 					h.init()
 				}
 				if c.recheck {
@@ -236,6 +241,7 @@ walk:
 			}
 		}
 	}
+	s.endEarly(&res)
 	res.Walk = WalkArrivals
 	if full {
 		res.Walk = WalkWhole
@@ -627,9 +633,20 @@ func (s *Scheduler) expire(res *Results) {
 // take back borrowed capacity as a starving one (Options.StarvationAfter).
 // Nothing is released then, so only a wake makes the walk look again.
 func (s *Scheduler) wakeBy(t *team, p *tier, since int64) {
+	s.wakeIf(t, p, since, since > s.reserveCut && anyUnreserved(t))
+}
+
+// anyUnreserved says whether one of t's flavors holds no reservation.
+func anyUnreserved(t *team) bool {
+	return slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil })
+}
+
+// wakeIf is wakeBy where free says whether one of t's flavors holds no
+// reservation.
+func (s *Scheduler) wakeIf(t *team, p *tier, since int64, free bool) {
 	// since.Add(d).After(now), compared against the cut: a long queue's
 	// workloads mostly passed both times long ago.
-	if s.opts.ReserveAfter >= 0 && since > s.reserveCut && slices.ContainsFunc(t.flavors, func(f *flavorState) bool { return f.res == nil }) {
+	if s.opts.ReserveAfter >= 0 && since > s.reserveCut && free {
 		s.wakeAt(since, s.opts.ReserveAfter)
 	}
 	if s.opts.StarvationAfter > 0 && since > s.starveCut && !p.spec.BorrowOnly && t.q.Parent != nil {

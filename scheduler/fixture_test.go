@@ -136,6 +136,17 @@ func admittedIDs(res Results) []WorkloadID {
 	return out
 }
 
+// pending counts the workloads that wait.
+func (f *fx) pending() int {
+	n := 0
+	for _, w := range f.s.workloads {
+		if w.state == statePending {
+			n++
+		}
+	}
+	return n
+}
+
 func (f *fx) running() []WorkloadID {
 	var out []WorkloadID
 	for id := range f.admitted {

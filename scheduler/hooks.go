@@ -29,6 +29,8 @@ type testHooks struct {
 	noTally bool
 	// noSkip makes a walk consider every workload, with no run passed over.
 	noSkip bool
+	// passedEarly sees each run passed early.
+	passedEarly func()
 	// noQuotaRoom counts every free GPU in a search's room (roomFor), the
 	// team's quota aside; quotaRoomCut sees each room the quota lowered.
 	noQuotaRoom  bool

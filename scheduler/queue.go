@@ -99,6 +99,9 @@ type queue struct {
 	// entry's held): a run's bound learnt before still bounds the
 	// workloads of the run that stay (skip.go).
 	ver, layout uint64
+	// reserves changes with ver when a workload takes or gives back a
+	// reservation.
+	reserves uint64
 	// merged are where the last merge put the incoming, in order: before
 	// the item then at each position; mergedAt is the layout it made. A
 	// run learnt on the layout before moves by them (skip.go).
@@ -238,6 +241,15 @@ func (s *Scheduler) setReason(w *workload, r PendingReason) {
 // changed notes that entries joined or moved (ver, layout).
 func (q *queue) changed() { q.ver, q.layout = q.ver+1, q.layout+1 }
 
+// held notes that w took or gave back a reservation (ver, reserves; w's
+// entry, while it waits).
+func (q *queue) held(w *workload) {
+	q.ver, q.reserves = q.ver+1, q.reserves+1
+	if w.state == statePending {
+		q.note(w)
+	}
+}
+
 // push adds w to the incoming, which no run holds until they merge: ver
 // changes, not layout.
 func (q *queue) push(w *workload) {
@@ -331,6 +343,8 @@ type cursor struct {
 	// again after the workload it stopped at.
 	tier    *tier
 	recheck bool
+	// early is the run it passed early, not yet counted (passEarly).
+	early earlyPass
 }
 
 // next moves cur to the next pending workload of the list: the next entry
@@ -361,11 +375,16 @@ func first(x, y *cursor) bool { return comesBefore(x.t, x.head, y.t, y.head) }
 // b's of bt in a walk: by tier, then the team's share, then the submission,
 // then the team's name.
 func comesBefore(at *team, a *entry, bt *team, b *entry) bool {
+	return comesBeforeAt(at, at.share, a, bt, bt.share, b)
+}
+
+// comesBeforeAt is comesBefore with the teams' shares as given.
+func comesBeforeAt(at *team, ashare float64, a *entry, bt *team, bshare float64, b *entry) bool {
 	if a.tier.spec.Priority != b.tier.spec.Priority {
 		return a.tier.spec.Priority > b.tier.spec.Priority
 	}
-	if at.share != bt.share {
-		return at.share < bt.share
+	if ashare != bshare {
+		return ashare < bshare
 	}
 	if c := cmpSub(a, b); c != 0 {
 		return c < 0

@@ -37,8 +37,7 @@ func (s *Scheduler) reserve(w *workload, prev []*node) bool {
 		}
 		w.reserved, f.res = nodes, w
 		w.reason = PendingReason{Code: ReasonWaitingForReservation, Flavor: f.name, Requested: w.GPUs(), Available: free, Limit: capacity}
-		w.team.queue.ver++
-		w.team.queue.note(w)
+		w.team.queue.held(w)
 		return true
 	}
 	return false
@@ -107,10 +106,7 @@ func (s *Scheduler) unreserve(w *workload) {
 	f.res = nil
 	s.changed(f) // another workload may reserve on f now
 	w.reserved = nil
-	w.team.queue.ver++
-	if w.state == statePending {
-		w.team.queue.note(w)
-	}
+	w.team.queue.held(w)
 	s.dirty = true
 }
 

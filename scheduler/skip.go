@@ -15,6 +15,12 @@ type runScratch struct {
 	runShapes []shapeBound
 	passGen   uint64
 	pass      runPass
+	// early are the cursors whose run was passed early and is not yet
+	// counted (passEarly); walked is the workload the walk came to last;
+	// noEarly: none is passed early now (walkTo).
+	early   []*cursor
+	walked  walked
+	noEarly bool
 }
 
 // A walk after a release goes through the pending queue in order, but most of
@@ -227,17 +233,16 @@ func (s *Scheduler) skipLearnt(c *cursor, h teamHeap, rc *runCache, looked int, 
 	if whole && exact {
 		// The whole run.
 		if looked < 0 && s.opts.NoStatuses {
-			if !rc.sorted {
-				slices.Sort(b.sinces)
-				rc.sorted = true
-			}
-			s.wakePassed(c.t, c.head.tier, s.sortedWake(b.sinces))
+			s.wakePassed(c.t, c.head.tier, rc.wake(s))
 		} else {
 			s.wakeEach(c, b.last, looked, res)
 		}
 		rc.passTo(c, b.last+1)
 		res.Skipped += b.n
 		return b.n, true
+	}
+	if looked < 0 && s.opts.NoStatuses && !s.noEarly && !b.anyAhead {
+		return s.passEarly(c, rc), true
 	}
 	// From c's head up to the first workload h's top comes before.
 	end, n := c.i-1, 0
@@ -353,8 +358,11 @@ func (e *entry) mustConsider() bool { return e.held || !e.seen }
 // before one held).
 type runCache struct {
 	ver, layout uint64
-	start       int
-	b           runBound
+	// reserves is the queue's when learnt: while it stays, none of the
+	// run holds a reservation.
+	reserves uint64
+	start    int
+	b        runBound
 	// checks space out searchRoom's checks of the run, per search kind
 	// (kindReclaim, kindStarving).
 	checks [kindOwn]roomChecks
@@ -463,7 +471,7 @@ func (s *Scheduler) learn(c *cursor, rc *runCache) *runCache {
 	if rc == nil {
 		rc = &runCache{}
 	}
-	rc.ver, rc.layout, rc.start = c.t.queue.ver, c.t.queue.layout, c.i-1
+	rc.ver, rc.layout, rc.reserves, rc.start = c.t.queue.ver, c.t.queue.layout, c.t.queue.reserves, c.i-1
 	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)
 	shapes := append(rc.b.shapes[:0], b.shapes...)
 	rc.b = b
@@ -500,6 +508,16 @@ func (rc *runCache) firstLive(c *cursor) bool {
 		}
 	}
 	return true
+}
+
+// wake is the passedWake of the run's workloads, from their sinces sorted
+// once.
+func (rc *runCache) wake(s *Scheduler) passedWake {
+	if !rc.sorted {
+		slices.Sort(rc.b.sinces)
+		rc.sorted = true
+	}
+	return s.sortedWake(rc.b.sinces)
 }
 
 // sortedWake is the passedWake of a run's workloads from their sinces,

@@ -20,7 +20,7 @@ import (
 // proves nothing. Every run bound taken from the cache must be the one a
 // scan finds.
 func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
-	skipped, cacheHits, runs := 0, 0, 0
+	skipped, cacheHits, runs, early := 0, 0, 0, 0
 	for seed := range 160 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 41))
 		rules := seed%2 == 1
@@ -39,6 +39,7 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 		opts.NoStatuses = seed%4 < 2
 		a, b := newFx(t, cfg, nodes, opts), newFx(t, cfg, nodes, opts)
 		b.s.hooks().noSkip = true
+		a.s.hooks().passedEarly = func() { early++ }
 		a.s.hooks().runPassed = func(n int) { runs += n }
 		a.s.hooks().checkRuns = func(cached, scanned runBound, ok bool) {
 			cacheHits++
@@ -53,7 +54,11 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 			if rng.IntN(12) == 0 {
 				setHealth(t, nodes[rng.IntN(len(nodes))].Name, rng.IntN(2) == 0, a, b)
 			}
+			pending := a.pending()
 			ra, rb := a.cycle(sec), b.cycle(sec)
+			if ra.Walk == WalkWhole && ra.Skipped+ra.Considered != pending {
+				t.Fatalf("seed %d step %d: a whole walk of %d pending workloads passed over %d and considered %d", seed, step, pending, ra.Skipped, ra.Considered)
+			}
 			if rb.Skipped != 0 {
 				t.Fatalf("seed %d step %d: the scheduler without skips passed over %d", seed, step, rb.Skipped)
 			}
@@ -72,10 +77,10 @@ func TestSkippedRunsDecideAsTheWholeWalk(t *testing.T) {
 			t.Fatalf("seed %d: usage with skips %+v, walking every workload %+v", seed, ua, ub)
 		}
 	}
-	if skipped < 1000 || cacheHits < 1000 || runs < 1000 {
-		t.Fatalf("only %d workloads passed over (%d by passRun), %d run bounds from the cache in all the worlds: the test does not exercise skipRun and passRun", skipped, runs, cacheHits)
+	if skipped < 1000 || cacheHits < 1000 || runs < 1000 || early < 100 {
+		t.Fatalf("only %d workloads passed over (%d by passRun), %d run bounds from the cache, %d runs passed early in all the worlds: the test does not exercise skipRun, passRun and passEarly", skipped, runs, cacheHits, early)
 	}
-	t.Logf("%d workloads passed over (%d by passRun), %d run bounds from the cache", skipped, runs, cacheHits)
+	t.Logf("%d workloads passed over (%d by passRun), %d run bounds from the cache, %d runs passed early", skipped, runs, cacheHits, early)
 }
 
 // starvingOptions are random options of a lockstep test whose work starves
@@ -88,21 +93,23 @@ func starvingOptions(rng *rand.Rand) Options {
 	return opts
 }
 
-// evenEvents submits up to four random workloads (numbered from next) to a
-// and b alike and ends one that runs, two times in three; it returns the
-// next number.
-func evenEvents(t *testing.T, rng *rand.Rand, cfg Config, rules bool, next, sec int, a, b *fx) int {
+// evenEvents submits up to four random workloads (numbered from next) to
+// each fixture alike and ends one that runs, two times in three; it returns
+// the next number.
+func evenEvents(t *testing.T, rng *rand.Rand, cfg Config, rules bool, next, sec int, fxs ...*fx) int {
 	t.Helper()
 	for range rng.IntN(5) {
 		w := evenWorkload(rng, cfg, next, sec, rules)
-		a.submit(w)
-		b.submit(w)
+		for _, f := range fxs {
+			f.submit(w)
+		}
 		next++
 	}
-	if ids := a.running(); len(ids) > 0 && rng.IntN(3) > 0 {
+	if ids := fxs[0].running(); len(ids) > 0 && rng.IntN(3) > 0 {
 		id := ids[rng.IntN(len(ids))]
-		a.finish(id)
-		b.finish(id)
+		for _, f := range fxs {
+			f.finish(id)
+		}
 	}
 	return next
 }
