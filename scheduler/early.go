@@ -48,7 +48,7 @@ func (s *Scheduler) passEarly(c *cursor, rc *runCache) int {
 			}
 		}
 	}
-	whole := rc.ver == c.t.queue.ver && from == rc.start && to == rc.b.last+1
+	whole := rc.unchanged(&c.t.queue) && from == rc.start && to == rc.b.last+1
 	c.early = earlyPass{rc: rc, tier: c.head.tier, from: from, to: to, share: c.t.share, free: anyUnreserved(c.t), whole: whole}
 	s.early = append(s.early, c)
 	if s.test != nil && s.test.passedEarly != nil {

@@ -65,6 +65,10 @@ type shapeInfo struct {
 	// pass is Scheduler.passGen while the run the walk is in may pass
 	// over its workloads of the shape (passRun).
 	pass uint64
+	// scan is Scheduler.scans while the run scanRun reads holds the shape
+	// in its bound's shapes, at.
+	scan uint64
+	at   int
 }
 
 // failure is a workload that did not fit, in cycle and epoch.

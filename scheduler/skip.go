@@ -15,6 +15,8 @@ type runScratch struct {
 	runShapes []shapeBound
 	passGen   uint64
 	pass      runPass
+	// scans numbers the runs scanRun reads (shapeInfo.scan).
+	scans uint64
 	// early are the cursors whose run was passed early and is not yet
 	// counted (passEarly); walked is the workload the walk came to last;
 	// noEarly: none is passed early now (walkTo).
@@ -94,16 +96,17 @@ type shapeBound struct {
 // maxRunShapes is the most shapes a run's bound keeps.
 const maxRunShapes = 64
 
-func addShape(bs []shapeBound, many bool, e *entry) ([]shapeBound, bool) {
-	for i := range bs {
-		if b := &bs[i]; b.shape == e.shape {
-			b.since = min(b.since, e.since)
-			return bs, many
-		}
+// addShape adds e's shape to the shapes of the run scan reads.
+func addShape(bs []shapeBound, many bool, e *entry, scan uint64) ([]shapeBound, bool) {
+	if sh := e.shape; sh.scan == scan {
+		b := &bs[sh.at]
+		b.since = min(b.since, e.since)
+		return bs, many
 	}
 	if many || len(bs) == maxRunShapes {
 		return bs, true
 	}
+	e.shape.scan, e.shape.at = scan, len(bs)
 	return append(bs, shapeBound{shape: e.shape, since: e.since}), false
 }
 
@@ -358,8 +361,10 @@ func (e *entry) mustConsider() bool { return e.held || !e.seen }
 // before one held).
 type runCache struct {
 	ver, layout uint64
-	// reserves is the queue's when learnt: while it stays, none of the
-	// run holds a reservation.
+	// left and reserves are the queue's when learnt: while they stay,
+	// none of the run left or holds a reservation (arrivals change ver,
+	// not the run: unchanged).
+	left     int
 	reserves uint64
 	start    int
 	b        runBound
@@ -443,6 +448,12 @@ func (s *Scheduler) learnRun(c *cursor) *runCache {
 	return s.learn(c, rc)
 }
 
+// unchanged says whether the run's entries are as rc learnt them: none
+// left, took or gave back a reservation since (rc holds q's layout).
+func (rc *runCache) unchanged(q *queue) bool {
+	return rc.left == q.left && rc.reserves == q.reserves
+}
+
 // holds says whether the cache is of q as it is and bounds the run's
 // entries from at on.
 func (rc *runCache) holds(q *queue, at int) bool {
@@ -471,7 +482,8 @@ func (s *Scheduler) learn(c *cursor, rc *runCache) *runCache {
 	if rc == nil {
 		rc = &runCache{}
 	}
-	rc.ver, rc.layout, rc.reserves, rc.start = c.t.queue.ver, c.t.queue.layout, c.t.queue.reserves, c.i-1
+	q := &c.t.queue
+	rc.ver, rc.layout, rc.left, rc.reserves, rc.start = q.ver, q.layout, q.left, q.reserves, c.i-1
 	pods, levels, sinces := append(rc.b.pods[:0], b.pods...), append(rc.b.levels[:0], b.levels...), append(rc.b.sinces[:0], b.sinces...)
 	shapes := append(rc.b.shapes[:0], b.shapes...)
 	rc.b = b
@@ -542,6 +554,7 @@ func (s *Scheduler) sortedWake(sinces []int64) passedWake {
 func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	b := runBound{pods: s.runPods[:0], levels: s.runLevels[:0], sinces: s.runSinces[:0], shapes: s.runShapes[:0]}
 	defer func() { s.runPods, s.runLevels, s.runSinces, s.runShapes = b.pods, b.levels, b.sinces, b.shapes }()
+	s.scans++
 	tier := c.head.tier
 	// Whether h's top comes before a workload of the run (comesBefore): by tier
 	// and share alike for all of them, else (shares equal) one by one.
@@ -569,7 +582,7 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 		if ahead || e.mustConsider() || (bySubmission && comesBefore(top.t, top.head, c.t, e)) {
 			return b, false
 		}
-		b.add(c.list, i)
+		b.add(c.list, i, s.scans)
 		b.last = i
 		if e.notBefore > s.nowN && (b.wake.IsZero() || e.notBefore < unixNanos(b.wake)) {
 			b.wake = s.at(e.notBefore)
@@ -578,8 +591,8 @@ func (s *Scheduler) scanRun(c *cursor, h teamHeap) (runBound, bool) {
 	return b, true
 }
 
-// add bounds list[i] with the run's workloads.
-func (b *runBound) add(list []entry, i int) {
+// add bounds list[i] with the run's workloads (of the run scan reads).
+func (b *runBound) add(list []entry, i int, scan uint64) {
 	e := &list[i]
 	need := e.pods * e.gpp
 	if b.n == 0 || need < b.need {
@@ -596,7 +609,7 @@ func (b *runBound) add(list []entry, i int) {
 	}
 	b.rules = b.rules || e.rules
 	b.sinces = append(b.sinces, e.since)
-	b.shapes, b.manyShapes = addShape(b.shapes, b.manyShapes, e)
+	b.shapes, b.manyShapes = addShape(b.shapes, b.manyShapes, e, scan)
 	b.anyAhead = b.anyAhead || e.ahead
 	b.n++
 	if e.require != "" {
