@@ -190,6 +190,9 @@ type bounds struct {
 	grown      uint64
 	now, until time.Time
 	byKey      map[boundKey][]refusal
+	// spare are lists of refusals dropped, for keys refused next (a busy
+	// fleet drops them all at every change that may grow a bound).
+	spare [][]refusal
 }
 
 // boundsOf returns f's refusals that stand now, or nil when the memo is
@@ -201,6 +204,9 @@ func (s *Scheduler) boundsOf(f *flavorState) *bounds {
 	b := &f.bounds
 	if b.grown != f.grown || s.now.Before(b.now) || (!b.until.IsZero() && !s.now.Before(b.until)) {
 		b.grown, b.now, b.until = f.grown, s.now, time.Time{}
+		for _, l := range b.byKey {
+			b.spare = append(b.spare, l[:0])
+		}
 		clear(b.byKey)
 	}
 	if b.byKey == nil {
@@ -245,11 +251,22 @@ func (b *bounds) refused(k boundKey, r refusal, flip time.Time) {
 	if !flip.IsZero() && (b.until.IsZero() || flip.Before(b.until)) {
 		b.until = flip
 	}
-	l := b.byKey[k]
+	l, ok := b.byKey[k]
+	if n := len(b.spare); !ok && n > 0 {
+		l, b.spare = b.spare[n-1], b.spare[:n-1]
+	}
 	if len(l) >= maxRefusals {
-		l = l[1:]
+		l = l[:copy(l, l[1:])]
 	}
 	b.byKey[k] = append(l, r)
+}
+
+// drop drops k's refusals, their list kept for a key refused next.
+func (b *bounds) drop(k boundKey) {
+	if l, ok := b.byKey[k]; ok {
+		b.spare = append(b.spare, l[:0])
+		delete(b.byKey, k)
+	}
 }
 
 // releasing keeps, x about to be released, the refusals on its flavor of
@@ -315,7 +332,7 @@ func (b *bounds) keep(k boundKey, rs []refusal) {
 	}
 	rs = slices.DeleteFunc(rs, refusal.dead)
 	if len(rs) == 0 {
-		delete(b.byKey, k)
+		b.drop(k)
 		return
 	}
 	b.byKey[k] = rs
@@ -390,7 +407,7 @@ func (s *Scheduler) binding(w *workload) {
 	}
 	for k := range b.byKey {
 		if k.v != f.view || (lifts && k.t != o && k.kind != kindOwn && k.t.q.Root() == o.q.Root()) {
-			delete(b.byKey, k)
+			b.drop(k)
 		}
 	}
 }

@@ -55,6 +55,8 @@ type searchScratch struct {
 	search  victimSearch
 	streams []stream
 	chosen  []candidate
+	// tally is newTally's: one search runs at a time.
+	tally tally
 	// touched are the domains domainShort counted candidates in.
 	touched []int32
 	// journal holds what a search's what-if evictions changed of the nodes

@@ -41,7 +41,8 @@ func (s *Scheduler) newTally(w *workload, f *flavorState) *tally {
 	if s.test != nil && s.test.noTally || w.spec.GPUsPerPod <= 0 {
 		return nil
 	}
-	t := &tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods}
+	t := &s.searchScratch.tally
+	*t = tally{s: s, w: w, f: f, v: v, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods}
 	l := w.spec.Require
 	if len(v.Clusters) > 0 {
 		if l == "" {

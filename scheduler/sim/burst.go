@@ -267,7 +267,7 @@ func (r *replay) join(name scheduler.NodeName) error {
 			n = &simNode{}
 			r.nodes[name] = n
 		}
-		n.spec, n.healthy, n.gone, n.used = spec, true, false, 0
+		n.spec, n.healthy, n.gone, n.used, n.domains = spec, true, false, 0, nil
 		r.healthy += spec.GPUs
 		r.whole.join(n)
 		p.names = append(p.names, name)

@@ -273,6 +273,9 @@ type simNode struct {
 	// gone: a burst pool gave the node back (its record stays: finished
 	// jobs name it).
 	gone bool
+	// domains is the node's domains by level, made once for the reports
+	// of the jobs whose nodes all share them (commonDomains): read only.
+	domains map[string]string
 }
 
 type replay struct {
@@ -923,11 +926,24 @@ func (r *replay) commonDomains(j *simWorkload) map[string]string {
 		}
 		common = slices.DeleteFunc(common, func(d scheduler.Domain) bool { return !hasDomain(n.spec.Domains, d) })
 	}
-	out := make(map[string]string, len(common))
-	for _, d := range common {
+	r.domains = common[:0]
+	if len(j.on) > 0 && len(common) == len(j.on[0].spec.Domains) {
+		n := j.on[0]
+		// All of the first node's: its map, shared.
+		if n.domains == nil {
+			n.domains = levels(common)
+		}
+		return n.domains
+	}
+	return levels(common)
+}
+
+// levels is domains by level.
+func levels(domains []scheduler.Domain) map[string]string {
+	out := make(map[string]string, len(domains))
+	for _, d := range domains {
 		out[d.Level] = d.Name
 	}
-	r.domains = common[:0]
 	return out
 }
 
