@@ -72,9 +72,12 @@ func newBusy(tb testing.TB, n int) *busy {
 }
 
 // pending counts the pending workloads.
-func (b *busy) pending() int {
+func (b *busy) pending() int { return countPending(b.s) }
+
+// countPending counts s's pending workloads.
+func countPending(s *Scheduler) int {
 	n := 0
-	for _, w := range b.s.workloads {
+	for _, w := range s.workloads {
 		if w.state == statePending {
 			n++
 		}

@@ -1,7 +1,5 @@
 package scheduler
 
-import "math"
-
 // A team's stuck run is passed over in parts, between other teams' work,
 // when teams of equal share take turns by submission: each part a pop of
 // the team heap, the run's cache read again, a push. Yet where none of a
@@ -73,11 +71,7 @@ func (s *Scheduler) countEarly(c *cursor, upto int, res *Results) {
 			}
 		}
 	}
-	for _, since := range [2]int64{wake.reserve, wake.starve} {
-		if since < math.MaxInt64 {
-			s.wakeIf(c.t, p.tier, since, p.free)
-		}
-	}
+	s.wakePassedIf(c.t, p.tier, wake, p.free)
 	res.Skipped += n
 	c.early = earlyPass{}
 }

@@ -137,15 +137,7 @@ func admittedIDs(res Results) []WorkloadID {
 }
 
 // pending counts the workloads that wait.
-func (f *fx) pending() int {
-	n := 0
-	for _, w := range f.s.workloads {
-		if w.state == statePending {
-			n++
-		}
-	}
-	return n
-}
+func (f *fx) pending() int { return countPending(f.s) }
 
 func (f *fx) running() []WorkloadID {
 	var out []WorkloadID

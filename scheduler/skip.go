@@ -288,9 +288,15 @@ func (w *passedWake) add(s *Scheduler, since int64) {
 }
 
 func (s *Scheduler) wakePassed(t *team, p *tier, w passedWake) {
+	s.wakePassedIf(t, p, w, w.reserve < math.MaxInt64 && anyUnreserved(t))
+}
+
+// wakePassedIf is wakePassed where free says whether one of t's flavors
+// holds no reservation (wakeIf).
+func (s *Scheduler) wakePassedIf(t *team, p *tier, w passedWake, free bool) {
 	for _, since := range [2]int64{w.reserve, w.starve} {
 		if since < math.MaxInt64 {
-			s.wakeBy(t, p, since)
+			s.wakeIf(t, p, since, free)
 		}
 	}
 }
