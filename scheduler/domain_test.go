@@ -150,7 +150,9 @@ func TestCandidateHomeIsItsPodsDomain(t *testing.T) {
 // different depths (racks in blocks and racks alone), the view says so
 // (DepthsVary) and domainShort, which then reads the candidates' nodes and
 // not their homes, finds what lacks in the best domain as a count of every
-// candidate's pods in each domain finds it.
+// candidate's pods in each domain finds it; and domainPodShort the whole
+// pods it lacks, as a count node by node finds them (some nodes hold work
+// no search takes: a domain may have the GPUs but not the pods).
 func TestDomainShortWhereDepthsVary(t *testing.T) {
 	var nodes []Node
 	for i := range 8 {
@@ -168,11 +170,17 @@ func TestDomainShortWhereDepthsVary(t *testing.T) {
 		t.Fatal("racks at depth 1 and at depth 0, but the view does not say depths vary")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
+	// Work no search may take, on nodes the candidates share: a domain
+	// can have the GPUs and not the whole nodes.
+	for i := range 8 {
+		f.submit(wl(fmt.Sprintf("k%d", i), "lend", "production", 1, 5, 0))
+	}
+	f.cycle(0)
 	for i := range 40 {
 		f.submit(wl(fmt.Sprintf("o%d", i), "lend", "opportunist", 1, GPUs(1+rng.IntN(8)), 0))
 	}
 	f.cycle(1)
-	checked, short := 0, 0
+	checked, short, fragmented := 0, 0, 0
 	for _, level := range []string{"block", "rack"} {
 		li := fl.view.Levels[level]
 		for pods := int64(1); pods <= 8; pods++ {
@@ -200,13 +208,41 @@ func TestDomainShortWhereDepthsVary(t *testing.T) {
 			if got := max(0, f.s.domainShort(fl, fl.view, level, w.GPUs(), vs)); got != want {
 				t.Fatalf("%s: %d GPUs in one %s lack %d with %d candidates evicted, domainShort says %d", id, w.GPUs(), level, want, len(cands), got)
 			}
+			// In whole pods: node by node, what is free and what its
+			// candidates hold, in pods of 8.
+			var most int64
+			for _, d := range li.Doms {
+				var n int64
+				for _, nd := range f.s.nodes {
+					if domainOf(nd, true, li) != d.G {
+						continue
+					}
+					free := nd.capacity - nd.used
+					for _, c := range cands {
+						for _, p := range c.w.placements {
+							if p.node == nd {
+								free += p.pods * c.w.gpp
+							}
+						}
+					}
+					n += free / 8
+				}
+				most = max(most, n)
+			}
+			wantPods := max(0, pods-most)
+			if got := max(0, f.s.domainPodShort(fl, fl.view, level, 8, pods, vs)); got != wantPods {
+				t.Fatalf("%s: %d pods of 8 GPUs in one %s lack %d with %d candidates evicted, domainPodShort says %d", id, pods, level, wantPods, len(cands), got)
+			}
 			checked++
 			if want > 0 {
 				short++
 			}
+			if want == 0 && wantPods > 0 {
+				fragmented++
+			}
 		}
 	}
-	if checked < 12 || short < 4 {
-		t.Fatalf("checked %d searches, %d short: too few to tell", checked, short)
+	if checked < 12 || short < 4 || fragmented < 1 {
+		t.Fatalf("checked %d searches, %d short, %d short of whole pods beyond the GPUs: too few to tell", checked, short, fragmented)
 	}
 }

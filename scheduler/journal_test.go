@@ -72,7 +72,7 @@ func indexState(s *Scheduler) string {
 func TestFailedSearchLeavesNoTrace(t *testing.T) {
 	classes := []string{"x", "y", "z"}
 	failed := 0
-	for seed := range 60 {
+	for seed := range 300 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 43))
 		cfg, nodes := randomWorld(rng)
 		if seed%2 == 1 {

@@ -112,7 +112,8 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 // the same candidates, or for a starving one submitted later a part of
 // them: a bound one refused refuses every one of them that asks as much or
 // more (more GPUs; at least as many pods of at least as many GPUs; a domain
-// of the same level for at least as many GPUs). A starving queue's searches
+// of the same level for at least as many GPUs, or for at least as many pods
+// of at least as many GPUs). A starving queue's searches
 // are mostly such repeats of one workload's refusal by the next ones in its
 // run.
 //
@@ -145,7 +146,8 @@ type boundKey struct {
 // refusal is a bound refused for a search submitted at after (unixNanos;
 // 0 but for kindStarving): room, the GPUs its view had free and takeable,
 // were fewer than it asked; or no nodes could take pods pods of gpp GPUs; or
-// no domain of level could take need GPUs. A room refusal stands only on
+// no domain of level could take need GPUs, or (pods set) pods pods of gpp
+// GPUs. A room refusal stands only on
 // the state it was read on (gen, at): of the room, the free GPUs count only
 // up to the team's available quota, which another team's work admitted
 // need not lower while it adds to what may be taken.
@@ -160,8 +162,9 @@ type refusal struct {
 	pods  int64
 	level string
 	need  GPUs
-	// short is what the refused bound lacked, or less: pods of gpp GPUs,
-	// or GPUs in one domain of level. A release that is not one of the
+	// short is what the refused bound lacked, or less: pods of gpp GPUs
+	// (in one domain of level, where it names one), or GPUs in one domain
+	// of level. A release that is not one of the
 	// search's candidates takes from it what it could add (grownBy).
 	short GPUs
 }
@@ -227,6 +230,10 @@ func (b *bounds) refuses(k boundKey, after int64, w *workload, gen uint64, now t
 			continue
 		}
 		switch {
+		case r.level != "" && r.pods > 0:
+			if w.spec.Require == r.level && w.spec.GPUsPerPod >= r.gpp && w.spec.Pods >= r.pods {
+				return true
+			}
 		case r.level != "":
 			if w.spec.Require == r.level && need >= r.need {
 				return true

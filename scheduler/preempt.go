@@ -165,7 +165,7 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 	if !ok {
 		return refused(refusal{room: room, gen: f.gen, at: s.now})
 	}
-	if w.spec.Pods > 1 {
+	if w.spec.Pods > 1 || w.spec.GPUsPerPod > 1 {
 		if short := s.podShort(f, v, w.spec.GPUsPerPod, w.spec.Pods, search); short > 0 {
 			// Not enough nodes could take its pods were every candidate
 			// evicted: the GPUs are there in all, on the wrong nodes.
@@ -177,6 +177,12 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 			// A gang held to one domain that no domain could hold with
 			// every candidate there evicted: no search can make it fit.
 			return refused(refusal{level: w.spec.Require, need: w.GPUs(), short: short})
+		}
+		if w.spec.GPUsPerPod > 1 {
+			if short := s.domainPodShort(f, v, w.spec.Require, w.spec.GPUsPerPod, w.spec.Pods, search); short > 0 {
+				// The GPUs are there in one domain, on the wrong nodes.
+				return refused(refusal{level: w.spec.Require, gpp: w.spec.GPUsPerPod, pods: w.spec.Pods, short: short})
+			}
 		}
 	}
 	if known {
@@ -386,6 +392,62 @@ func (s *Scheduler) domainShort(f *flavorState, v *view, level string, need GPUs
 		best = max(best, d.G.Free+d.Room)
 	}
 	return need - best
+}
+
+// domainPodShort is domainShort in pods of gpp GPUs, counted node by node
+// as placement counts them: the pods the best domain of the level on view v
+// of f lacks to take pods of them were every candidate of the search
+// evicted; 0 or less: room. Where gpp is more than one, a domain may have
+// the GPUs but not on nodes that take whole pods.
+func (s *Scheduler) domainPodShort(f *flavorState, v *view, level string, gpp GPUs, pods int64, search *victimSearch) int64 {
+	li := v.Levels[level]
+	if li == nil {
+		return pods
+	}
+	if li.BestFit(gpp, pods, nil) != nil {
+		return 0
+	}
+	s.searches++
+	id := s.searches
+	own := v == f.view
+	best := int64(0)
+	search.each(func(c *candidate) bool {
+		for _, p := range c.w.placements {
+			nd := p.node
+			if !v.lists(f, nd) {
+				continue
+			}
+			i := domainNum(li, nd, own)
+			if i < 0 {
+				continue
+			}
+			if nd.freedOf != id {
+				nd.freed, nd.freedOf = 0, id
+			}
+			before := nd.freeAfter() / gpp
+			nd.freed += p.pods * c.w.gpp
+			d := &li.Doms[i]
+			if d.TalliedOf != id {
+				d.Tallied, d.TalliedOf = d.G.Usable(gpp, pods), id
+			}
+			d.Tallied += nd.freeAfter()/gpp - before
+			best = max(best, d.Tallied)
+			if best >= pods {
+				return false
+			}
+		}
+		return true
+	})
+	if best < pods {
+		// What it lacks is from the best domain, touched or not: a
+		// release there lifts the refusal by what it adds (grownBy).
+		for i := range li.Doms {
+			if d := &li.Doms[i]; d.TalliedOf != id {
+				best = max(best, d.G.Usable(gpp, pods))
+			}
+		}
+	}
+	return pods - best
 }
 
 // podRoom says whether the listed nodes of view v of f could take pods pods

@@ -173,12 +173,13 @@ func fitsWithAllEvicted(s *Scheduler, w *workload, f *flavorState) ([]candidate,
 	return all, s.fitsNow(w, f)
 }
 
-// The bound of a gang held to one domain never turns away a search that
-// would succeed: on every pending gang of a busy fleet that names a level,
-// when the bound says no, evicting every candidate does not make it fit.
+// The bounds of a gang held to one domain (its GPUs, then its whole pods
+// in one domain) never turn away a search that would succeed: on every
+// pending gang of a busy fleet that names a level, when a bound says no,
+// evicting every candidate does not make it fit.
 func TestRoomInOneDomainIsABound(t *testing.T) {
 	b := newBusy(t, 300)
-	refused, could := 0, 0
+	refused, inPods, could := 0, 0, 0
 	for step := range 120 {
 		// Before the cycle: what just arrived may need victims to fit.
 		b.churn(t, 10)
@@ -195,6 +196,11 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 				var seen []WorkloadID
 				vs.each(func(c *candidate) bool { seen = append(seen, c.w.spec.ID); return true })
 				room := b.s.roomInOneDomain(w, f, vs)
+				if room && w.spec.GPUsPerPod > 1 {
+					if room = b.s.domainPodShort(f, b.s.viewOf(w, f), w.spec.Require, w.spec.GPUsPerPod, w.spec.Pods, vs) <= 0; !room {
+						inPods++
+					}
+				}
 				cands := vs.all()
 				var want []WorkloadID
 				for _, c := range cands {
@@ -221,10 +227,10 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 		}
 		b.cycle(t)
 	}
-	if refused < 20 || could < 5 {
-		t.Fatalf("the bound refused %d searches, %d could succeed: too few to tell", refused, could)
+	if refused < 20 || inPods < 20 || could < 5 {
+		t.Fatalf("the bounds refused %d searches (%d for want of whole pods), %d could succeed: too few to tell", refused, inPods, could)
 	}
-	t.Logf("%d searches refused by the bound, none of which could succeed; %d could, and were let through", refused, could)
+	t.Logf("%d searches refused by the bounds (%d for want of whole pods), none of which could succeed; %d could, and were let through", refused, inPods, could)
 }
 
 // The bound checked before a search is built never turns away one that would
