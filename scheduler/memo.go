@@ -110,12 +110,13 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 // tiers and, by its kind, what the others borrow, or of that what was
 // submitted after it. The searches of one team, tier, view and kind read
 // the same candidates, or for a starving one submitted later a part of
-// them: a bound one refused refuses every one of them that asks as much or
-// more (more GPUs; at least as many pods of at least as many GPUs; a domain
-// of the same level for at least as many GPUs, or for at least as many pods
-// of at least as many GPUs). A starving queue's searches
-// are mostly such repeats of one workload's refusal by the next ones in its
-// run.
+// them: a bound one refused refuses every one of them that asks for more
+// than it found (more GPUs than the room; more pods than the nodes could
+// take, of at least as many GPUs; more GPUs, or more pods of at least as
+// many GPUs, than the best domain of the same level could take), where the
+// search would read that bound itself. A starving queue's searches are
+// mostly such repeats of one workload's refusal by the next ones in its
+// run, of the same size or smaller.
 //
 // A refusal of pods or of a domain stands until the room its bound finds
 // may grow; nodes' room is free GPUs and candidates' alike. Admitting a
@@ -229,17 +230,20 @@ func (b *bounds) refuses(k boundKey, after int64, w *workload, gen uint64, now t
 		if after < r.after || after >= r.upto {
 			continue
 		}
+		// What the bound found (pods of r's size, or GPUs in one domain)
+		// is what it asked less what it lacked: it refuses any ask of
+		// more.
 		switch {
 		case r.level != "" && r.pods > 0:
-			if w.spec.Require == r.level && w.spec.GPUsPerPod >= r.gpp && w.spec.Pods >= r.pods {
+			if w.spec.Require == r.level && w.spec.GPUsPerPod >= r.gpp && w.spec.Pods > r.pods-r.short {
 				return true
 			}
 		case r.level != "":
-			if w.spec.Require == r.level && need >= r.need {
+			if w.spec.Require == r.level && need > r.need-r.short {
 				return true
 			}
 		case r.pods > 0:
-			if w.spec.GPUsPerPod >= r.gpp && w.spec.Pods >= r.pods {
+			if w.spec.GPUsPerPod >= r.gpp && w.spec.Pods > r.pods-r.short && boundedInPods(w) {
 				return true
 			}
 		case need > r.room && r.gen == gen && r.at.Equal(now):

@@ -165,7 +165,7 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 	if !ok {
 		return refused(refusal{room: room, gen: f.gen, at: s.now})
 	}
-	if w.spec.Pods > 1 || w.spec.GPUsPerPod > 1 {
+	if boundedInPods(w) {
 		if short := s.podShort(f, v, w.spec.GPUsPerPod, w.spec.Pods, search); short > 0 {
 			// Not enough nodes could take its pods were every candidate
 			// evicted: the GPUs are there in all, on the wrong nodes.
@@ -213,6 +213,10 @@ func (s *Scheduler) findVictims(w *workload, f *flavorState, v *view, starving b
 	}
 	return keep, evicted, bounded, ok
 }
+
+// boundedInPods says whether w's search is bounded by the pods that could take
+// it (podShort): a pod of one GPU is bounded by the GPUs alone.
+func boundedInPods(w *workload) bool { return w.spec.Pods > 1 || w.spec.GPUsPerPod > 1 }
 
 // trial is how a search tries its victims: evicted from the index what-if
 // (whatIfTrial), or tallied (tally.go).
