@@ -105,7 +105,8 @@ func (s *Scheduler) sawFlip(l *teamVictims) {
 	}
 }
 
-// A search's bounds (candidates' room, podRoom, domainRoom) read
+// A search's bounds (candidates' room, podShort, domainShort,
+// domainPodShort) read
 // what is free on its view and the candidates it may take: its team's lower
 // tiers and, by its kind, what the others borrow, or of that what was
 // submitted after it. The searches of one team, tier, view and kind read
@@ -146,9 +147,9 @@ type boundKey struct {
 
 // refusal is a bound refused for a search submitted at after (unixNanos;
 // 0 but for kindStarving): room, the GPUs its view had free and takeable,
-// were fewer than it asked; or no nodes could take pods pods of gpp GPUs; or
-// no domain of level could take need GPUs, or (pods set) pods pods of gpp
-// GPUs. A room refusal stands only on
+// were fewer than it asked; or the nodes could not take pods pods of gpp
+// GPUs; or no domain of level could take need GPUs, or (pods set) pods pods
+// of gpp GPUs. A room refusal stands only on
 // the state it was read on (gen, at): of the room, the free GPUs count only
 // up to the team's available quota, which another team's work admitted
 // need not lower while it adds to what may be taken.

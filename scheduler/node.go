@@ -25,7 +25,8 @@ type node struct {
 	// those held (see setHeld).
 	capacity GPUs
 	// freed is what the search numbered freedOf frees on the node: the sum
-	// of podRoom, or of a tally's victims (tally.go).
+	// of podShort's or domainPodShort's candidates, or of a tally's victims
+	// (tally.go).
 	freed   GPUs
 	freedOf uint64
 	flavor  *flavorState

@@ -35,8 +35,8 @@ type candidate struct {
 
 // searchScratch is what preemption searches keep: one runs at a time.
 type searchScratch struct {
-	// searches numbers the bounds of preemption searches (domainRoom,
-	// podRoom) and the tallies.
+	// searches numbers the bounds of preemption searches (domainShort,
+	// domainPodShort, podShort) and the tallies.
 	searches uint64
 	// searching: a preemption search is trying victims; the victim lists
 	// stay as they are meanwhile.
@@ -443,8 +443,8 @@ func (s *Scheduler) domainPodShort(f *flavorState, v *view, level string, gpp GP
 		return true
 	})
 	if best < pods {
-		// What it lacks is from the best domain, touched or not: a
-		// release there lifts the refusal by what it adds (grownBy).
+		// What it lacks is from the best domain, touched by the
+		// candidates or not: the refusal's shortfall is that domain's.
 		for i := range li.Doms {
 			if d := &li.Doms[i]; d.TalliedOf != id {
 				best = max(best, d.G.Usable(gpp, pods))

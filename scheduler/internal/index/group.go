@@ -131,8 +131,8 @@ type DomSlot struct {
 	// the search numbered RoomOf.
 	Room   GPUs
 	RoomOf uint64
-	// Tallied is a tally's count of the pods the domain would take, for the
-	// tally numbered TalliedOf.
+	// Tallied is a tally's (or a bound's) count of the pods the domain
+	// would take, for the one numbered TalliedOf.
 	Tallied   int64
 	TalliedOf uint64
 }
