@@ -425,16 +425,12 @@ func (s *Scheduler) domainPodShort(f *flavorState, v *view, level string, gpp GP
 			if i < 0 {
 				continue
 			}
-			if nd.freedOf != id {
-				nd.freed, nd.freedOf = 0, id
-			}
-			before := nd.freeAfter() / gpp
-			nd.freed += p.pods * c.w.gpp
+			more := nd.freeFor(p.pods*c.w.gpp, gpp, id)
 			d := &li.Doms[i]
 			if d.TalliedOf != id {
 				d.Tallied, d.TalliedOf = d.G.Usable(gpp, pods), id
 			}
-			d.Tallied += nd.freeAfter()/gpp - before
+			d.Tallied += more
 			best = max(best, d.Tallied)
 			if best >= pods {
 				return false
@@ -478,13 +474,7 @@ func (s *Scheduler) podShort(f *flavorState, v *view, gpp GPUs, pods int64, sear
 			if !v.lists(f, nd) {
 				continue
 			}
-			if nd.freedOf != s.searches {
-				nd.freed, nd.freedOf = 0, s.searches
-			}
-			before := nd.freeAfter() / gpp
-			nd.freed += p.pods * c.w.gpp
-			n += nd.freeAfter()/gpp - before
-			if n >= pods {
+			if n += nd.freeFor(p.pods*c.w.gpp, gpp, s.searches); n >= pods {
 				return false
 			}
 		}

@@ -112,15 +112,10 @@ func (t *tally) move(x *workload, sign GPUs) {
 	chargeQuota(x, x.flavor, -sign)
 	for _, p := range x.placements {
 		nd := p.node
-		if nd.freedOf != t.id {
-			nd.freed, nd.freedOf = 0, t.id
-		}
-		before := nd.freeAfter()
-		nd.freed += sign * p.pods * x.gpp
+		d := nd.freeFor(sign*p.pods*x.gpp, t.gpp, t.id)
 		if t.fit0 || !t.v.lists(t.f, nd) {
 			continue
 		}
-		d := nd.freeAfter()/t.gpp - before/t.gpp
 		if d == 0 {
 			continue
 		}
@@ -150,6 +145,18 @@ func (t *tally) move(x *workload, sign GPUs) {
 			t.fitting--
 		}
 	}
+}
+
+// freeFor frees g GPUs on n (takes them back, g negative) for the search
+// numbered id, and returns how many more pods of gpp GPUs n then takes
+// (fewer: negative).
+func (n *node) freeFor(g, gpp GPUs, id uint64) int64 {
+	if n.freedOf != id {
+		n.freed, n.freedOf = 0, id
+	}
+	before := n.freeAfter() / gpp
+	n.freed += g
+	return n.freeAfter()/gpp - before
 }
 
 // freeAfter is n's free GPUs once what the search numbered freedOf freed
