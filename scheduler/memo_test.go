@@ -100,9 +100,12 @@ func TestSearchMemoDecidesAsNoMemo(t *testing.T) {
 // and hosts, in lockstep with and without the memo, and checks every bound
 // refused by another search's refusal (boundCheck). Refusals here outlive
 // many admissions and releases (releasing, binding): a refusal kept where the
-// room it read may have grown fails the check.
+// room it read may have grown fails the check. One world in three has
+// placement rules (views that list some nodes only, whose candidates run
+// anywhere), one in three two clusters (gangs held to one, some pinned);
+// nodes are held and fail and recover.
 func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
-	refusals := 0
+	var refusals [3]int // by world: plain, rules, clusters
 	for seed := range 96 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 44))
 		cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
@@ -110,6 +113,15 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
 		}
 		nodes := rack("n", "a", 12, 8, 2, 3)
+		rules, clusters := seed%3 == 1, seed%3 == 2
+		levels := []string{"", "rack", "block"}
+		switch {
+		case rules:
+			nodes = classed(nodes, func(int) string { return ruleClasses[rng.IntN(len(ruleClasses))] })
+		case clusters:
+			nodes = append(clustered("east", 1, nodes[:6]), clustered("west", 2, nodes[6:])...)
+			levels = append(levels, ClusterLevel)
+		}
 		opts := Options{ReserveAfter: -1, StarvationAfter: time.Duration(1+rng.IntN(3)) * time.Minute}
 		if seed%4 >= 2 {
 			// Gangs drain nodes and, admitted there, are taken last
@@ -123,7 +135,7 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 		// preemption's victims leave while the search runs.
 		a.s.hooks().noTally, b.s.hooks().noTally = seed%2 == 1, seed%2 == 1
 		a.s.hooks().boundCheck = func(w *workload, refused bool) {
-			refusals++
+			refusals[seed%3]++
 			if !refused {
 				t.Fatalf("seed %d: %s's bounds were taken as refused by another search's, yet they pass", seed, w.spec.ID)
 			}
@@ -147,23 +159,43 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 				w := wl(fmt.Sprintf("w%d", next), team, names[rng.IntN(len(names))], 1, GPUs(1+rng.IntN(8)), sec)
 				if rng.IntN(3) == 0 {
 					w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
-					w.Require = []string{"", "rack", "block"}[rng.IntN(3)]
+					w.Require = levels[rng.IntN(len(levels))]
+				}
+				if rules && rng.IntN(4) > 0 {
+					w.Rules = randomRules(rng, ruleClasses)
+				}
+				if clusters && rng.IntN(4) == 0 {
+					w.Cluster = []string{"east", "west"}[rng.IntN(2)]
 				}
 				a.submit(w)
 				b.submit(w)
 				next++
 			}
 			endOne(rng, a, b)
+			n := nodes[rng.IntN(len(nodes))]
+			switch rng.IntN(24) {
+			case 0:
+				setHealth(t, n.Name, rng.IntN(3) > 0, a, b)
+			case 1:
+				held := GPUs(rng.IntN(int(n.GPUs) + 1))
+				for _, f := range []*fx{a, b} {
+					if err := f.s.Hold(n.Name, held); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			ra, rb := a.cycle(sec), b.cycle(sec)
 			if !reflect.DeepEqual(decisions(ra), decisions(rb)) {
 				t.Fatalf("seed %d at %ds: with the memo %v, without %v", seed, sec, decisions(ra), decisions(rb))
 			}
 		}
 	}
-	if refusals < 1000 {
-		t.Fatalf("only %d bounds refused by another search's refusal: the test does not exercise them", refusals)
+	for i, n := range refusals {
+		if n < 1000 {
+			t.Fatalf("only %d bounds refused by another search's refusal in the worlds of kind %d: the test does not exercise them", n, i)
+		}
 	}
-	t.Logf("%d bounds refused by another search's refusal, each checked", refusals)
+	t.Logf("bounds refused by another search's refusal, each checked: %d plain, %d with rules, %d in two clusters", refusals[0], refusals[1], refusals[2])
 }
 
 // TestSearchMemoSeesTheStarvingTime: a search that failed before its
