@@ -59,7 +59,7 @@ func chargeQuota(w *workload, f *flavorState, sign GPUs) {
 		t.q.R(f.id).BorrowOnly += sign * w.GPUs()
 	}
 	if w.tier.spec.Preemptible {
-		t.q.R(f.id).AddPreemptible(w.tier.spec.Priority, sign*w.GPUs())
+		t.q.R(f.id).Preemptible.Add(w.tier.spec.Priority, sign*w.GPUs())
 	}
 	t.q.AddReclaimable(f.id, t.reclaimable(f.id)-before)
 }

@@ -60,7 +60,7 @@ func reclaimsFor(t *team, p *tier, f *flavorState, need GPUs) bool {
 	if p.spec.BorrowOnly || t.q.Parent == nil {
 		return false
 	}
-	if r := t.q.R(f.id); r.Usage-r.Below(p.spec.Priority)+need > r.Nominal {
+	if r := t.q.R(f.id); r.Usage-r.Preemptible.Below(p.spec.Priority)+need > r.Nominal {
 		return false
 	}
 	root := t.q.Root()
@@ -104,7 +104,7 @@ func (s *Scheduler) worthSearching(w *workload, f *flavorState, v *view) bool {
 // ownMayMakeRoom says whether team t's preemptible work below tier p on f
 // and what is free on view v add up to need GPUs.
 func ownMayMakeRoom(t *team, p *tier, f *flavorState, v *view, need GPUs) bool {
-	own := t.q.R(f.id).Below(p.spec.Priority)
+	own := t.q.R(f.id).Preemptible.Below(p.spec.Priority)
 	return own > 0 && v.All.Free+own >= need
 }
 
@@ -118,7 +118,7 @@ func (s *Scheduler) mayReclaim(w *workload) bool {
 		return true
 	}
 	for _, f := range w.cands {
-		if r := w.team.q.R(f.id); r.Usage-r.Below(w.tier.spec.Priority)+w.GPUs() <= r.Nominal {
+		if r := w.team.q.R(f.id); r.Usage-r.Preemptible.Below(w.tier.spec.Priority)+w.GPUs() <= r.Nominal {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"iter"
 	"slices"
 	"time"
+
+	"github.com/allot-dev/allot/scheduler/internal/quota"
 )
 
 // teamVictims are a team's running workloads on one flavor that can make room
@@ -21,7 +23,7 @@ type teamVictims struct {
 	// borrowOnlyGPUs sums borrowOnly; preemptible sums the GPUs of the
 	// preemptible workloads by tier priority.
 	borrowOnlyGPUs GPUs
-	preemptible    map[int64]GPUs
+	preemptible    quota.TierSums
 }
 
 // vlist is a list of candidates in victim order, kept in segments of one
@@ -204,13 +206,13 @@ func (s *Scheduler) teamVictims(f *flavorState, v *view, t *team) *teamVictims {
 		return l
 	}
 	if l == nil {
-		l = &teamVictims{preemptible: map[int64]GPUs{}}
+		l = &teamVictims{}
 		t.keepVictims(f, v, l)
 	}
 	l.now, l.flipAt, l.borrowOnlyGPUs = s.now, time.Time{}, 0
 	l.borrowOnly.reset()
 	l.rest.reset()
-	clear(l.preemptible)
+	l.preemptible = l.preemptible[:0]
 	for x := range t.running {
 		if helps(f, v, x) {
 			l.put(s.candidate(x), false)
@@ -246,7 +248,7 @@ func (l *teamVictims) put(c candidate, sorted bool) {
 		l.borrowOnlyGPUs += c.gpus
 	}
 	if c.preemptible {
-		l.preemptible[c.prio] += c.gpus
+		l.preemptible.Add(c.prio, c.gpus)
 	}
 	if c.late {
 		if at := c.w.admittedAt.Add(drainedGrace); l.flipAt.IsZero() || at.Before(l.flipAt) {
@@ -268,7 +270,7 @@ func (l *teamVictims) remove(c candidate) {
 		l.borrowOnlyGPUs -= c.gpus
 	}
 	if c.preemptible {
-		l.preemptible[c.prio] -= c.gpus
+		l.preemptible.Add(c.prio, -c.gpus)
 	}
 	list.remove(c)
 }
@@ -572,11 +574,7 @@ func (s *Scheduler) candidatesFor(t *team, prio int64, submitted time.Time, f *f
 	*vs = victimSearch{prio: prio, reclaim: vs.reclaim[:0], ahead: vs.ahead[:0]}
 	l := s.teamVictims(f, v, t)
 	vs.own = stream{borrowOnly: &l.borrowOnly, rest: &l.rest, all: true, budget: maxGPUs, reason: byHigherTier}
-	for p, g := range l.preemptible {
-		if p < prio {
-			room += g
-		}
-	}
+	room += l.preemptible.Below(prio)
 	if kind == kindOwn {
 		return vs, room
 	}

@@ -49,7 +49,6 @@ func TestStreamTakesWhatTheRuleSays(t *testing.T) {
 			}
 		}
 		var l teamVictims
-		l.preemptible = map[int64]GPUs{}
 		for _, c := range cands {
 			l.add(c)
 		}

@@ -28,21 +28,24 @@ type Res struct {
 	// BorrowOnly is the part of a team's usage by borrowOnly tiers.
 	BorrowOnly GPUs
 	// Preemptible is a team's usage by its preemptible tiers, by priority.
-	Preemptible []TierGPUs
+	Preemptible TierSums
 	// Has says the team declared a quota of this flavor.
 	Has bool
 }
 
-// TierGPUs is the usage of one preemptible tier.
+// TierSums are GPUs by tier priority: the few tiers a team runs work of.
+type TierSums []TierGPUs
+
+// TierGPUs is the GPUs of one tier.
 type TierGPUs struct {
 	Prio int64
 	GPUs GPUs
 }
 
-// Below is what r's preemptible tiers of a priority under prio use.
-func (r *Res) Below(prio int64) GPUs {
+// Below is the sum of the tiers of a priority under prio.
+func (ts TierSums) Below(prio int64) GPUs {
 	var g GPUs
-	for _, x := range r.Preemptible {
+	for _, x := range ts {
 		if x.Prio < prio {
 			g += x.GPUs
 		}
@@ -50,15 +53,15 @@ func (r *Res) Below(prio int64) GPUs {
 	return g
 }
 
-// AddPreemptible adds delta GPUs to the usage of the preemptible tier prio.
-func (r *Res) AddPreemptible(prio int64, delta GPUs) {
-	for i := range r.Preemptible {
-		if r.Preemptible[i].Prio == prio {
-			r.Preemptible[i].GPUs += delta
+// Add adds delta GPUs to the sum of tier prio.
+func (ts *TierSums) Add(prio int64, delta GPUs) {
+	for i := range *ts {
+		if (*ts)[i].Prio == prio {
+			(*ts)[i].GPUs += delta
 			return
 		}
 	}
-	r.Preemptible = append(r.Preemptible, TierGPUs{prio, delta})
+	*ts = append(*ts, TierGPUs{prio, delta})
 }
 
 // Reclaimable is what a team uses that others of its cohort may reclaim: its

@@ -154,13 +154,13 @@ func TestLimitAndReclaimable(t *testing.T) {
 	if root.ReclaimableIn(0) != 3 || root.ReclaimableIn(1) != 0 || root.ReclaimableIn(2) != 5 || root.ReclaimableIn(9) != 0 {
 		t.Errorf("root's Reclaimable = %v, want [3 0 5]", root.Reclaimable)
 	}
-	r.AddPreemptible(1, 4)
-	r.AddPreemptible(3, 2)
-	r.AddPreemptible(1, -1)
-	if got := r.Below(3); got != 3 {
+	r.Preemptible.Add(1, 4)
+	r.Preemptible.Add(3, 2)
+	r.Preemptible.Add(1, -1)
+	if got := r.Preemptible.Below(3); got != 3 {
 		t.Errorf("Below(3) = %d, want 3", got)
 	}
-	if got := r.Below(4); got != 5 {
+	if got := r.Preemptible.Below(4); got != 5 {
 		t.Errorf("Below(4) = %d, want 5", got)
 	}
 }
