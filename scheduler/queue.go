@@ -77,6 +77,8 @@ type placement struct {
 
 type tier struct {
 	spec Tier
+	// id is its place among the configuration's tiers.
+	id int
 }
 
 // before orders workloads of one team: higher tier, requeued after a fault, earlier

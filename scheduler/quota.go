@@ -31,8 +31,8 @@ type team struct {
 	// floor are the failures of the running cycle of the team's workloads
 	// with no placement constraint (see failsLike).
 	floor []failure
-	// runs are what skipRun learnt of the team's runs, by tier.
-	runs map[*tier]*runCache
+	// runs are what skipRun learnt of the team's runs, by tier (id).
+	runs []*runCache
 	// victims are its running workloads of each flavor (by id) on each
 	// view, in victim order, kept as they start and end (see victims.go).
 	victims []flavorVictims

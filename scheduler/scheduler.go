@@ -105,7 +105,7 @@ func New(cfg Config, opts Options) (*Scheduler, error) {
 		if _, dup := s.tiers[t.Name]; dup {
 			return nil, fmt.Errorf("tier %s declared twice", t.Name)
 		}
-		s.tiers[t.Name] = &tier{spec: t}
+		s.tiers[t.Name] = &tier{spec: t, id: len(s.tiers)}
 	}
 	for _, c := range cfg.Cohorts {
 		if _, dup := s.cohorts[c.Name]; dup {

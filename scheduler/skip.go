@@ -141,7 +141,7 @@ func (s *Scheduler) skipRun(c *cursor, h teamHeap, looked int, res *Results) int
 		if n, ok := s.skipLearnt(c, h, rc, looked, res); ok {
 			return n
 		}
-		if first := c.t.runs[tier]; (rc.start != c.i-1 || rc.ver != c.t.queue.ver) && first.relearnt != s.cycles {
+		if first := c.t.run(tier); (rc.start != c.i-1 || rc.ver != c.t.queue.ver) && first.relearnt != s.cycles {
 			// Its bound is of more than c's run from here: learnt again
 			// (as the run's part), it may show that this much cannot
 			// start. Once a cycle: a run that may start learnt again at
@@ -418,6 +418,14 @@ func (rc *runCache) stuckIn(t *team, cycle uint64) {
 	}
 }
 
+// run is what skipRun learnt of t's run of tier p, or nil.
+func (t *team) run(p *tier) *runCache {
+	if p.id < len(t.runs) {
+		return t.runs[p.id]
+	}
+	return nil
+}
+
 // learnRun returns the cache of the run c stands in (up to a workload the
 // walk must consider): its part's when that holds c's place, else the one
 // from its start. It learns the run from its entries when neither holds:
@@ -428,14 +436,14 @@ func (rc *runCache) stuckIn(t *team, cycle uint64) {
 // cached: one of it is backed off (a backoff ends with time, not with the
 // queue).
 func (s *Scheduler) learnRun(c *cursor) *runCache {
-	rc, q, at := c.t.runs[c.head.tier], &c.t.queue, c.i-1
+	rc, q, at := c.t.run(c.head.tier), &c.t.queue, c.i-1
 	if rc == nil {
 		rc = s.learn(c, nil)
 		if rc != nil {
-			if c.t.runs == nil {
-				c.t.runs = map[*tier]*runCache{}
+			if id := c.head.tier.id; id >= len(c.t.runs) {
+				c.t.runs = append(c.t.runs, make([]*runCache, id+1-len(c.t.runs))...)
 			}
-			c.t.runs[c.head.tier] = rc
+			c.t.runs[c.head.tier.id] = rc
 		}
 		return rc
 	}
@@ -717,7 +725,7 @@ const maxRoomBackoff = 32
 // reach a victim the flavor's own never counts
 // (TestStarvingRunWithRulesIsNotBoundByTheFlavorsView).
 func (s *Scheduler) searchRoom(t *team, p *tier, f *flavorState, b runBound, kind searchKind) bool {
-	rc := t.runs[p]
+	rc := t.run(p)
 	if b.n < searchRunMin || b.rules || rc == nil {
 		return true
 	}
