@@ -440,8 +440,8 @@ func (s *Scheduler) learnRun(c *cursor) *runCache {
 	if rc == nil {
 		rc = s.learn(c, nil)
 		if rc != nil {
-			if id := c.head.tier.id; id >= len(c.t.runs) {
-				c.t.runs = append(c.t.runs, make([]*runCache, id+1-len(c.t.runs))...)
+			if c.t.runs == nil {
+				c.t.runs = make([]*runCache, len(s.tiers))
 			}
 			c.t.runs[c.head.tier.id] = rc
 		}
