@@ -90,6 +90,11 @@ func BenchmarkRecommend(b *testing.B) {
 			if !res.Converged {
 				b.Errorf("did not converge in %d replays", res.Replays)
 			}
+			nodes := make([]int64, len(res.Teams))
+			for i, t := range res.Teams {
+				nodes[i] = t.NominalAfter / 8
+			}
+			b.Logf("the answer in nodes, by team: %v", nodes)
 			b.Logf("%d replays (%d on a %gs grid), %d of %d teams bounded by the target, %s → %s a month",
 				res.Replays, res.CoarseReplays, res.GridS, bounded, len(res.Teams), res.MonthlyUSDBefore, res.MonthlyUSDAfter)
 		})
@@ -133,4 +138,41 @@ func BenchmarkRecommendBurst(b *testing.B) {
 	b.ReportMetric(time.Since(start).Seconds(), "option-s")
 	b.ReportMetric(float64(res.Replays), "replays")
 	b.Logf("%d replays, option %+v", res.Replays, *o)
+}
+
+// BenchmarkReplay is one replay of BenchmarkRecommend's 100,000 jobs at
+// quotas of the size its answer has (each team's mean demand and a quarter,
+// about 5,800 nodes in all): on the search's grid (most of a
+// recommendation's replays) and exactly.
+func BenchmarkReplay(b *testing.B) {
+	cfg := benchFleet(b, 50, 10_000, 20_000)
+	jobs := benchJobs(100_000, 50, 10_000)
+	in := Input{Config: cfg, Jobs: jobs, Targets: []Target{{WaitP95S: 1800}}}
+	for _, grid := range []float64{120, 0} {
+		b.Run(fmt.Sprintf("grid=%gs", grid), func(b *testing.B) {
+			w, err := newWorld(in, grid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sp := w.space()
+			mean, _ := w.demandUnits()
+			for i := range mean {
+				mean[i] = min(sp.capU[i], mean[i]*5/4)
+			}
+			q := sp.gpus(mean)
+			var out *outcome
+			for b.Loop() {
+				if out, err = w.replay(q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var pass int
+			for _, ok := range out.pass {
+				if ok {
+					pass++
+				}
+			}
+			b.ReportMetric(float64(pass), "teams-meeting-target")
+		})
+	}
 }

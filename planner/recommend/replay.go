@@ -80,7 +80,9 @@ type outcome struct {
 	// per flavor, of the jobs its p95 is over: how many, and their preemptions
 	flavorJobs, flavorPreempted map[schema.Flavor]int
 	unfinished                  map[pair]int
-	use                         *usage
+	// use is what the committed-node analysis reads of the answer's replay:
+	// measured on exact replays only (a grid's outcome never is the answer's).
+	use *usage
 	// burst is what the burst pools held and cost (nil: none declares it).
 	burst *sim.BurstReport
 	// spanS is the replay's makespan: what a burst cost is spread over.
@@ -262,7 +264,9 @@ func (w *world) judge(cfg *schema.Config, plan *planner.Plan, layout []fleet.Nod
 	for f, ws := range byFlavor {
 		out.flavorP95[f], out.flavorJobs[f] = p95(ws), len(ws)
 	}
-	out.use = measure(layout, rep)
+	if w.gridS == 0 {
+		out.use = measure(layout, rep)
+	}
 	out.burst, out.spanS = rep.Burst, rep.Summary.MakespanS
 	return out
 }
