@@ -234,6 +234,34 @@ func TestSearchMemoSeesTheStarvingTime(t *testing.T) {
 	}
 }
 
+// TestSearchMemoSeesAReservationEnd: a reservation ending is a change that
+// the searches on its flavor read (their quota check keeps the holder's
+// headroom, takesHeadroom), also where none of its nodes is listed again
+// (each of them failed while it was held).
+func TestSearchMemoSeesAReservationEnd(t *testing.T) {
+	cfg := Config{Cohorts: []Cohort{{Name: "org"}}, Teams: []Team{teamQ("a", "org", 32, nil, nil)}}
+	f := newFx(t, cfg, rack("n", "a", 4, 8, 0, 0), Options{ReserveAfter: -1, StarvationAfter: 10 * time.Minute})
+	f.submit(wl("h", "a", "production", 2, 8, 0), wl("x", "a", "production", 1, 8, 1))
+	s := f.s
+	s.setNow(at(60))
+	fl := s.flavors["a"]
+	h, x := s.workloads["h"], s.workloads["x"]
+	if !s.reserve(h, nil) || fl.res != h {
+		t.Fatal("h reserved no nodes")
+	}
+	for _, n := range h.reserved {
+		setHealth(t, n.spec.Name, false, f)
+	}
+	s.rememberFail(x, fl, fl.gen)
+	if !s.failedBefore(x, fl) {
+		t.Fatal("x's failed search was not remembered")
+	}
+	s.unreserve(h)
+	if s.failedBefore(x, fl) {
+		t.Fatal("h's reservation ended, yet x's search is taken as failed as before")
+	}
+}
+
 // TestUnixNanosOrdersAsTime: a candidate's submission, as the starving
 // search compares it, orders as the times do, out of an int64's range too.
 func TestUnixNanosOrdersAsTime(t *testing.T) {
