@@ -1,7 +1,10 @@
 package scheduler
 
 import (
+	"fmt"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -231,6 +234,111 @@ func TestRoomInOneDomainIsABound(t *testing.T) {
 		t.Fatalf("the bounds refused %d searches (%d for want of whole pods), %d could succeed: too few to tell", refused, inPods, could)
 	}
 	t.Logf("%d searches refused by the bounds (%d for want of whole pods), none of which could succeed; %d could, and were let through", refused, inPods, could)
+}
+
+// domainPodShort is exact, not merely a bound: on every pending gang of
+// whole pods held to a domain, the pods it says the best domain lacks are
+// those that domain lacks once every candidate is evicted, counted on the
+// nodes placement may use. A busy fleet whose gangs reserve (drain) nodes,
+// and worlds of placement rules, whose candidates also run on nodes of
+// classes the gang's view does not admit: GPUs freed there count for
+// nothing.
+func TestDomainPodShortIsExact(t *testing.T) {
+	var n podShortCounts
+	b := newBusy(t, 300)
+	for range 80 {
+		b.churn(t, 10)
+		n.check(t, b.s)
+		b.sec += 59 // a minute a step: gangs wait past ReserveAfter
+		b.cycle(t)
+	}
+	for seed := range 12 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 45))
+		cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
+		for i := range 5 {
+			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
+		}
+		nodes := classed(rack("n", "a", 12, 8, 2, 3), func(int) string { return ruleClasses[rng.IntN(len(ruleClasses))] })
+		f := newFx(t, cfg, nodes, Options{ReserveAfter: 3 * time.Minute, StarvationAfter: 2 * time.Minute})
+		levels := []string{"rack", "block"}
+		next := 0
+		for sec := 20; sec <= 4000; sec += 20 {
+			for range rng.IntN(4) {
+				tr := cfg.Tiers[rng.IntN(len(cfg.Tiers))].Name
+				w := wl(fmt.Sprintf("w%d", next), fmt.Sprintf("t%d", min(4, int(rng.ExpFloat64()*1.2))), string(tr), 1, GPUs(1+rng.IntN(8)), sec)
+				if rng.IntN(3) == 0 {
+					w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
+					w.Require = levels[rng.IntN(len(levels))]
+				}
+				if rng.IntN(4) > 0 {
+					w.Rules = randomRules(rng, ruleClasses)
+				}
+				f.submit(w)
+				next++
+			}
+			endOne(rng, f)
+			n.check(t, f.s)
+			f.cycle(sec)
+		}
+	}
+	if n.checked < 1000 || n.short < 100 || n.room < 100 || n.unlisted < 100 {
+		t.Fatalf("%+v: too few to tell", n)
+	}
+	t.Logf("%+v", n)
+}
+
+// podShortCounts are what TestDomainPodShortIsExact checked: gangs, those
+// short of pods and those with room, and candidates' placements on nodes
+// the gang's view does not list.
+type podShortCounts struct{ checked, short, room, unlisted int }
+
+// check compares domainPodShort with the pods the best domain lacks with
+// every candidate evicted, for every pending gang of s held to a domain.
+func (n *podShortCounts) check(t *testing.T, s *Scheduler) {
+	t.Helper()
+	for _, w := range s.workloads {
+		if w.state != statePending || w.spec.Require == "" || w.spec.GPUsPerPod < 2 {
+			continue
+		}
+		for _, f := range w.cands {
+			vs, ok := s.candidates(w, f, false)
+			if !ok {
+				continue
+			}
+			v := s.viewOf(w, f)
+			li := v.Levels[w.spec.Require]
+			if li == nil || li.BestFit(w.spec.GPUsPerPod, w.spec.Pods, nil) != nil {
+				continue // placed as it is: no search
+			}
+			got := s.domainPodShort(f, v, w.spec.Require, w.spec.GPUsPerPod, w.spec.Pods, vs)
+			var ids []WorkloadID
+			for _, c := range vs.all() {
+				ids = append(ids, c.w.spec.ID)
+				for _, p := range c.w.placements {
+					if !v.lists(f, p.node) {
+						n.unlisted++
+					}
+				}
+			}
+			restore := s.WhatIfEvict(ids...)
+			var best int64
+			for i := range li.Doms {
+				best = max(best, li.Doms[i].G.Usable(w.spec.GPUsPerPod, math.MaxInt64))
+			}
+			restore()
+			want := w.spec.Pods - best
+			if (want <= 0) != (got <= 0) || (want > 0 && got != want) {
+				t.Fatalf("%s (%d x %d GPUs in one %s): domainPodShort %d, with its %d candidates evicted the best domain lacks %d",
+					w.spec.ID, w.spec.Pods, w.spec.GPUsPerPod, w.spec.Require, got, len(ids), want)
+			}
+			n.checked++
+			if want > 0 {
+				n.short++
+			} else {
+				n.room++
+			}
+		}
+	}
 }
 
 // The bound checked before a search is built never turns away one that would
