@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,16 +121,16 @@ func (e *DisruptionError) Error() string {
 		strings.Join(ns, ", "), AnnotationApproveDisruption, e.ID)
 }
 
-// NotReadyError is a grown pool whose nodes did not all become Ready in time.
+// NotReadyError is a grown pool whose new nodes did not all become Ready in
+// time.
 type NotReadyError struct {
-	Pool         string
-	Ready, Want  int64
-	WaitedFor    time.Duration
-	FaultyOrLate []string
+	Pool        string
+	Ready, Want int64
+	WaitedFor   time.Duration
 }
 
 func (e *NotReadyError) Error() string {
-	return fmt.Sprintf("pool %s has %d of %d nodes Ready after %s; the quotas that need them wait", e.Pool, e.Ready, e.Want, e.WaitedFor)
+	return fmt.Sprintf("pool %s has %d of %d new nodes Ready after %s; the quotas that need them wait", e.Pool, e.Ready, e.Want, e.WaitedFor)
 }
 
 // Resize implements Capacity.
@@ -152,18 +153,19 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 			resized = append(resized, c)
 		}
 	}
-	// A grown pool is ready when it has as many more usable nodes as it has
-	// new nodes: a node that was faulty before the grow does not hold it
-	// back, nor does a Pool object lost or deleted by hand (its pool looks
-	// grown from nothing, but its nodes are there).
-	usableBefore, nodesBefore := map[string]int64{}, map[string]int64{}
+	// A grown pool is ready when as many nodes made since are usable as it
+	// has new nodes: a node that was faulty before the grow does not hold
+	// it back, nor one that turns faulty while it grows, nor a Pool object
+	// lost or deleted by hand (its pool looks grown from nothing, but its
+	// nodes are there).
+	before := map[string]map[types.UID]bool{}
 	if step.Phase == PhaseGrowCapacity {
 		for _, c := range resized {
-			usable, all, err := t.poolNodes(ctx, c.Pool.Name)
+			seen, err := t.nodeUIDs(ctx, c.Pool.Name)
 			if err != nil {
 				return err
 			}
-			usableBefore[c.Pool.Name], nodesBefore[c.Pool.Name] = usable, all
+			before[c.Pool.Name] = seen
 		}
 	}
 	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {
@@ -175,7 +177,7 @@ func (t *Terraform) Resize(ctx context.Context, src *allotv1.CapacitySource, rev
 		return nil
 	}
 	for _, c := range resized {
-		if err := t.waitReady(ctx, c.Pool.Name, usableBefore[c.Pool.Name]+max(0, c.To-nodesBefore[c.Pool.Name])); err != nil {
+		if err := t.waitReady(ctx, c.Pool.Name, before[c.Pool.Name], max(0, c.To-int64(len(before[c.Pool.Name])))); err != nil {
 			return err
 		}
 	}
@@ -528,7 +530,8 @@ func annotationManager(obj client.Object, key string) string {
 // back what its state and the cloud say changed, and makes lost onprem and
 // kwok nodes again), then waits (bounded) for the nodes it made. A difference
 // the apply cannot remove (nodes outside its state, nodes still joining) is
-// returned as a finding, and not planned again until it changes.
+// returned as a finding, and not planned again until it changes; one that
+// changed while Terraform ran is planned again at the next check.
 func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource, rev Revision) ([]allotv1.Finding, error) {
 	var cluster schema.ClusterName
 	switch {
@@ -554,13 +557,13 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 	}
 	if seen, _ := t.drifts.Load(key); seen != drift {
 		t.event(src, corev1.EventTypeWarning, "Drift", "cluster %s: %s; planning to put the pools back", cluster, drift)
-		usableBefore := map[schema.PoolName]int64{}
+		before := map[schema.PoolName]map[types.UID]bool{}
 		for pool := range short {
-			n, _, err := t.poolNodes(ctx, string(pool))
+			seen, err := t.nodeUIDs(ctx, string(pool))
 			if err != nil {
 				return nil, err
 			}
-			usableBefore[pool] = n
+			before[pool] = seen
 		}
 		if err := t.resizeCluster(ctx, src, rev, cluster, targets); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
@@ -568,12 +571,20 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 		// Nodes made again are waited for, as a grow's are: a later check
 		// must not take a node still joining for a lost one.
 		for _, pool := range slices.Sorted(maps.Keys(short)) {
-			if err := t.waitReady(ctx, string(pool), usableBefore[pool]+short[pool]); err != nil {
+			if err := t.waitReady(ctx, string(pool), before[pool], short[pool]); err != nil {
 				return nil, err
 			}
 		}
-		if _, drift, err = t.drift(ctx, cfg, cluster, targets); err != nil || drift == "" {
+		after := ""
+		if _, after, err = t.drift(ctx, cfg, cluster, targets); err != nil || after == "" {
 			return nil, err
+		}
+		if after != drift {
+			// Another difference: the nodes or their marks changed while
+			// Terraform ran (a node retired, one lost). Not one the apply
+			// failed to remove: the next check plans it.
+			return []allotv1.Finding{{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
+				Message: fmt.Sprintf("cluster %s: %s, changed while Terraform put the pools back; planned again at the next check", cluster, after)}}, nil
 		}
 		t.drifts.Store(key, drift)
 	}
@@ -916,34 +927,41 @@ func (t *Terraform) nodesOf(ctx context.Context, pool string) ([]corev1.Node, er
 	return nodes.Items, nil
 }
 
-// poolNodes counts the pool's usable nodes (Ready, no GPU fault, a healthy
-// GPU) and all its Node objects.
-func (t *Terraform) poolNodes(ctx context.Context, pool string) (usable, all int64, err error) {
+// nodeUIDs are the UIDs of the pool's Node objects: a node made anew under
+// an old name has a new one.
+func (t *Terraform) nodeUIDs(ctx context.Context, pool string) (map[types.UID]bool, error) {
 	nodes, err := t.nodesOf(ctx, pool)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	seen := make(map[types.UID]bool, len(nodes))
 	for i := range nodes {
-		if nodestate.Read(&nodes[i]).Usable {
-			usable++
-		}
+		seen[nodes[i].UID] = true
 	}
-	return usable, int64(len(nodes)), nil
+	return seen, nil
 }
 
-// waitReady waits, bounded, until the pool has want usable nodes.
-func (t *Terraform) waitReady(ctx context.Context, pool string, want int64) error {
+// waitReady waits, bounded, until want of the pool's nodes not in before
+// (made since) are usable: Ready, no GPU fault, a healthy GPU. The other
+// nodes' health does not hold it: one turning faulty while it waits is
+// repair's to handle, not a reason to wait out the timeout.
+func (t *Terraform) waitReady(ctx context.Context, pool string, before map[types.UID]bool, want int64) error {
 	timeout := t.ReadyTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
 	var ready int64
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		usable, _, err := t.poolNodes(ctx, pool)
+		nodes, err := t.nodesOf(ctx, pool)
 		if err != nil {
 			return false, nil //nolint:nilerr // a failed list is retried until the timeout
 		}
-		ready = usable
+		ready = 0
+		for i := range nodes {
+			if !before[nodes[i].UID] && nodestate.Read(&nodes[i]).Usable {
+				ready++
+			}
+		}
 		return ready >= want, nil
 	})
 	if err != nil {
