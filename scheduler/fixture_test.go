@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -53,6 +54,33 @@ func withFlavors(w Workload, f ...Flavor) Workload  { w.Flavors = f; return w }
 // teamQ is a team of cohort c with a nominal (and optional limits) on flavor "a".
 func teamQ(name, cohort string, nominal GPUs, borrow, lend *GPUs) Team {
 	return Team{Name: TeamName(name), Cohort: CohortName(cohort), Quota: map[Flavor]Quota{"a": {Nominal: nominal, BorrowingLimit: borrow, LendingLimit: lend}}}
+}
+
+// orgConfig is five teams t0..t4 of 16 GPUs in cohort org, on the tiers
+// and evenTiers.
+func orgConfig() Config {
+	cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
+	for i := range 5 {
+		cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
+	}
+	return cfg
+}
+
+// orgArrival is a random workload w<id> of an orgConfig world submitted at
+// second sec: most from t0 and t1, which borrow; one in three a gang held
+// to one of levels ("": none); with rules, three in four with placement
+// rules of ruleClasses.
+func orgArrival(rng *rand.Rand, cfg Config, id, sec int, levels []string, rules bool) Workload {
+	team := fmt.Sprintf("t%d", min(4, int(rng.ExpFloat64()*1.2)))
+	w := wl(fmt.Sprintf("w%d", id), team, string(cfg.Tiers[rng.IntN(len(cfg.Tiers))].Name), 1, GPUs(1+rng.IntN(8)), sec)
+	if rng.IntN(3) == 0 {
+		w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
+		w.Require = levels[rng.IntN(len(levels))]
+	}
+	if rules && rng.IntN(4) > 0 {
+		w.Rules = randomRules(rng, ruleClasses)
+	}
+	return w
 }
 
 type fx struct {

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -108,10 +107,7 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 	var refusals [3]int // by world: plain, rules, clusters
 	for seed := range 96 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 44))
-		cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
-		for i := range 5 {
-			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
-		}
+		cfg := orgConfig()
 		nodes := rack("n", "a", 12, 8, 2, 3)
 		rules, clusters := seed%3 == 1, seed%3 == 2
 		levels := []string{"", "rack", "block"}
@@ -140,13 +136,6 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 				t.Fatalf("seed %d: %s's bounds were taken as refused by another search's, yet they pass", seed, w.spec.ID)
 			}
 		}
-		names := slices.Collect(func(yield func(string) bool) {
-			for _, tr := range cfg.Tiers {
-				if !yield(string(tr.Name)) {
-					return
-				}
-			}
-		})
 		next, sec := 0, 0
 		for range 300 {
 			sec += 20
@@ -154,16 +143,7 @@ func TestRefusalsStandOnAStarvingFleet(t *testing.T) {
 				sec += 3 * 3600
 			}
 			for range rng.IntN(4) {
-				// Most work from the first two teams, which borrow.
-				team := fmt.Sprintf("t%d", min(4, int(rng.ExpFloat64()*1.2)))
-				w := wl(fmt.Sprintf("w%d", next), team, names[rng.IntN(len(names))], 1, GPUs(1+rng.IntN(8)), sec)
-				if rng.IntN(3) == 0 {
-					w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
-					w.Require = levels[rng.IntN(len(levels))]
-				}
-				if rules && rng.IntN(4) > 0 {
-					w.Rules = randomRules(rng, ruleClasses)
-				}
+				w := orgArrival(rng, cfg, next, sec, levels, rules)
 				if clusters && rng.IntN(4) == 0 {
 					w.Cluster = []string{"east", "west"}[rng.IntN(2)]
 				}

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -254,26 +253,14 @@ func TestDomainPodShortIsExact(t *testing.T) {
 	}
 	for seed := range 12 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 45))
-		cfg := Config{Tiers: append(slices.Clone(tiers), evenTiers...), Cohorts: []Cohort{{Name: "org"}}}
-		for i := range 5 {
-			cfg.Teams = append(cfg.Teams, teamQ(fmt.Sprintf("t%d", i), "org", 16, nil, nil))
-		}
+		cfg := orgConfig()
 		nodes := classed(rack("n", "a", 12, 8, 2, 3), func(int) string { return ruleClasses[rng.IntN(len(ruleClasses))] })
 		f := newFx(t, cfg, nodes, Options{ReserveAfter: 3 * time.Minute, StarvationAfter: 2 * time.Minute})
 		levels := []string{"rack", "block"}
 		next := 0
 		for sec := 20; sec <= 4000; sec += 20 {
 			for range rng.IntN(4) {
-				tr := cfg.Tiers[rng.IntN(len(cfg.Tiers))].Name
-				w := wl(fmt.Sprintf("w%d", next), fmt.Sprintf("t%d", min(4, int(rng.ExpFloat64()*1.2))), string(tr), 1, GPUs(1+rng.IntN(8)), sec)
-				if rng.IntN(3) == 0 {
-					w.Pods, w.GPUsPerPod = int64(2+rng.IntN(3)), GPUs(2*(1+rng.IntN(4)))
-					w.Require = levels[rng.IntN(len(levels))]
-				}
-				if rng.IntN(4) > 0 {
-					w.Rules = randomRules(rng, ruleClasses)
-				}
-				f.submit(w)
+				f.submit(orgArrival(rng, cfg, next, sec, levels, true))
 				next++
 			}
 			endOne(rng, f)
