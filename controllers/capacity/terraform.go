@@ -575,7 +575,7 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 				return nil, err
 			}
 		}
-		after := ""
+		var after string
 		if _, after, err = t.drift(ctx, cfg, cluster, targets); err != nil || after == "" {
 			return nil, err
 		}
@@ -583,13 +583,16 @@ func (t *Terraform) CheckDrift(ctx context.Context, src *allotv1.CapacitySource,
 			// Another difference: the nodes or their marks changed while
 			// Terraform ran (a node retired, one lost). Not one the apply
 			// failed to remove: the next check plans it.
-			return []allotv1.Finding{{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
-				Message: fmt.Sprintf("cluster %s: %s, changed while Terraform put the pools back; planned again at the next check", cluster, after)}}, nil
+			return driftFinding("cluster %s: %s, changed while Terraform put the pools back; planned again at the next check", cluster, after), nil
 		}
 		t.drifts.Store(key, drift)
 	}
-	return []allotv1.Finding{{Severity: string(schema.SeverityWarning), Rule: "pool-drift",
-		Message: fmt.Sprintf("cluster %s: %s, and a Terraform apply does not change it: nodes outside its state, or still joining", cluster, drift)}}, nil
+	return driftFinding("cluster %s: %s, and a Terraform apply does not change it: nodes outside its state, or still joining", cluster, drift), nil
+}
+
+// driftFinding is the pool-drift warning of a cluster's drift check.
+func driftFinding(format string, args ...any) []allotv1.Finding {
+	return []allotv1.Finding{{Severity: string(schema.SeverityWarning), Rule: "pool-drift", Message: fmt.Sprintf(format, args...)}}
 }
 
 // drift says which pools of the cluster are off their target: another number
