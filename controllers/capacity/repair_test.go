@@ -215,19 +215,8 @@ func TestRepairRetiresAFlappingNode(t *testing.T) {
 // scheduler too, whose demand the Pool reconciler takes, and with now, the
 // Pool reconciler's clock.
 func startRepair(t *testing.T, sched *runner.Runner, now func() time.Time) (client.Client, *prometheus.Registry, *corev1.Secret) {
-	tenv := testenv.Start(t)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	tenv, secret := kwokEnv(t)
 	c := tenv.Client
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "tf-env"}, StringData: map[string]string{"KUBECONFIG": kubeconfig}}
-	if err := c.Create(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	pools := &pool.Reconciler{Metrics: pool.NewMetrics(reg), Recheck: 200 * time.Millisecond, Now: now}
 	setups := []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
@@ -240,6 +229,26 @@ func startRepair(t *testing.T, sched *runner.Runner, now func() time.Time) (clie
 	}
 	startTerraform(t, tenv, &capacity.Terraform{EnvSecret: client.ObjectKeyFromObject(secret), ReadyTimeout: time.Minute}, setups...)
 	return c, reg, secret
+}
+
+// kwokEnv starts a new API server with the namespace gitops and the Secret
+// gitops/tf-env, whose KUBECONFIG (of that API server) Terraform's kwok
+// hooks read.
+func kwokEnv(t *testing.T) (*testenv.Env, *corev1.Secret) {
+	t.Helper()
+	tenv := testenv.Start(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := tenv.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := tenv.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "tf-env"}, StringData: map[string]string{"KUBECONFIG": kubeconfig}}
+	if err := tenv.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	return tenv, secret
 }
 
 // setKubeconfig points Terraform's hooks at kubeconfig.

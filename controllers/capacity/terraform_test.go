@@ -290,9 +290,9 @@ func waitEvent(t *testing.T, c client.Client, key types.NamespacedName, reason, 
 }
 
 // startTerraform runs a second CapacitySource reconciler in this process
-// (the suite runs one), on tenv, with Terraform tf (its Reader, Dir, Hook
-// and Recorder filled in: the hook is this test binary, see TestMain) and
-// the other parts setups add; it stops when the test ends.
+// (the suite runs one), on tenv, with Terraform tf (its Reader, Dir and
+// Recorder filled in, and its Hook unless set: this test binary, see
+// TestMain) and the other parts setups add; it stops when the test ends.
 func startTerraform(t *testing.T, tenv *testenv.Env, tf *capacity.Terraform, setups ...func(ctrl.Manager) error) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(tenv.Config, ctrl.Options{Scheme: tenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
@@ -300,7 +300,10 @@ func startTerraform(t *testing.T, tenv *testenv.Env, tf *capacity.Terraform, set
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf.Reader, tf.Dir, tf.Hook, tf.Recorder = mgr.GetAPIReader(), t.TempDir(), os.Args[0], mgr.GetEventRecorder("allot-capacity")
+	tf.Reader, tf.Dir, tf.Recorder = mgr.GetAPIReader(), t.TempDir(), mgr.GetEventRecorder("allot-capacity")
+	if tf.Hook == "" {
+		tf.Hook = os.Args[0]
+	}
 	r := &capacity.Reconciler{
 		Client:   mgr.GetClient(),
 		Fetcher:  capacity.Sources{Git: &capacity.GitFetcher{Dir: t.TempDir()}},
