@@ -302,6 +302,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	w.seen, w.said = s.cycles, s.now
 	res.Considered++
 	s.consider(w, res)
+	s.steps++
 	if w.state != statePending {
 		return true
 	}
@@ -334,7 +335,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	}
 	eligible := s.mayReserve(w.since)
 	holder := w.reserved != nil
-	if !holder && s.failsLike(w, eligible) {
+	if !holder && (s.failsNot.w != w || s.failsNot.steps != s.steps) && s.failsLike(w, eligible) {
 		return
 	}
 	prev, dirty := w.reserved, s.dirty
@@ -412,11 +413,7 @@ func (s *Scheduler) failsAs(f *failure, since int64, e *entry) bool {
 // used when a borrow-first gang is chosen: that rule holds back smaller
 // workloads, not larger ones.
 func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
-	starving := s.starving(w.tier, w.since)
-	now := func(f *failure) bool {
-		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w)) &&
-			(!starving || (f.starving && !w.spec.Submitted.Before(f.submitted)))
-	}
+	now := s.failNow(w, eligible)
 	if f := &w.shape.fail; now(f) {
 		s.setReason(w, f.reason)
 		return true
@@ -434,6 +431,28 @@ func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
 		return true
 	}
 	return false
+}
+
+// failNow says of a failure whether it stands for w in this cycle and
+// epoch (failsLike), eligible being whether w may seek a reservation.
+func (s *Scheduler) failNow(w *workload, eligible bool) func(*failure) bool {
+	starving := s.starving(w.tier, w.since)
+	return func(f *failure) bool {
+		return f.cycle == s.cycles && f.epoch == s.epoch && (f.reserveTried || !eligible || !s.reservable(w)) &&
+			(!starving || (f.starving && !w.spec.Submitted.Before(f.submitted)))
+	}
+}
+
+// failsKnown says, without side effects, whether failsLike would find
+// that e's workload fails as its shape or a weaker one of its class did,
+// where its backoff is over and it holds no reservation.
+func (s *Scheduler) failsKnown(e *entry) bool {
+	w := e.w
+	if e.notBefore > s.nowN || w.reserved != nil || s.opts.BorrowFirstAfter > 0 {
+		return false
+	}
+	now := s.failNow(w, s.mayReserve(w.since))
+	return now(&w.shape.fail) || s.weaker(w, now) != nil
 }
 
 // weaker returns a failure of w's class in this cycle and epoch (now says

@@ -17,6 +17,15 @@ type runScratch struct {
 	pass      runPass
 	// scans numbers the runs scanRun reads (shapeInfo.scan).
 	scans uint64
+	// failsNot is the workload at the head of the run passRun walks when
+	// it found that it does not fail as one of its shape or class did, and
+	// steps the count of steps then: the step that follows at once
+	// (consider) need not ask again.
+	failsNot struct {
+		w     *workload
+		steps uint64
+	}
+	steps uint64
 	// early are the cursors whose run was passed early and is not yet
 	// counted (passEarly); walked is the workload the walk came to last;
 	// noEarly: none is passed early now (walkTo).
@@ -849,7 +858,10 @@ func (s *Scheduler) considered(c *cursor, e *entry) {
 }
 
 // passRun passes over the workloads of c's run from its head up to the
-// next one whose shape is not marked, and reports how many.
+// next one whose shape is not marked and that failsLike would not find
+// failing as one of its shape or class did (failsKnown: a run of many
+// sizes has its sizes marked one by one, each once considered), and
+// reports how many.
 func (s *Scheduler) passRun(c *cursor, res *Results) int {
 	p := &s.pass
 	if p.ver != c.t.queue.ver || c.head.tier != c.tier || c.i-1 > p.last {
@@ -863,7 +875,10 @@ func (s *Scheduler) passRun(c *cursor, res *Results) int {
 		if e.gone {
 			continue
 		}
-		if e.shape.pass != s.passGen {
+		if e.shape.pass != s.passGen && !s.failsKnown(e) {
+			if i == c.i-1 {
+				s.failsNot.w, s.failsNot.steps = e.w, s.steps
+			}
 			break
 		}
 		wake.add(s, e.since)
