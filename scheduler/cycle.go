@@ -302,7 +302,7 @@ func (s *Scheduler) step(w *workload, res *Results) bool {
 	w.seen, w.said = s.cycles, s.now
 	res.Considered++
 	s.consider(w, res)
-	s.steps++
+	s.failsNot = nil
 	if w.state != statePending {
 		return true
 	}
@@ -335,7 +335,7 @@ func (s *Scheduler) consider(w *workload, res *Results) {
 	}
 	eligible := s.mayReserve(w.since)
 	holder := w.reserved != nil
-	if !holder && (s.failsNot.w != w || s.failsNot.steps != s.steps) && s.failsLike(w, eligible) {
+	if !holder && s.failsNot != w && s.failsLike(w, eligible) {
 		return
 	}
 	prev, dirty := w.reserved, s.dirty

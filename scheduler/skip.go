@@ -18,14 +18,10 @@ type runScratch struct {
 	// scans numbers the runs scanRun reads (shapeInfo.scan).
 	scans uint64
 	// failsNot is the workload at the head of the run passRun walks when
-	// it found that it does not fail as one of its shape or class did, and
-	// steps the count of steps then: the step that follows at once
-	// (consider) need not ask again.
-	failsNot struct {
-		w     *workload
-		steps uint64
-	}
-	steps uint64
+	// it found that it does not fail as one of its shape or class did: the
+	// step that follows at once (consider) need not ask again. Every step
+	// clears it.
+	failsNot *workload
 	// early are the cursors whose run was passed early and is not yet
 	// counted (passEarly); walked is the workload the walk came to last;
 	// noEarly: none is passed early now (walkTo).
@@ -877,7 +873,7 @@ func (s *Scheduler) passRun(c *cursor, res *Results) int {
 		}
 		if e.shape.pass != s.passGen && !s.failsKnown(e) {
 			if i == c.i-1 {
-				s.failsNot.w, s.failsNot.steps = e.w, s.steps
+				s.failsNot = e.w
 			}
 			break
 		}
