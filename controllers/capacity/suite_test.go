@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -235,3 +236,32 @@ func deleteAtCleanup(t *testing.T, objs ...client.Object) {
 func init() { ctrl.SetLogger(logr.Discard()) }
 
 var eventually = testenv.Eventually
+
+// check asks the source's reconciler for a reconcile (Flux's requestedAt)
+// and returns the source once it has handled it.
+func check(t *testing.T, c client.Client, key types.NamespacedName) *allotv1.CapacitySource {
+	t.Helper()
+	s := &allotv1.CapacitySource{}
+	if err := c.Get(context.Background(), key, s); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(s.DeepCopy())
+	token := time.Now().Format(time.RFC3339Nano)
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[meta.ReconcileRequestAnnotation] = token
+	if err := c.Patch(context.Background(), s, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "reconcile "+token+" handled", func() error {
+		if err := c.Get(context.Background(), key, s); err != nil {
+			return err
+		}
+		if s.Status.LastHandledReconcileAt != token {
+			return fmt.Errorf("lastHandledReconcileAt = %q", s.Status.LastHandledReconcileAt)
+		}
+		return nil
+	})
+	return s
+}
