@@ -413,24 +413,35 @@ func (s *Scheduler) failsAs(f *failure, since int64, e *entry) bool {
 // used when a borrow-first gang is chosen: that rule holds back smaller
 // workloads, not larger ones.
 func (s *Scheduler) failsLike(w *workload, eligible bool) bool {
-	now := s.failNow(w, eligible)
-	if f := &w.shape.fail; now(f) {
+	f, shape := s.standing(w, eligible)
+	switch {
+	case f == nil:
+		return false
+	case shape:
 		s.setReason(w, f.reason)
 		return true
 	}
-	if f := s.weaker(w, now); f != nil {
-		r, ok := s.firstReason(w)
-		if !ok {
-			return false // cannot be; then w is tried
-		}
-		s.setReason(w, r)
-		w.shape.fail = failure{cycle: s.cycles, epoch: s.epoch, reason: r, pods: w.spec.Pods, reserveTried: f.reserveTried}
-		if s.test != nil && s.test.classHit != nil {
-			s.test.classHit(w, r)
-		}
-		return true
+	r, ok := s.firstReason(w)
+	if !ok {
+		return false // cannot be; then w is tried
 	}
-	return false
+	s.setReason(w, r)
+	w.shape.fail = failure{cycle: s.cycles, epoch: s.epoch, reason: r, pods: w.spec.Pods, reserveTried: f.reserveTried}
+	if s.test != nil && s.test.classHit != nil {
+		s.test.classHit(w, r)
+	}
+	return true
+}
+
+// standing returns the failure that stands for w in this cycle and epoch,
+// eligible being whether w may seek a reservation: its shape's (shape is
+// then true), else a weaker one of its class (weaker), else nil.
+func (s *Scheduler) standing(w *workload, eligible bool) (f *failure, shape bool) {
+	now := s.failNow(w, eligible)
+	if f := &w.shape.fail; now(f) {
+		return f, true
+	}
+	return s.weaker(w, now), false
 }
 
 // failNow says of a failure whether it stands for w in this cycle and
@@ -443,16 +454,17 @@ func (s *Scheduler) failNow(w *workload, eligible bool) func(*failure) bool {
 	}
 }
 
-// failsKnown says, without side effects, whether failsLike would find
-// that e's workload fails as its shape or a weaker one of its class did,
-// where its backoff is over and it holds no reservation.
+// failsKnown says, without failsLike's side effects, whether failsLike
+// would find e's workload failing (standing), where consider would ask it:
+// its backoff is over, it holds no reservation, and no borrow-first gang is
+// chosen (that rule reads the reasons failsLike sets).
 func (s *Scheduler) failsKnown(e *entry) bool {
 	w := e.w
 	if e.notBefore > s.nowN || w.reserved != nil || s.opts.BorrowFirstAfter > 0 {
 		return false
 	}
-	now := s.failNow(w, s.mayReserve(w.since))
-	return now(&w.shape.fail) || s.weaker(w, now) != nil
+	f, _ := s.standing(w, s.mayReserve(w.since))
+	return f != nil
 }
 
 // weaker returns a failure of w's class in this cycle and epoch (now says
