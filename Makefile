@@ -82,30 +82,31 @@ KUBE_LDFLAGS  := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 export KUBEBUILDER_ASSETS ?= $(abspath $(BIN))
 
 .PHONY: controlplane
-controlplane: $(CONTROLPLANE) ## Build kube-apiserver, etcd and kube-scheduler into bin/ (cached; ~5 min the first time).
+controlplane: $(CONTROLPLANE) ## Build kube-apiserver and etcd into bin/ (cached; ~5 min the first time).
 
 $(CONTROLPLANE): config/controlplane/go.mod config/controlplane/go.sum
 	@echo "building the control plane $(KUBE_VERSION) from the module proxy into $(BIN)/ (once; ~5-10 min on 2 cores, cached after)"
-	@echo "  1/3 etcd (~1-2 min)"
+	@echo "  1/2 etcd (~1-2 min)"
 	@cd config/controlplane && $(GO) build -o ../../$(BIN)/etcd ./etcd
-	@echo "  2/3 kube-apiserver (~3-6 min)"
+	@echo "  2/2 kube-apiserver (~3-6 min)"
 	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	@echo "  3/3 kube-scheduler (~1-2 min)"
-	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-	@echo "  control plane ready: $(BIN)/etcd, $(BIN)/kube-apiserver, $(BIN)/kube-scheduler"
+	@echo "  control plane ready: $(BIN)/etcd, $(BIN)/kube-apiserver"
 	rm -f $(BIN)/.controlplane-* && touch $@
 
-# The Job controller of the side-by-side benchmark (BenchmarkThroughput): not
-# needed by the tests, built only for the benchmarks.
-JOBCONTROLLER := $(BIN)/.kube-controller-manager-$(KUBE_VERSION)
+# What the side-by-side benchmarks run beside allot, never the tests: kube-scheduler
+# (the binding it is measured against, and Kueue's placement) and
+# kube-controller-manager (its Job controller makes the pods), from the same
+# pinned k8s.io/kubernetes as the control plane.
+BENCHPLANE := $(BIN)/.benchplane-$(KUBE_VERSION)
 
-.PHONY: jobcontroller
-jobcontroller: $(JOBCONTROLLER) ## Build kube-controller-manager into bin/ (its Job controller makes the pods of the side-by-side benchmark; cached; ~5 min).
+.PHONY: benchplane
+benchplane: $(BENCHPLANE) ## Build kube-scheduler and kube-controller-manager into bin/ for the side-by-side benchmarks (cached; ~5 min).
 
-$(JOBCONTROLLER): config/controlplane/go.mod config/controlplane/go.sum
-	@echo "building kube-controller-manager $(KUBE_VERSION) into $(BIN)/ (once; ~5 min)"
+$(BENCHPLANE): config/controlplane/go.mod config/controlplane/go.sum
+	@echo "building kube-scheduler and kube-controller-manager $(KUBE_VERSION) into $(BIN)/ (once; ~5 min)"
+	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	@cd config/controlplane && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o ../../$(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
-	rm -f $(BIN)/.kube-controller-manager-* && touch $@
+	rm -f $(BIN)/.benchplane-* && touch $@
 
 # Kueue, for the Kueue backend's tests: the controller built from the module proxy
 # (config/kueue pins the release), rebuilt only when that pin changes.
@@ -208,7 +209,7 @@ test-fuzz: ## Fuzz the parsers, the planner and the simulator for a while (FUZZT
 	$(GO) test ./planner/slurm/ -run '^$$' -fuzz FuzzParseSlurm -fuzztime $${FUZZTIME:-30s}
 
 .PHONY: bench
-bench: build controlplane kueue jobcontroller ## Run the benchmarks, then time the CLI on a generated 500-team repository.
+bench: build controlplane kueue benchplane ## Run the benchmarks, then time the CLI on a generated 500-team repository.
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	$(GO) test ./cmd/allot/ -run TestGeneratedFleetIsValid -count=1 -write-fleet "$$d" >/dev/null && \
@@ -221,7 +222,7 @@ bench-scheduler: ## Starving replays (BenchmarkSimStarving), this tree against B
 	scheduler/bench/sidebyside.sh $(BASE) $(RUNS)
 
 .PHONY: bench-kueue
-bench-kueue: controlplane kueue jobcontroller ## allot against Kueue with kube-scheduler: the same Jobs, nodes and Job controller, the median of 3 runs each (~15 min).
+bench-kueue: controlplane kueue benchplane ## allot against Kueue with kube-scheduler: the same Jobs, nodes and Job controller, the median of 3 runs each (~15 min).
 	$(GO) test ./controllers/kueue -run '^$$' -bench Throughput -benchtime 3x -timeout 90m
 
 .PHONY: verify

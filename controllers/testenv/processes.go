@@ -31,7 +31,7 @@ leaderElection:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startProcess(t, dir, "make controlplane", "kube-scheduler", "--config", cfg, "--secure-port", "0", "-v", "0")
+	return startProcess(t, dir, "kube-scheduler", "--config", cfg, "--secure-port", "0", "-v", "0")
 }
 
 // StartJobController runs bin/kube-controller-manager against env with only
@@ -46,14 +46,14 @@ func StartJobController(t testing.TB, env *Env) (stop func()) {
 	if err := env.WriteKubeconfig(kc); err != nil {
 		t.Fatal(err)
 	}
-	return startProcess(t, dir, "make jobcontroller", "kube-controller-manager", "--kubeconfig", kc, "--controllers", "job-controller,garbage-collector-controller",
+	return startProcess(t, dir, "kube-controller-manager", "--kubeconfig", kc, "--controllers", "job-controller,garbage-collector-controller",
 		"--leader-elect=false", "--secure-port", "0", "--kube-api-qps", "5000", "--kube-api-burst", "10000",
 		"--concurrent-job-syncs", "50", "-v", "0")
 }
 
-// startProcess runs the binary name in the control plane's directory (which
-// build builds) with args, logging to dir.
-func startProcess(t testing.TB, dir, build, name string, args ...string) (stop func()) {
+// startProcess runs the binary name in the control plane's directory (make
+// benchplane builds it) with args, logging to dir.
+func startProcess(t testing.TB, dir, name string, args ...string) (stop func()) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(Assets(), name), args...)
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
@@ -63,7 +63,7 @@ func startProcess(t testing.TB, dir, build, name string, args ...string) (stop f
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatalf("starting %s (%s builds it): %v", name, build, err)
+		t.Fatalf("starting %s (make benchplane builds it): %v", name, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
